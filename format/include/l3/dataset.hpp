@@ -1,0 +1,83 @@
+// A dataset: a directory of shards plus manifest.json, the commit marker
+// written last and atomically (spec/format.md §8). All functions throw
+// l3::Error (l3/error.hpp) on failure.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "l3/shard.hpp"
+
+namespace l3 {
+
+inline constexpr const char* kManifestName = "manifest.json";
+
+struct ManifestShard {
+  std::string file;            // plain file name inside the dataset directory
+  std::uint64_t records = 0;
+  std::uint64_t bytes = 0;     // file size
+  std::uint64_t file_hash = 0; // XXH3-64 of the whole file; "xxh3" in JSON, 16 hex digits
+};
+
+struct Manifest {
+  std::vector<ManifestShard> shards;
+  std::vector<std::string> classes;                       // class name of label i
+  nlohmann::json image_stats = nlohmann::json::object();  // filled by the caller, stored as is
+  nlohmann::json extra = nlohmann::json::object();        // free-form
+
+  std::uint64_t total_records() const noexcept;
+};
+
+// ManifestShard for a finalized shard; file is summary.path's file name.
+ManifestShard manifest_entry(const ShardSummary& summary);
+
+// Parses and validates dir/manifest.json (corrupt_manifest, unsupported_version;
+// io_error when it is missing: the dataset was never committed).
+Manifest read_manifest(const std::filesystem::path& dir);
+Manifest parse_manifest(const std::string& json_text);
+std::string serialize_manifest(const Manifest& manifest);  // deterministic
+// Validates, writes dir/manifest.json.tmp, fsyncs, renames, fsyncs dir.
+void write_manifest_atomic(const std::filesystem::path& dir, const Manifest& manifest);
+
+struct DatasetOptions {
+  ShardLimits limits{};
+  bool verify_shard_hashes = false;  // hash each whole shard when first opened (reads it all)
+};
+
+struct RecordLocation {
+  std::size_t shard = 0;
+  std::uint64_t index = 0;  // within the shard
+};
+
+// Opens shards lazily, on first access; safe to use from several threads.
+class Dataset {
+public:
+  static Dataset open(const std::filesystem::path& dir, DatasetOptions options = {});
+  ~Dataset();
+  Dataset(Dataset&&) noexcept;
+  Dataset& operator=(Dataset&&) noexcept;
+
+  std::uint64_t size() const noexcept;  // total records
+  std::size_t shard_count() const noexcept;
+  const Manifest& manifest() const noexcept;
+  const std::vector<std::string>& class_names() const noexcept;
+  const std::filesystem::path& directory() const noexcept;
+
+  RecordLocation locate(std::uint64_t i) const;  // O(log shards); out_of_range
+  RecordView record(std::uint64_t i, Verify verify = Verify::yes) const;
+  // Opens (once) and returns shard k; checks it against the manifest
+  // (corrupt_manifest on record count, size or label mismatch, checksum_mismatch on hash).
+  const ShardReader& shard(std::size_t k) const;
+
+private:
+  struct State;
+  explicit Dataset(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace l3

@@ -1,0 +1,88 @@
+// Dataset: manifest + lazily opened shards (spec/format.md §8.3).
+#include <algorithm>
+#include <mutex>
+
+#include "l3/dataset.hpp"
+#include "layout.hpp"
+
+namespace l3 {
+
+struct Dataset::State {
+  struct Slot {
+    std::once_flag once;
+    std::unique_ptr<ShardReader> reader;
+  };
+  std::filesystem::path dir;
+  DatasetOptions options;
+  Manifest manifest;
+  std::vector<std::uint64_t> starts;  // starts[k] = first global index of shard k; back() = total
+  std::unique_ptr<Slot[]> slots;
+};
+
+namespace {
+
+[[noreturn]] void mismatch(const ManifestShard& m, const std::string& what) {
+  throw_error(errc::corrupt_manifest, "shard \"" + m.file + "\" " + what);
+}
+
+std::unique_ptr<ShardReader> open_checked(const std::filesystem::path& dir, const ManifestShard& m,
+                                          const Manifest& manifest, const DatasetOptions& opt) {
+  auto reader = std::make_unique<ShardReader>(dir / m.file, opt.limits);
+  if (reader->size() != m.records)
+    mismatch(m, "holds " + std::to_string(reader->size()) + " records, manifest says " + std::to_string(m.records));
+  if (reader->file_size() != m.bytes)
+    mismatch(m, "is " + std::to_string(reader->file_size()) + " bytes, manifest says " + std::to_string(m.bytes));
+  if (!manifest.classes.empty() && reader->max_label() >= static_cast<std::int64_t>(manifest.classes.size()))
+    mismatch(m, "has label " + std::to_string(reader->max_label()) + " but the manifest names " +
+                    std::to_string(manifest.classes.size()) + " classes");
+  if (opt.verify_shard_hashes && shard_layout::xxh3(reader->file_bytes()) != m.file_hash)
+    throw_error(errc::checksum_mismatch, "shard \"" + m.file + "\" does not match its manifest hash");
+  return reader;
+}
+
+}  // namespace
+
+Dataset::Dataset(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Dataset::~Dataset() = default;
+Dataset::Dataset(Dataset&&) noexcept = default;
+Dataset& Dataset::operator=(Dataset&&) noexcept = default;
+
+Dataset Dataset::open(const std::filesystem::path& dir, DatasetOptions options) {
+  auto s = std::make_unique<State>();
+  s->dir = dir;
+  s->options = options;
+  s->manifest = read_manifest(dir);
+  s->starts.push_back(0);
+  for (const auto& shard : s->manifest.shards) s->starts.push_back(s->starts.back() + shard.records);
+  s->slots = std::make_unique<State::Slot[]>(s->manifest.shards.size());
+  return Dataset(std::move(s));
+}
+
+std::uint64_t Dataset::size() const noexcept { return s_->starts.back(); }
+std::size_t Dataset::shard_count() const noexcept { return s_->manifest.shards.size(); }
+const Manifest& Dataset::manifest() const noexcept { return s_->manifest; }
+const std::vector<std::string>& Dataset::class_names() const noexcept { return s_->manifest.classes; }
+const std::filesystem::path& Dataset::directory() const noexcept { return s_->dir; }
+
+RecordLocation Dataset::locate(std::uint64_t i) const {
+  if (i >= size()) throw_error(errc::out_of_range, "record " + std::to_string(i) + " of a dataset with " + std::to_string(size()));
+  // The last shard starting at or before i; empty shards are skipped by upper_bound.
+  auto it = std::upper_bound(s_->starts.begin(), s_->starts.end(), i) - 1;
+  auto k = static_cast<std::size_t>(it - s_->starts.begin());
+  return {k, i - *it};
+}
+
+const ShardReader& Dataset::shard(std::size_t k) const {
+  if (k >= shard_count()) throw_error(errc::out_of_range, "shard " + std::to_string(k) + " of " + std::to_string(shard_count()));
+  auto& slot = s_->slots[k];
+  // A throwing open leaves the once_flag unset, so a later call retries.
+  std::call_once(slot.once, [&] { slot.reader = open_checked(s_->dir, s_->manifest.shards[k], s_->manifest, s_->options); });
+  return *slot.reader;
+}
+
+RecordView Dataset::record(std::uint64_t i, Verify verify) const {
+  auto loc = locate(i);
+  return shard(loc.shard).record(loc.index, verify);
+}
+
+}  // namespace l3
