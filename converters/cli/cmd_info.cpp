@@ -1,0 +1,78 @@
+// l3pack info FILE: what an .l3i header says, and how compact the file is.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "common.hpp"
+#include "l3/codec.hpp"
+#include "l3/file_io.hpp"
+
+namespace l3::cli {
+namespace {
+
+struct InfoArguments {
+  std::filesystem::path file;
+  bool json = false;
+};
+
+struct InfoReport {
+  ImageInfo info;
+  std::uint64_t bytes = 0;  // the file's size
+  double bits_per_pixel() const { return static_cast<double>(bytes) * 8.0 / pixels(); }
+  double bits_per_sample() const { return bits_per_pixel() / info.channels; }
+  double pixels() const { return static_cast<double>(info.width) * info.height; }
+};
+
+nlohmann::ordered_json to_json(const std::filesystem::path& file, const InfoReport& report) {
+  const ImageInfo& info = report.info;
+  return {{"file", file.string()},
+          {"width", info.width},
+          {"height", info.height},
+          {"channels", info.channels},
+          {"bit_depth", info.bit_depth},
+          {"tile_width", info.tile_width},
+          {"tile_height", info.tile_height},
+          {"tiles_x", info.tiles_x},
+          {"tiles_y", info.tiles_y},
+          {"tiles", std::uint64_t{info.tiles_x} * info.tiles_y},
+          {"bytes", report.bytes},
+          {"bits_per_pixel", report.bits_per_pixel()},
+          {"bits_per_sample", report.bits_per_sample()}};
+}
+
+void print_text(const std::filesystem::path& file, const InfoReport& report) {
+  const ImageInfo& info = report.info;
+  std::printf("file:            %s\n", file.c_str());
+  std::printf("dimensions:      %u x %u\n", info.width, info.height);
+  std::printf("channels:        %u (%u-bit)\n", info.channels, info.bit_depth);
+  std::printf("tile size:       %u x %u\n", info.tile_width, info.tile_height);
+  std::printf("tiles:           %u x %u = %llu\n", info.tiles_x, info.tiles_y,
+              static_cast<unsigned long long>(std::uint64_t{info.tiles_x} * info.tiles_y));
+  std::printf("bytes:           %llu\n", static_cast<unsigned long long>(report.bytes));
+  std::printf("bits per pixel:  %.3f\n", report.bits_per_pixel());
+  std::printf("bits per sample: %.3f\n", report.bits_per_sample());
+}
+
+void run_info(const InfoArguments& args) {
+  std::vector<std::uint8_t> encoded = about_file(args.file, [&] { return read_file(args.file); });
+  InfoReport report;
+  report.info = about_file(args.file, [&] { return read_info(encoded); });
+  report.bytes = encoded.size();
+  if (args.json) std::printf("%s\n", to_json(args.file, report).dump(2).c_str());
+  else print_text(args.file, report);
+}
+
+}  // namespace
+
+void add_info_command(CLI::App& app) {
+  auto args = std::make_shared<InfoArguments>();
+  CLI::App* command = app.add_subcommand(
+      "info", "Show an .l3i file's dimensions, channels, tiles, size and bits per pixel/sample");
+  command->add_option("FILE", args->file, "An .l3i file")->required();
+  command->add_flag("--json", args->json, "Machine-readable output (one JSON object)");
+  command->footer("Example:\n  l3pack info photo.l3i --json");
+  command->callback([args] { run_info(*args); });
+}
+
+}  // namespace l3::cli

@@ -1,0 +1,39 @@
+#include "common.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace l3::cli {
+
+int exit_code_for(errc code) {
+  // An invalid argument reaching the library means a bad option value.
+  return code == errc::invalid_argument ? exit_usage : exit_failure;
+}
+
+ImageFileKind image_file_kind(const std::filesystem::path& output) {
+  std::string extension = output.extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (extension == ".png") return ImageFileKind::png;
+  if (extension == ".pgm") return ImageFileKind::pgm;
+  if (extension == ".ppm") return ImageFileKind::ppm;
+  if (extension == ".pam") return ImageFileKind::pam;
+  if (extension == ".pnm") return ImageFileKind::pnm;
+  throw Failure{output.string(), "unknown output extension '" + extension + "' (use .png, .ppm, .pgm, .pam or .pnm)",
+                exit_usage};
+}
+
+void save_image(const std::filesystem::path& output, const ImageView& image, ImageFileKind kind) {
+  if (kind == ImageFileKind::pgm && image.channels != 1)
+    throw Failure{output.string(), "a .pgm file holds 1 channel, the image has " + std::to_string(image.channels) +
+                                       " (write .png or .pam)"};
+  if (kind == ImageFileKind::ppm && image.channels != 3)
+    throw Failure{output.string(), "a .ppm file holds 3 channels, the image has " + std::to_string(image.channels) +
+                                       " (write .png or .pam)"};
+  about_file(output, [&] {
+    if (kind == ImageFileKind::png) save_png(output, image);
+    else save_pnm(output, image);  // P5, P6 or P7 (PAM) by channel count
+  });
+}
+
+}  // namespace l3::cli

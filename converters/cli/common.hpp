@@ -1,0 +1,57 @@
+// Shared pieces of the l3pack subcommands: error reporting and output formats.
+#pragma once
+
+#include <filesystem>
+#include <new>
+#include <string>
+
+#include "l3/error.hpp"
+#include "l3/image_io.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace l3::cli {
+
+inline constexpr int exit_failure = 1;  // bad data, I/O
+inline constexpr int exit_usage = 2;    // bad command line
+
+// What main() prints as "l3pack: error: <subject>: <reason>" before exiting with exit_code.
+struct Failure {
+  std::string subject;  // usually a file name; may be empty
+  std::string reason;
+  int exit_code = exit_failure;
+};
+
+int exit_code_for(errc code);
+
+// Runs `action`; any error it throws becomes a Failure about `file`, so each
+// message names the file it concerns.
+template <class Action>
+auto about_file(const std::filesystem::path& file, Action&& action) -> decltype(action()) {
+  try {
+    return action();
+  } catch (const Error& e) {
+    throw Failure{file.string(), e.what(), exit_code_for(e.code())};
+  } catch (const std::bad_alloc&) {
+    throw Failure{file.string(), "out of memory", exit_failure};
+  }
+}
+
+// The image file formats l3pack writes, chosen by the output file's extension.
+enum class ImageFileKind { png, pgm, ppm, pam, pnm };
+
+// Throws a usage Failure for an extension it does not know.
+ImageFileKind image_file_kind(const std::filesystem::path& output);
+
+// Writes `image` as `kind` (atomically); throws a Failure if the kind cannot hold
+// the image's channels (.pgm: 1, .ppm: 3).
+void save_image(const std::filesystem::path& output, const ImageView& image, ImageFileKind kind);
+
+// Subcommands: each adds itself to the app with its options, help and callback.
+void add_encode_command(CLI::App& app);
+void add_decode_command(CLI::App& app);
+void add_info_command(CLI::App& app);
+
+}  // namespace l3::cli

@@ -1,0 +1,53 @@
+// l3pack: command-line tool for .l3i images (and, later, shards).
+//
+// Each subcommand lives in cli/cmd_<name>.cpp and registers itself through
+// add_<name>_command() (declared in cli/common.hpp); to add one, write the file,
+// declare the function, call it below and list the file in CMakeLists.txt.
+// Subcommand code throws cli::Failure; main() prints it as one line and exits.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "cli/common.hpp"
+
+namespace {
+
+void print_error(const std::string& subject, const std::string& reason) {
+  if (subject.empty()) std::fprintf(stderr, "l3pack: error: %s\n", reason.c_str());
+  else std::fprintf(stderr, "l3pack: error: %s: %s\n", subject.c_str(), reason.c_str());
+}
+
+// CLI11 messages may span lines; the contract is one line on stderr.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"l3pack: convert, inspect and pack lossless .l3i images", "l3pack"};
+  app.set_version_flag("--version", std::string("l3pack ") + L3_VERSION);
+  app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  l3pack encode photo.png photo.l3i     encode (PNG, JPEG, PPM/PGM/PAM in)\n"
+      "  l3pack decode photo.l3i photo.png     decode (.png, .ppm, .pgm, .pam, .pnm out)\n"
+      "  l3pack info photo.l3i --json          header, tiles and bits per pixel\n"
+      "Run 'l3pack <command> --help' for a command's options.\n"
+      "Exit status: 0 success, 1 bad data or I/O error, 2 bad command line.");
+  l3::cli::add_encode_command(app);
+  l3::cli::add_decode_command(app);
+  l3::cli::add_info_command(app);
+  try {
+    app.parse(argc, argv);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    print_error("", first_line(e.what()) + " (run 'l3pack --help')");
+    return l3::cli::exit_usage;
+  } catch (const l3::cli::Failure& failure) {
+    print_error(failure.subject, first_line(failure.reason));
+    return failure.exit_code;
+  } catch (const std::exception& e) {
+    print_error("", first_line(e.what()));
+    return l3::cli::exit_failure;
+  }
+}

@@ -1,0 +1,91 @@
+#include "l3/file_io.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "l3/error.hpp"
+
+namespace l3 {
+namespace {
+
+[[noreturn]] void throw_io(const std::string& what, int err) {
+  throw_error(errc::io_error, what + ": " + std::strerror(err));
+}
+
+// Closes the descriptor on every path out of a function.
+class FileDescriptor {
+public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() { if (fd_ >= 0) ::close(fd_); }
+  int get() const { return fd_; }
+  // close() reports deferred write errors (NFS, quotas), so writers check it.
+  int close_checked() { int r = ::close(fd_); fd_ = -1; return r; }
+private:
+  int fd_;
+};
+
+void write_all(int fd, std::span<const std::uint8_t> bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_io("cannot write", errno);
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+  }
+}
+
+// O_EXCL on a unique name instead of mkstemp: mkstemp creates mode 0600, while
+// open(0666) lets the umask give the final file the usual permissions.
+int create_unique_temporary(const std::filesystem::path& target, std::filesystem::path& temporary) {
+  static std::atomic<unsigned> counter{0};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    temporary = target;
+    temporary += ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw_io("cannot open", errno);
+  std::vector<std::uint8_t> bytes;
+  struct stat st{};
+  if (::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode)) bytes.reserve(static_cast<std::size_t>(st.st_size));
+  std::uint8_t chunk[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_io("cannot read", errno);
+    if (n == 0) return bytes;
+    bytes.insert(bytes.end(), chunk, chunk + n);
+  }
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
+  std::filesystem::path temporary;
+  FileDescriptor fd(create_unique_temporary(path, temporary));
+  if (fd.get() < 0) throw_io("cannot create a file next to " + path.string(), errno);
+  try {
+    write_all(fd.get(), bytes);
+    if (::fsync(fd.get()) != 0) throw_io("cannot flush", errno);
+    if (fd.close_checked() != 0) throw_io("cannot write", errno);
+    if (::rename(temporary.c_str(), path.c_str()) != 0) throw_io("cannot rename onto it", errno);
+  } catch (...) {
+    ::unlink(temporary.c_str());
+    throw;
+  }
+}
+
+}  // namespace l3

@@ -1,0 +1,17 @@
+# converters: l3_imageio suites, and l3pack's CLI checks when the codec exists.
+find_package(PNG REQUIRED)
+find_package(JPEG REQUIRED)
+
+l3_add_test(test_converters
+  test_converters_png.cpp
+  test_converters_jpeg.cpp
+  test_converters_pnm.cpp
+  LIBS l3_imageio PNG::PNG JPEG::JPEG)
+
+if(TARGET l3pack)
+  find_package(nlohmann_json REQUIRED)
+  l3_add_test(test_converters_cli test_converters_cli.cpp
+    LIBS l3_imageio PNG::PNG JPEG::JPEG nlohmann_json::nlohmann_json)
+  target_compile_definitions(test_converters_cli PRIVATE L3PACK_PATH="$<TARGET_FILE:l3pack>")
+  add_dependencies(test_converters_cli l3pack)
+endif()
