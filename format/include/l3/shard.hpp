@@ -35,7 +35,7 @@ struct ShardLimits {
 enum class IndexEncoding : std::uint16_t { raw = 0, zstd = 1 };
 
 struct ShardWriterOptions {
-  IndexEncoding index_encoding = IndexEncoding::raw;
+  IndexEncoding index_encoding = IndexEncoding::raw;  // default raw: see the measurement in spec/format.md §5.3
   int zstd_level = 3;      // used when index_encoding == zstd
   ShardLimits limits{};    // append() refuses records a reader with these limits would reject
 };
