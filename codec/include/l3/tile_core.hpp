@@ -1,0 +1,451 @@
+// The shared per-tile core of the l3 codec: everything needed to decode one
+// row ("lane") of one tile, written once for the CPU decoder and the CUDA
+// kernels (spec/codec.md §5-§8).
+//
+// Rules for this header: it compiles as host C++ and as CUDA device code. No
+// allocation, no exceptions, no STL containers, no asserts on input. Every
+// function that reads untrusted bytes bounds its reads and reports failure
+// through a status value; nothing here trusts a length it did not check.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define L3_HD __host__ __device__ __forceinline__
+#else
+#define L3_HD inline __attribute__((always_inline))
+#endif
+
+namespace l3::core {
+
+// ---- Constants of the bitstream (spec/codec.md §2, §6) ---------------------
+
+inline constexpr std::uint32_t kHeaderSize = 20;
+inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
+inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::uint32_t kMaxChannels = 4;
+inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
+inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
+inline constexpr std::uint32_t kMaxTileWidthLog2 = 8;   // 256
+inline constexpr std::uint32_t kBuckets = 16;           // context buckets per plane
+inline constexpr std::uint32_t kMaxK = 10;              // Rice parameter range 0..10
+inline constexpr std::uint32_t kEscapeZeros = 20;       // unary length that means "escape"
+inline constexpr std::uint32_t kEscapeBits = 10;        // raw value bits after an escape
+inline constexpr std::uint32_t kMaxRowLengthBits = 24;  // width of packed row-length deltas
+inline constexpr int kActivityTable = 256;              // activities >= 255 share one entry
+
+// Tile kinds (tile mode byte, bits 0-1).
+inline constexpr std::uint8_t kTileCoded = 0;
+inline constexpr std::uint8_t kTileConstant = 1;
+inline constexpr std::uint8_t kTileRaw = 2;
+
+// Reversible colour transforms (tile mode byte, bits 2-3; spec §5).
+inline constexpr std::uint8_t kTransformNone = 0;
+inline constexpr std::uint8_t kTransformSubtractGreen = 1;
+inline constexpr std::uint8_t kTransformYCoCgR = 2;
+
+// Predictors (plane byte, bits 0-2; spec §6.1).
+inline constexpr std::uint8_t kPredMED = 0;
+inline constexpr std::uint8_t kPredW = 1;
+inline constexpr std::uint8_t kPredN = 2;
+inline constexpr std::uint8_t kPredAvg = 3;
+inline constexpr std::uint8_t kPredGrad = 4;
+inline constexpr std::uint8_t kPredCount = 5;
+
+// Status of a tile decode. Mirrors l3::errc values so hosts can convert 1:1.
+enum Status : int { kOk = 0, kTruncated = 104, kCorruptTile = 106, kReservedBits = 103 };
+
+// ---- Small helpers ----------------------------------------------------------
+
+L3_HD int clz64(std::uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  return __clzll(static_cast<long long>(v));
+#else
+  return v ? __builtin_clzll(v) : 64;
+#endif
+}
+L3_HD int clz32(std::uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  return __clz(static_cast<int>(v));
+#else
+  return v ? __builtin_clz(v) : 32;
+#endif
+}
+L3_HD int imin(int a, int b) { return a < b ? a : b; }
+L3_HD int imax(int a, int b) { return a > b ? a : b; }
+L3_HD int iabs(int a) { return a < 0 ? -a : a; }
+
+L3_HD std::uint32_t zigzag(int e) { return e >= 0 ? std::uint32_t(e) << 1 : (std::uint32_t(-e) << 1) - 1; }
+L3_HD int unzigzag(std::uint32_t u) { return int(u >> 1) ^ -int(u & 1); }
+
+// ---- Planes and colour transforms (spec §5) --------------------------------
+
+// Value range of plane p under a transform: 8-bit planes [0,255], colour
+// differences [-255,255]. `mid` predicts the first sample of a tile.
+struct PlaneRange {
+  int lo, hi, mid;
+};
+
+L3_HD PlaneRange plane_range(std::uint8_t transform, int plane) {
+  if (transform != kTransformNone && (plane == 1 || plane == 2)) return {-255, 255, 0};
+  return {0, 255, 128};
+}
+
+// Forward transform of one pixel (encoder). in: channels bytes; out: plane values.
+L3_HD void forward_transform(std::uint8_t transform, int channels, const std::uint8_t* in, int* out) {
+  for (int c = 0; c < channels; ++c) out[c] = in[c];
+  if (channels < 3) return;
+  const int r = in[0], g = in[1], b = in[2];
+  if (transform == kTransformSubtractGreen) {
+    out[0] = g;
+    out[1] = r - g;
+    out[2] = b - g;
+  } else if (transform == kTransformYCoCgR) {
+    const int co = r - b;
+    const int t = b + (co >> 1);
+    const int cg = g - t;
+    out[0] = t + (cg >> 1);
+    out[1] = co;
+    out[2] = cg;
+  }
+}
+
+// Inverse transform (decoder). Returns false when the planes do not map to
+// 8-bit samples, which only corrupt data can cause.
+L3_HD bool inverse_transform(std::uint8_t transform, int channels, const int* v, std::uint8_t* out) {
+  int px[4] = {v[0], channels > 1 ? v[1] : 0, channels > 2 ? v[2] : 0, channels > 3 ? v[3] : 0};
+  if (channels >= 3) {
+    if (transform == kTransformSubtractGreen) {
+      const int g = v[0];
+      px[0] = v[1] + g;
+      px[1] = g;
+      px[2] = v[2] + g;
+    } else if (transform == kTransformYCoCgR) {
+      const int t = v[0] - (v[2] >> 1);
+      const int g = v[2] + t;
+      const int b = t - (v[1] >> 1);
+      px[0] = b + v[1];
+      px[1] = g;
+      px[2] = b;
+    }
+  }
+  bool ok = true;
+  for (int c = 0; c < channels; ++c) {
+    ok &= (px[c] >= 0) & (px[c] <= 255);
+    out[c] = static_cast<std::uint8_t>(px[c]);
+  }
+  return ok;
+}
+
+// ---- Prediction (spec §6.1) -------------------------------------------------
+
+L3_HD int predict(std::uint8_t pred, int w, int n, int nw, int lo, int hi) {
+  switch (pred) {
+    case kPredW: return w;
+    case kPredN: return n;
+    case kPredAvg: return (w + n) >> 1;
+    case kPredGrad: return imin(hi, imax(lo, w + n - nw));
+    default: {  // MED (LOCO-I): picks min, max or the gradient.
+      const int mx = imax(w, n), mn = imin(w, n);
+      if (nw >= mx) return mn;
+      if (nw <= mn) return mx;
+      return w + n - nw;
+    }
+  }
+}
+
+// ---- Context (spec §6.2) ----------------------------------------------------
+
+// Activity of a sample's neighbourhood from the residual magnitudes of the
+// same plane around it. It deliberately ignores the other planes of the same
+// pixel: that keeps each plane's context off the serial decode chain of the
+// pixel (planes' contexts compute in parallel) for about 0.5% in size.
+L3_HD int activity(int m_w, int m_n, int m_nw) { return 2 * (m_w + m_n) + m_nw; }
+
+// Quantises activity into 16 buckets on a half-octave scale:
+// 0, 1, 2, 3, 4-5, 6-7, 8-11, ..., 128-191, >=192.
+L3_HD int bucket_of(int a) {
+  if (a < 4) return a;
+  const int l = 31 - clz32(static_cast<std::uint32_t>(a));  // floor(log2 a) >= 2
+  const int b = 2 * l + ((a >> (l - 1)) & 1);
+  return b < 15 ? b : 15;
+}
+
+// ---- Bit reader (spec §7.1) -------------------------------------------------
+
+// MSB-first reader over one row stream. Never reads outside [p, end): bytes
+// past the end read as zero, and `overrun` tells whether any were consumed.
+struct BitReader {
+  const std::uint8_t* p;
+  const std::uint8_t* end;
+  std::uint64_t buf;   // next bits, MSB-aligned
+  int avail;           // valid bits in buf
+  std::uint32_t past;  // zero bytes supplied past the end
+
+  L3_HD void init(const std::uint8_t* begin, const std::uint8_t* stop) {
+    p = begin;
+    end = stop;
+    buf = 0;
+    avail = 0;
+    past = 0;
+  }
+  // Ensures avail >= 57.
+  L3_HD void refill() {
+    if (end - p >= 8) {
+      std::uint64_t v = 0;
+#if defined(__CUDA_ARCH__)
+      for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+#else
+      __builtin_memcpy(&v, p, 8);
+      v = __builtin_bswap64(v);
+#endif
+      buf |= v >> avail;
+      p += (63 - avail) >> 3;
+      avail |= 56;
+      return;
+    }
+    while (avail <= 56) {
+      std::uint64_t byte = 0;
+      if (p < end) byte = *p++;
+      else ++past;
+      buf |= byte << (56 - avail);
+      avail += 8;
+    }
+  }
+  L3_HD void consume(int bits) {
+    buf <<= bits;
+    avail -= bits;
+  }
+  // Bits consumed since init.
+  L3_HD std::uint64_t consumed_bits(const std::uint8_t* begin) const {
+    return (static_cast<std::uint64_t>(p - begin) + past) * 8 - static_cast<std::uint64_t>(avail);
+  }
+};
+
+// Decodes one Rice-coded value with parameter k (spec §7.2):
+//   q = u >> k zeros, a one, then the k low bits of u;
+//   or, when q >= 20, twenty zeros and u in 10 bits (escape).
+L3_HD std::uint32_t read_rice(BitReader& br, int k) {
+  if (br.avail < int(kEscapeZeros + kEscapeBits)) br.refill();  // a symbol is at most 30 bits
+  const int q = clz64(br.buf);
+  if (q < int(kEscapeZeros)) {
+    // After the q zeros the top bit is the terminating one: clear it, then
+    // the next k bits are the low bits of u (none when k = 0).
+    const std::uint64_t after = (br.buf << q) & (~std::uint64_t{0} >> 1);
+    const std::uint32_t low = std::uint32_t(after >> (63 - k));
+    br.consume(q + 1 + k);
+    return (std::uint32_t(q) << k) | low;
+  }
+  const std::uint32_t u = std::uint32_t((br.buf << kEscapeZeros) >> (64 - kEscapeBits));
+  br.consume(int(kEscapeZeros + kEscapeBits));
+  return u;
+}
+
+// ---- Tile parameters (spec §4) ----------------------------------------------
+
+struct PlaneParams {
+  std::uint8_t pred;
+  std::uint8_t k[kBuckets];
+  PlaneRange range;
+  // k[bucket_of(a)] for every activity a < 256, expanded once per tile so the
+  // per-sample context costs one load (activities >= 192 all map to bucket 15).
+  std::uint8_t k_of_activity[kActivityTable];
+};
+
+L3_HD void expand_k_table(PlaneParams& pp) {
+  for (int a = 0; a < kActivityTable; ++a) pp.k_of_activity[a] = pp.k[bucket_of(a)];
+}
+
+// Rice parameter for a sample of plane pp with neighbourhood activity a.
+L3_HD int k_for_activity(const PlaneParams& pp, int a) { return pp.k_of_activity[a < kActivityTable - 1 ? a : kActivityTable - 1]; }
+
+struct CodedTileParams {
+  int width, height, channels;
+  std::uint8_t transform;
+  bool run_mode;
+  std::uint8_t run_k;
+  PlaneParams plane[kMaxChannels];
+  // Byte offset of each row's stream inside the tile, and its length.
+  std::uint32_t row_offset[kMaxTileHeight];
+  std::uint32_t row_length[kMaxTileHeight];
+};
+
+// Reads the coded tile header (after the mode byte) and the row-length table.
+// Validates every field; on success all row streams lie inside [0, size).
+L3_HD int parse_coded_tile(const std::uint8_t* tile, std::uint32_t size, int width, int height,
+                           int channels, CodedTileParams& t) {
+  const std::uint8_t mode = tile[0];
+  t.width = width;
+  t.height = height;
+  t.channels = channels;
+  t.transform = static_cast<std::uint8_t>((mode >> 2) & 3);
+  t.run_mode = (mode >> 4) & 1;
+  if (mode >> 5) return kReservedBits;
+  if (t.transform == 3 || (channels < 3 && t.transform != kTransformNone)) return kCorruptTile;
+  std::uint32_t pos = 1;
+  for (int p = 0; p < channels; ++p) {
+    if (size - pos < 1 + kBuckets / 2) return kTruncated;
+    const std::uint8_t pb = tile[pos++];
+    if (pb >> 3) return kReservedBits;
+    if (pb >= kPredCount) return kCorruptTile;
+    t.plane[p].pred = pb;
+    for (std::uint32_t b = 0; b < kBuckets; b += 2) {
+      const std::uint8_t kk = tile[pos++];
+      t.plane[p].k[b] = kk & 15;
+      t.plane[p].k[b + 1] = kk >> 4;
+      if ((kk & 15) > kMaxK || (kk >> 4) > kMaxK) return kCorruptTile;
+    }
+    t.plane[p].range = plane_range(t.transform, p);
+    expand_k_table(t.plane[p]);
+  }
+  t.run_k = 0;
+  if (t.run_mode) {
+    if (size - pos < 1) return kTruncated;
+    t.run_k = tile[pos++];
+    if (t.run_k > kMaxK) return kCorruptTile;
+  }
+  // Row-length table: LEB128 base, a width byte, then (height-1) deltas of
+  // `width` bits, LSB-first, padded to a byte (spec §4.3).
+  std::uint64_t base = 0;
+  std::uint32_t nbits = 0;
+  if (height > 1) {
+    for (int shift = 0;; shift += 7) {
+      if (pos >= size) return kTruncated;
+      if (shift > 28) return kCorruptTile;
+      const std::uint8_t byte = tile[pos++];
+      base |= std::uint64_t(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) break;
+    }
+    if (pos >= size) return kTruncated;
+    nbits = tile[pos++];
+    if (nbits > kMaxRowLengthBits) return kCorruptTile;
+  }
+  const std::uint32_t table_bytes = (std::uint32_t(height - 1) * nbits + 7) / 8;
+  if (size - pos < table_bytes) return kTruncated;
+  const std::uint8_t* packed = tile + pos;
+  pos += table_bytes;
+  std::uint64_t offset = pos;
+  for (int r = 0; r + 1 < height; ++r) {
+    std::uint64_t delta = 0;
+    const std::uint32_t first = std::uint32_t(r) * nbits;
+    for (std::uint32_t i = 0; i < nbits; ++i) {
+      const std::uint32_t bit = first + i;
+      delta |= std::uint64_t((packed[bit >> 3] >> (bit & 7)) & 1) << i;
+    }
+    const std::uint64_t len = base + delta;
+    if (len > size || offset + len > size) return kTruncated;
+    t.row_offset[r] = std::uint32_t(offset);
+    t.row_length[r] = std::uint32_t(len);
+    offset += len;
+  }
+  t.row_offset[height - 1] = std::uint32_t(offset);
+  t.row_length[height - 1] = std::uint32_t(size - offset);
+  return kOk;
+}
+
+// ---- One lane: the decode of one pixel of one row (spec §6-§7) --------------
+
+// What a lane knows of its neighbourhood when it decodes pixel (r, c): the
+// plane values and residual magnitudes of W (its own previous pixel), and of
+// N and NW (from the row above; on the GPU, from the lane above by shuffle).
+struct Neighbours {
+  int w[kMaxChannels], n[kMaxChannels], nw[kMaxChannels];
+  int mw[kMaxChannels], mn[kMaxChannels], mnw[kMaxChannels];
+};
+
+// Applies the tile-edge rules of spec §6.3 in place: a missing row above
+// copies W; a missing column to the left copies N; the first pixel of a tile
+// sees plane midpoints and zero magnitudes.
+L3_HD void apply_edges(const CodedTileParams& t, int r, int c, Neighbours& nb) {
+  for (int p = 0; p < t.channels; ++p) {
+    if (r == 0 && c == 0) {
+      nb.w[p] = nb.n[p] = nb.nw[p] = t.plane[p].range.mid;
+      nb.mw[p] = nb.mn[p] = nb.mnw[p] = 0;
+    } else if (r == 0) {
+      nb.n[p] = nb.nw[p] = nb.w[p];
+      nb.mn[p] = nb.mnw[p] = nb.mw[p];
+    } else if (c == 0) {
+      nb.w[p] = nb.nw[p] = nb.n[p];
+      nb.mw[p] = nb.mnw[p] = nb.mn[p];
+    }
+  }
+}
+
+// Per-lane state that persists along a row.
+struct LaneState {
+  BitReader br;
+  int run_left;   // pixels still to emit from the current zero run
+  bool blocked;   // the next pixel may not start a run (spec §6.4)
+  bool error;     // a decoded value fell outside its plane's range
+};
+
+L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTileParams& t, int row) {
+  s.br.init(tile + t.row_offset[row], tile + t.row_offset[row] + t.row_length[row]);
+  s.run_left = 0;
+  s.blocked = false;
+  s.error = false;
+}
+
+// Decodes the planes of pixel (r, c) into value[] and magnitude[], given the
+// plane values (w, n, nw) and residual magnitudes (mw, mn, mnw) of its
+// neighbours after the edge rules. `CH` is the channel count.
+template <int CH>
+L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, const int* n, const int* nw,
+                        const int* mw, const int* mn, const int* mnw, int c, int* value, int* magnitude) {
+  bool zero = false;
+  if (s.run_left > 0) {
+    zero = true;
+    if (--s.run_left == 0) s.blocked = true;
+  } else if (t.run_mode && !s.blocked) {
+    int total = 0;
+    for (int p = 0; p < CH; ++p) total += mw[p] + mn[p] + mnw[p];
+    if (total == 0) {
+      const int run = int(read_rice(s.br, t.run_k));
+      if (run > t.width - c) s.error = true;
+      if (run > 0) {
+        zero = true;
+        s.run_left = run - 1;
+        if (s.run_left == 0) s.blocked = true;
+      }
+    }
+  } else {
+    s.blocked = false;
+  }
+#if defined(__CUDACC__)
+#pragma unroll
+#else
+#pragma GCC unroll 4
+#endif
+  for (int p = 0; p < CH; ++p) {
+    const PlaneParams& pp = t.plane[p];
+    const int pred = predict(pp.pred, w[p], n[p], nw[p], pp.range.lo, pp.range.hi);
+    int e = 0;
+    if (!zero) e = unzigzag(read_rice(s.br, k_for_activity(pp, activity(mw[p], mn[p], mnw[p]))));
+    const int v = pred + e;
+    s.error |= std::uint32_t(v - pp.range.lo) > std::uint32_t(pp.range.hi - pp.range.lo);
+    value[p] = v;
+    magnitude[p] = iabs(e);
+  }
+  if (!zero) s.blocked = false;
+}
+
+template <int CH>
+L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const Neighbours& nb, int c, int* value,
+                        int* magnitude) {
+  decode_pixel<CH>(t, s, nb.w, nb.n, nb.nw, nb.mw, nb.mn, nb.mnw, c, value, magnitude);
+}
+
+// After the last pixel of a row: the stream must end exactly in its last byte,
+// with zero padding bits (spec §7.3). Returns kOk or kCorruptTile.
+L3_HD int lane_end(LaneState& s, std::uint32_t row_length) {
+  if (s.error) return kCorruptTile;
+  s.br.refill();  // makes the padding bits visible; does not change consumed_bits
+  const std::uint64_t used = s.br.consumed_bits(s.br.end - row_length);
+  if (used > std::uint64_t(row_length) * 8 || (used + 7) / 8 != row_length) return kCorruptTile;
+  const int pad = int((8 - used % 8) % 8);
+  if (pad && (s.br.buf >> (64 - pad)) != 0) return kCorruptTile;
+  return kOk;
+}
+
+}  // namespace l3::core

@@ -1,0 +1,416 @@
+// Encoder (spec/codec.md). Per tile: constant and raw tiles short-circuit;
+// otherwise choose a colour transform and a predictor per plane, compute
+// residuals and contexts exactly as the decoder will (the shared core's
+// functions), pick the Rice parameter of each context bucket and whether the
+// zero-run mode pays, by exact bit counts, and write one stream per row.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "header.hpp"
+#include "l3/codec.hpp"
+#include "l3/tile_core.hpp"
+
+namespace l3 {
+namespace {
+
+constexpr std::uint32_t kDefaultTileWidthLog2 = 7;  // 128 x 32 tiles (spec §3.1)
+constexpr std::uint32_t kDefaultTileHeight = 32;
+constexpr int kKs = core::kMaxK + 1;
+
+// MSB-first bit writer for one row stream (spec §7.1).
+class BitWriter {
+public:
+  void put(std::uint32_t value, int bits) {
+    acc_ = (acc_ << bits) | (bits ? value & ((1u << bits) - 1) : 0);
+    n_ += bits;
+    while (n_ >= 8) {
+      n_ -= 8;
+      bytes_.push_back(std::uint8_t(acc_ >> n_));
+    }
+  }
+  void zeros(int bits) {
+    while (bits > 16) { put(0, 16); bits -= 16; }
+    put(0, bits);
+  }
+  // Flushes with zero padding to a byte.
+  std::vector<std::uint8_t>& finish() {
+    if (n_) put(0, 8 - n_);
+    return bytes_;
+  }
+
+private:
+  std::uint64_t acc_ = 0;
+  int n_ = 0;
+  std::vector<std::uint8_t> bytes_;
+};
+
+int rice_length(std::uint32_t u, int k) {
+  const std::uint32_t q = u >> k;
+  return q < core::kEscapeZeros ? int(q) + 1 + k : int(core::kEscapeZeros + core::kEscapeBits);
+}
+
+void write_rice(BitWriter& bw, std::uint32_t u, int k) {
+  const std::uint32_t q = u >> k;
+  if (q < core::kEscapeZeros) {
+    bw.zeros(int(q));
+    bw.put(1, 1);
+    bw.put(u, k);
+  } else {
+    bw.zeros(int(core::kEscapeZeros));
+    bw.put(u, int(core::kEscapeBits));
+  }
+}
+
+// Cost of each Rice parameter per context bucket, accumulated over samples.
+struct KCosts {
+  std::array<std::array<std::uint64_t, kKs>, core::kBuckets> bits{};
+  void add(int bucket, std::uint32_t u) {
+    for (int k = 0; k < kKs; ++k) bits[bucket][k] += rice_length(u, k);
+  }
+  // Best k per bucket and the total bits with it.
+  std::uint64_t choose(std::uint8_t* k_out) const {
+    std::uint64_t total = 0;
+    for (std::uint32_t b = 0; b < core::kBuckets; ++b) {
+      int best = 0;
+      for (int k = 1; k < kKs; ++k)
+        if (bits[b][k] < bits[b][best]) best = k;
+      k_out[b] = std::uint8_t(best);
+      total += bits[b][best];
+    }
+    return total;
+  }
+};
+
+struct RunCosts {
+  std::array<std::uint64_t, kKs> bits{};
+  void add(std::uint32_t run) {
+    for (int k = 0; k < kKs; ++k) bits[k] += rice_length(run, k);
+  }
+  std::uint64_t choose(std::uint8_t& k_out) const {
+    int best = 0;
+    for (int k = 1; k < kKs; ++k)
+      if (bits[k] < bits[best]) best = k;
+    k_out = std::uint8_t(best);
+    return bits[best];
+  }
+};
+
+// The pixels of one tile, and per-sample planes, residuals and contexts.
+class TileEncoder {
+public:
+  TileEncoder(const ImageView& img, const Rect& r, int effort)
+      : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort) {
+    const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
+    pixels_.resize(std::size_t(w_) * h_ * ch_);
+    for (int y = 0; y < h_; ++y)
+      std::memcpy(&pixels_[std::size_t(y) * w_ * ch_], img.data + (r.y + y) * stride + std::size_t(r.x) * ch_,
+                  std::size_t(w_) * ch_);
+    const std::size_t n = std::size_t(w_) * h_ * ch_;
+    value_.resize(n);
+    mag_.resize(n);
+    sym_.resize(n);
+    bucket_.resize(n);
+  }
+
+  std::vector<std::uint8_t> encode() {
+    if (is_constant()) return constant_tile();
+    choose_transform_and_predictors();
+    compute_residuals();
+    std::vector<std::uint8_t> coded = coded_tile();
+    const std::size_t raw_size = 1 + pixels_.size();
+    if (coded.size() >= raw_size) return raw_tile();
+    return coded;
+  }
+
+private:
+  std::size_t at(int r, int c) const { return (std::size_t(r) * w_ + c) * ch_; }
+
+  bool is_constant() const {
+    for (std::size_t i = ch_; i < pixels_.size(); i += ch_)
+      if (std::memcmp(&pixels_[i], &pixels_[0], ch_) != 0) return false;
+    return true;
+  }
+  std::vector<std::uint8_t> constant_tile() const {
+    std::vector<std::uint8_t> out{core::kTileConstant};
+    out.insert(out.end(), pixels_.begin(), pixels_.begin() + ch_);
+    return out;
+  }
+  std::vector<std::uint8_t> raw_tile() const {
+    std::vector<std::uint8_t> out{core::kTileRaw};
+    out.insert(out.end(), pixels_.begin(), pixels_.end());
+    return out;
+  }
+
+  void transform_planes(std::uint8_t transform) {
+    for (std::size_t i = 0; i < pixels_.size(); i += ch_) core::forward_transform(transform, ch_, &pixels_[i], &value_[i]);
+    for (int p = 0; p < ch_; ++p) params_.plane[p].range = core::plane_range(transform, p);
+  }
+
+  // Neighbour values of (r, c) with the decoder's edge rules (spec §6.3).
+  void neighbours(int r, int c, core::Neighbours& nb) const {
+    for (int p = 0; p < ch_; ++p) {
+      nb.w[p] = c ? value_[at(r, c - 1) + p] : 0;
+      nb.n[p] = r ? value_[at(r - 1, c) + p] : 0;
+      nb.nw[p] = (r && c) ? value_[at(r - 1, c - 1) + p] : 0;
+      nb.mw[p] = c ? mag_[at(r, c - 1) + p] : 0;
+      nb.mn[p] = r ? mag_[at(r - 1, c) + p] : 0;
+      nb.mnw[p] = (r && c) ? mag_[at(r - 1, c - 1) + p] : 0;
+    }
+    if (r == 0 || c == 0) core::apply_edges(params_, r, c, nb);
+  }
+
+  // Sum of absolute residuals of plane p under predictor `pred`: a cheap
+  // proxy for its coded size, used to choose transform and predictor.
+  std::uint64_t plane_cost(int p, std::uint8_t pred) const {
+    std::uint64_t cost = 0;
+    core::Neighbours nb;
+    for (int r = 0; r < h_; ++r)
+      for (int c = 0; c < w_; ++c) {
+        neighbours(r, c, nb);
+        const core::PlaneRange& range = params_.plane[p].range;
+        cost += std::uint64_t(core::iabs(value_[at(r, c) + p] - core::predict(pred, nb.w[p], nb.n[p], nb.nw[p], range.lo, range.hi)));
+      }
+    return cost;
+  }
+
+  void choose_transform_and_predictors() {
+    params_.width = w_;
+    params_.height = h_;
+    params_.channels = ch_;
+    std::fill(mag_.begin(), mag_.end(), 0);  // plane_cost reads values only
+    std::vector<std::uint8_t> transforms;
+    if (ch_ < 3) transforms = {core::kTransformNone};
+    else if (effort_ <= 0) transforms = {core::kTransformYCoCgR};
+    else transforms = {core::kTransformYCoCgR, core::kTransformSubtractGreen, core::kTransformNone};
+    std::uint64_t best_total = std::numeric_limits<std::uint64_t>::max();
+    std::array<std::uint8_t, core::kMaxChannels> best_pred{};
+    for (std::uint8_t t : transforms) {
+      transform_planes(t);
+      std::uint64_t total = 0;
+      std::array<std::uint8_t, core::kMaxChannels> pred{};
+      for (int p = 0; p < ch_; ++p) {
+        std::uint64_t best = std::numeric_limits<std::uint64_t>::max();
+        const std::uint8_t n_pred = effort_ <= 0 ? 1 : core::kPredCount;
+        for (std::uint8_t k = 0; k < n_pred; ++k) {
+          const std::uint64_t cost = plane_cost(p, k);
+          if (cost < best) { best = cost; pred[p] = k; }
+        }
+        total += best;
+      }
+      if (total < best_total) {
+        best_total = total;
+        params_.transform = t;
+        best_pred = pred;
+      }
+    }
+    transform_planes(params_.transform);
+    for (int p = 0; p < ch_; ++p) params_.plane[p].pred = best_pred[p];
+  }
+
+  // Residuals, magnitudes and context buckets of every sample, in the
+  // decoder's order so contexts see exactly what the decoder will see.
+  void compute_residuals() {
+    core::Neighbours nb;
+    for (int r = 0; r < h_; ++r)
+      for (int c = 0; c < w_; ++c) {
+        neighbours(r, c, nb);
+        for (int p = 0; p < ch_; ++p) {
+          const core::PlaneParams& pp = params_.plane[p];
+          const std::size_t i = at(r, c) + p;
+          const int e = value_[i] - core::predict(pp.pred, nb.w[p], nb.n[p], nb.nw[p], pp.range.lo, pp.range.hi);
+          mag_[i] = core::iabs(e);
+          sym_[i] = core::zigzag(e);
+          bucket_[i] = std::uint8_t(core::bucket_of(core::activity(nb.mw[p], nb.mn[p], nb.mnw[p])));
+        }
+      }
+  }
+
+  bool pixel_is_zero(int r, int c) const {
+    for (int p = 0; p < ch_; ++p)
+      if (sym_[at(r, c) + p]) return false;
+    return true;
+  }
+  bool run_context(int r, int c) const {
+    core::Neighbours nb;
+    neighbours(r, c, nb);
+    int total = 0;
+    for (int p = 0; p < ch_; ++p) total += nb.mw[p] + nb.mn[p] + nb.mnw[p];
+    return total == 0;
+  }
+
+  // Walks row r through the run state machine of spec §6.4, calling
+  // run(len) for each run symbol and pixel(c) for each pixel coded normally.
+  template <class OnRun, class OnPixel>
+  void walk_row(int r, bool run_mode, OnRun&& run, OnPixel&& pixel) const {
+    bool blocked = false;
+    for (int c = 0; c < w_;) {
+      if (run_mode && !blocked && run_context(r, c)) {
+        int len = 0;
+        while (c + len < w_ && pixel_is_zero(r, c + len)) ++len;
+        run(len);
+        if (len > 0) {
+          c += len;
+          blocked = true;
+          continue;
+        }
+      }
+      pixel(c);
+      blocked = false;
+      ++c;
+    }
+  }
+
+  std::uint64_t plan(bool run_mode, std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels>& k,
+                     std::uint8_t& run_k) const {
+    std::array<KCosts, core::kMaxChannels> costs{};
+    RunCosts run_costs;
+    for (int r = 0; r < h_; ++r)
+      walk_row(r, run_mode, [&](int len) { run_costs.add(std::uint32_t(len)); },
+               [&](int c) {
+                 for (int p = 0; p < ch_; ++p) costs[p].add(bucket_[at(r, c) + p], sym_[at(r, c) + p]);
+               });
+    std::uint64_t total = 0;
+    for (int p = 0; p < ch_; ++p) total += costs[p].choose(k[p].data());
+    run_k = 0;
+    if (run_mode) total += run_costs.choose(run_k) + 8;
+    return total;
+  }
+
+  std::vector<std::uint8_t> coded_tile() {
+    std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels> k_plain{}, k_run{};
+    std::uint8_t run_k = 0, unused = 0;
+    const std::uint64_t plain_bits = plan(false, k_plain, unused);
+    const std::uint64_t run_bits = plan(true, k_run, run_k);
+    params_.run_mode = run_bits < plain_bits;
+    params_.run_k = run_k;
+    const auto& k = params_.run_mode ? k_run : k_plain;
+
+    std::vector<std::vector<std::uint8_t>> rows(h_);
+    for (int r = 0; r < h_; ++r) {
+      BitWriter bw;
+      walk_row(r, params_.run_mode, [&](int len) { write_rice(bw, std::uint32_t(len), run_k); },
+               [&](int c) {
+                 for (int p = 0; p < ch_; ++p) write_rice(bw, sym_[at(r, c) + p], k[p][bucket_[at(r, c) + p]]);
+               });
+      rows[r] = std::move(bw.finish());
+    }
+    return assemble(k, rows);
+  }
+
+  // spec §4: mode byte, plane parameters, run parameter, row-length table, rows.
+  std::vector<std::uint8_t> assemble(const std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels>& k,
+                                     const std::vector<std::vector<std::uint8_t>>& rows) const {
+    std::vector<std::uint8_t> out;
+    out.push_back(std::uint8_t(core::kTileCoded | params_.transform << 2 | (params_.run_mode ? 1 : 0) << 4));
+    for (int p = 0; p < ch_; ++p) {
+      out.push_back(params_.plane[p].pred);
+      for (std::uint32_t b = 0; b < core::kBuckets; b += 2) out.push_back(std::uint8_t(k[p][b] | k[p][b + 1] << 4));
+    }
+    if (params_.run_mode) out.push_back(params_.run_k);
+    if (h_ > 1) {
+      std::size_t base = rows[0].size(), top = 0;
+      for (int r = 0; r + 1 < h_; ++r) base = std::min(base, rows[r].size());
+      for (int r = 0; r + 1 < h_; ++r) top = std::max(top, rows[r].size() - base);
+      for (std::size_t v = base;; v >>= 7) {
+        out.push_back(std::uint8_t((v & 0x7f) | (v >= 0x80 ? 0x80 : 0)));
+        if (v < 0x80) break;
+      }
+      const int nbits = top ? 32 - core::clz32(std::uint32_t(top)) : 0;
+      out.push_back(std::uint8_t(nbits));
+      std::vector<std::uint8_t> packed((std::size_t(h_ - 1) * nbits + 7) / 8, 0);
+      for (int r = 0; r + 1 < h_; ++r) {
+        const std::size_t delta = rows[r].size() - base;
+        for (int i = 0; i < nbits; ++i) {
+          const std::size_t bit = std::size_t(r) * nbits + i;
+          packed[bit >> 3] |= std::uint8_t(((delta >> i) & 1) << (bit & 7));
+        }
+      }
+      out.insert(out.end(), packed.begin(), packed.end());
+    }
+    for (const auto& row : rows) out.insert(out.end(), row.begin(), row.end());
+    return out;
+  }
+
+  int w_, h_, ch_, effort_;
+  std::vector<std::uint8_t> pixels_;
+  std::vector<int> value_, mag_;
+  std::vector<std::uint32_t> sym_;
+  std::vector<std::uint8_t> bucket_;
+  core::CodedTileParams params_{};
+};
+
+std::uint32_t tile_width_log2(std::uint32_t tile_width) {
+  if (tile_width == 0) return kDefaultTileWidthLog2;
+  for (std::uint32_t l = core::kMinTileWidthLog2; l <= core::kMaxTileWidthLog2; ++l)
+    if (tile_width == (1u << l)) return l;
+  throw_error(errc::invalid_argument, "tile width " + std::to_string(tile_width) + " (must be a power of two in 16..256)");
+}
+
+void check_image(const ImageView& image) {
+  if (!image.data) throw_error(errc::invalid_argument, "image data is null");
+  if (image.channels < 1 || image.channels > 4)
+    throw_error(errc::invalid_argument, "channels " + std::to_string(image.channels) + " (must be 1..4)");
+  if (image.width == 0 || image.height == 0) throw_error(errc::invalid_argument, "empty image");
+  if (image.width > 65535 || image.height > 65535 || std::uint64_t{image.width} * image.height > (std::uint64_t{1} << 30))
+    throw_error(errc::limit_exceeded, "image larger than 65535x65535 or 2^30 pixels");
+  if (image.stride && image.stride < std::size_t(image.width) * image.channels)
+    throw_error(errc::invalid_argument, "stride smaller than a row");
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& options) {
+  check_image(image);
+  const std::uint32_t tw_log2 = tile_width_log2(options.tile_width);
+  const std::uint32_t th = options.tile_height ? options.tile_height : kDefaultTileHeight;
+  if (th > core::kMaxTileHeight) throw_error(errc::invalid_argument, "tile height " + std::to_string(th) + " (must be 1..32)");
+
+  ImageInfo info;
+  info.width = image.width;
+  info.height = image.height;
+  info.channels = image.channels;
+  info.tile_width = 1u << tw_log2;
+  info.tile_height = th;
+  info.tiles_x = (image.width + info.tile_width - 1) >> tw_log2;
+  info.tiles_y = (image.height + th - 1) / th;
+  const std::uint32_t count = info.tiles_x * info.tiles_y;
+
+  std::vector<std::vector<std::uint8_t>> tiles(count);
+  auto encode_tile = [&](std::uint32_t i) {
+    Rect r;
+    r.x = (i % info.tiles_x) * info.tile_width;
+    r.y = (i / info.tiles_x) * th;
+    r.width = std::min(info.tile_width, image.width - r.x);
+    r.height = std::min(th, image.height - r.y);
+    tiles[i] = TileEncoder(image, r, options.effort).encode();
+  };
+  const unsigned threads = std::min<unsigned>(options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency()), count);
+  if (threads <= 1) {
+    for (std::uint32_t i = 0; i < count; ++i) encode_tile(i);
+  } else {
+    std::atomic<std::uint32_t> next{0};
+    auto worker = [&] {
+      for (std::uint32_t i; (i = next.fetch_add(1)) < count;) encode_tile(i);
+    };
+    std::vector<std::jthread> pool;
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+  }
+
+  std::vector<std::uint8_t> out;
+  detail::write_header(out, info, tw_log2);
+  for (const auto& t : tiles) {
+    const auto size = std::uint32_t(t.size());
+    for (int b = 0; b < 4; ++b) out.push_back(std::uint8_t(size >> (8 * b)));
+  }
+  for (const auto& t : tiles) out.insert(out.end(), t.begin(), t.end());
+  return out;
+}
+
+}  // namespace l3

@@ -1,0 +1,105 @@
+#include "header.hpp"
+
+#include <string>
+
+#include "l3/checked.hpp"
+
+namespace l3::detail {
+namespace {
+
+std::uint32_t load_u32(const std::uint8_t* p) {
+  return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 | std::uint32_t(p[3]) << 24;
+}
+void store_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(std::uint8_t(v >> (8 * i)));
+}
+
+// spec §2: the fixed 20-byte header.
+ImageInfo parse_header(std::span<const std::uint8_t> b, const Limits& limits, std::uint32_t& tw_log2) {
+  if (b.size() < core::kHeaderSize) {
+    if (b.size() >= 4 && !std::equal(b.begin(), b.begin() + 4, core::kMagic)) throw_error(errc::bad_magic, "not an l3 image");
+    throw_error(errc::truncated, "stream shorter than the 20-byte header");
+  }
+  if (!std::equal(b.begin(), b.begin() + 4, core::kMagic)) throw_error(errc::bad_magic, "not an l3 image");
+  if (b[4] != core::kVersion) throw_error(errc::unsupported_version, "version " + std::to_string(b[4]));
+  ImageInfo info;
+  info.channels = b[5];
+  info.bit_depth = b[6];
+  if (b[7] != 0 || b[18] != 0 || b[19] != 0) throw_error(errc::reserved_bits_set, "reserved header byte is not zero");
+  if (info.channels < 1 || info.channels > core::kMaxChannels)
+    throw_error(errc::corrupt_header, "channel count " + std::to_string(info.channels));
+  if (info.bit_depth != 8) throw_error(errc::unsupported, "bit depth " + std::to_string(info.bit_depth) + " (only 8 is supported)");
+  info.width = load_u32(&b[8]);
+  info.height = load_u32(&b[12]);
+  tw_log2 = b[16];
+  info.tile_height = b[17];
+  if (info.width == 0 || info.height == 0) throw_error(errc::corrupt_header, "zero width or height");
+  if (tw_log2 < core::kMinTileWidthLog2 || tw_log2 > core::kMaxTileWidthLog2)
+    throw_error(errc::corrupt_header, "tile width 2^" + std::to_string(tw_log2));
+  if (info.tile_height < 1 || info.tile_height > core::kMaxTileHeight)
+    throw_error(errc::corrupt_header, "tile height " + std::to_string(info.tile_height));
+  if (info.width > limits.max_width || info.height > limits.max_height ||
+      std::uint64_t{info.width} * info.height > limits.max_pixels)
+    throw_error(errc::limit_exceeded, std::to_string(info.width) + "x" + std::to_string(info.height) +
+                                          " exceeds the decoder limits");
+  info.tile_width = 1u << tw_log2;
+  info.tiles_x = (info.width + info.tile_width - 1) >> tw_log2;
+  info.tiles_y = (info.height + info.tile_height - 1) / info.tile_height;
+  return info;
+}
+
+}  // namespace
+
+Rect ParsedImage::tile_rect(std::uint32_t i) const {
+  const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
+  Rect r;
+  r.x = tx * info.tile_width;
+  r.y = ty * info.tile_height;
+  r.width = std::min(info.tile_width, info.width - r.x);
+  r.height = std::min(info.tile_height, info.height - r.y);
+  return r;
+}
+
+ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limits, bool with_table) {
+  ParsedImage img;
+  img.info = parse_header(bytes, limits, img.tile_width_log2);
+  img.bytes = bytes;
+  const std::uint64_t tiles = std::uint64_t{img.info.tiles_x} * img.info.tiles_y;
+  const std::uint64_t table_end = core::kHeaderSize + 4 * tiles;  // < 2^40: no overflow
+  if (bytes.size() < table_end) throw_error(errc::truncated, "stream ends inside the tile table");
+  // spec §3: tile sizes, in raster order; the payload is exactly their sum.
+  std::uint64_t total = table_end;
+  if (with_table) {
+    img.tile_offset.resize(tiles);
+    img.tile_size.resize(tiles);
+  }
+  for (std::uint64_t i = 0; i < tiles; ++i) {
+    const std::uint32_t size = load_u32(&bytes[core::kHeaderSize + 4 * i]);
+    if (size == 0) throw_error(errc::corrupt_tile_table, "tile " + std::to_string(i) + " has size 0");
+    if (with_table) {
+      img.tile_offset[i] = total;
+      img.tile_size[i] = size;
+    }
+    total += size;
+  }
+  if (total > bytes.size()) throw_error(errc::truncated, "stream ends inside tile data (" + std::to_string(bytes.size()) + " of " + std::to_string(total) + " bytes)");
+  if (total < bytes.size()) throw_error(errc::corrupt_tile_table, std::to_string(bytes.size() - total) + " bytes after the last tile");
+  img.info.encoded_size = total;
+  return img;
+}
+
+void write_header(std::vector<std::uint8_t>& out, const ImageInfo& info, std::uint32_t tile_width_log2) {
+  out.insert(out.end(), core::kMagic, core::kMagic + 4);
+  out.push_back(core::kVersion);
+  out.push_back(std::uint8_t(info.channels));
+  out.push_back(8);
+  out.push_back(0);
+  store_u32(out, info.width);
+  store_u32(out, info.height);
+  out.push_back(std::uint8_t(tile_width_log2));
+  out.push_back(std::uint8_t(info.tile_height));
+  out.push_back(0);
+  out.push_back(0);
+}
+
+}  // namespace l3::detail

@@ -1,0 +1,32 @@
+// Parsing and validation of the image header and tile table (spec/codec.md §2-§3).
+// Host-only: runs once per image at the edge, before any tile is decoded.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "l3/codec.hpp"
+#include "l3/tile_core.hpp"
+
+namespace l3::detail {
+
+struct ParsedImage {
+  ImageInfo info;
+  std::uint32_t tile_width_log2 = 0;
+  std::span<const std::uint8_t> bytes;      // the whole stream
+  std::vector<std::uint64_t> tile_offset;   // byte offset of each tile in `bytes`
+  std::vector<std::uint32_t> tile_size;     // byte size of each tile
+
+  std::uint32_t tile_count() const { return info.tiles_x * info.tiles_y; }
+  // Pixel rectangle of tile i, clipped to the image.
+  Rect tile_rect(std::uint32_t i) const;
+};
+
+// Validates header and tile table; throws l3::Error. With `with_table` false
+// only the header is read (and the table's presence checked).
+ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limits, bool with_table);
+
+void write_header(std::vector<std::uint8_t>& out, const ImageInfo& info, std::uint32_t tile_width_log2);
+
+}  // namespace l3::detail
