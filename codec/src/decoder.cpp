@@ -48,21 +48,22 @@ bool row_to_pixels(std::uint8_t transform, const int (*vals)[CH], int x0, int x1
 // Decodes a coded tile row by row (spec §6-§7). Rows below y1 and columns
 // right of x1 are never needed by the rows above them, so a crop stops early;
 // a full decode also checks that every row stream is consumed exactly.
-template <int CH>
+template <int CH, std::uint8_t kPred>
 int decode_coded_rows(const std::uint8_t* tile, const CodedTileParams& params, const TileOutput& o) {
   // A local copy: the compiler then knows the row stores below cannot alias
   // the parameters, and keeps them in registers.
   const CodedTileParams t = params;
-  // Two row buffers; column 0 is a padding column standing for x = -1, which
-  // holds the edge rule's copy of N so that no pixel needs a branch (spec §6.3).
+  // Two row buffers of plane values and residual codes; column 0 is a padding
+  // column standing for x = -1, which holds the edge rule's copy of N so that
+  // no pixel needs a branch (spec §6.3).
   constexpr int kCols = (1 << core::kMaxTileWidthLog2) + 1;
-  int val[2][kCols][CH], mag[2][kCols][CH];
+  int val[2][kCols][CH], code[2][kCols][CH];
   const bool full = o.x1 == t.width && o.y1 == t.height;
   for (int r = 0; r < o.y1; ++r) {
     int(*cur)[CH] = val[r & 1] + 1;
-    int(*cur_m)[CH] = mag[r & 1] + 1;
+    int(*cur_u)[CH] = code[r & 1] + 1;
     int(*up)[CH] = val[(r + 1) & 1] + 1;
-    int(*up_m)[CH] = mag[(r + 1) & 1] + 1;
+    int(*up_u)[CH] = code[(r + 1) & 1] + 1;
     LaneState s;
     core::lane_begin(s, tile, t, r);
     if (r == 0) {
@@ -70,19 +71,19 @@ int decode_coded_rows(const std::uint8_t* tile, const CodedTileParams& params, c
         Neighbours nb;
         for (int p = 0; p < CH; ++p) {
           nb.w[p] = c ? cur[c - 1][p] : 0;
-          nb.mw[p] = c ? cur_m[c - 1][p] : 0;
+          nb.uw[p] = c ? cur_u[c - 1][p] : 0;
         }
         core::apply_edges(t, 0, c, nb);
-        core::decode_pixel<CH>(t, s, nb, c, cur[c], cur_m[c]);
+        core::decode_pixel<CH>(t, s, nb, c, cur[c], cur_u[c]);
       }
     } else {
       for (int p = 0; p < CH; ++p) {
         cur[-1][p] = up[-1][p] = up[0][p];
-        cur_m[-1][p] = up_m[-1][p] = up_m[0][p];
+        cur_u[-1][p] = up_u[-1][p] = up_u[0][p];
       }
       for (int c = 0; c < o.x1; ++c)
-        core::decode_pixel<CH>(t, s, cur[c - 1], up[c], up[c - 1], cur_m[c - 1], up_m[c], up_m[c - 1], c, cur[c],
-                               cur_m[c]);
+        core::decode_pixel<CH, kPred>(t, s, cur[c - 1], up[c], up[c - 1], cur_u[c - 1], up_u[c], up_u[c - 1], c,
+                                      cur[c], cur_u[c]);
     }
     if (r >= o.y0 && !row_to_pixels<CH>(t.transform, cur, o.x0, o.x1, o.out + std::size_t(r - o.y0) * o.stride))
       return core::kCorruptTile;
@@ -94,6 +95,20 @@ int decode_coded_rows(const std::uint8_t* tile, const CodedTileParams& params, c
     }
   }
   return core::kOk;
+}
+
+// Tiles whose planes share a predictor (most of them: the encoder prefers
+// that) take a path with the predictor fixed at compile time.
+template <int CH>
+int decode_coded_tile(const std::uint8_t* tile, const CodedTileParams& t, const TileOutput& o) {
+  switch (core::shared_predictor(t)) {
+    case core::kPredMED: return decode_coded_rows<CH, core::kPredMED>(tile, t, o);
+    case core::kPredW: return decode_coded_rows<CH, core::kPredW>(tile, t, o);
+    case core::kPredN: return decode_coded_rows<CH, core::kPredN>(tile, t, o);
+    case core::kPredAvg: return decode_coded_rows<CH, core::kPredAvg>(tile, t, o);
+    case core::kPredGrad: return decode_coded_rows<CH, core::kPredGrad>(tile, t, o);
+    default: return decode_coded_rows<CH, core::kPredPerPlane>(tile, t, o);
+  }
 }
 
 int decode_constant(const std::uint8_t* tile, std::uint32_t size, int channels, const TileOutput& o) {
@@ -127,10 +142,10 @@ int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int 
   const int status = core::parse_coded_tile(tile, size, w, h, channels, t);
   if (status != core::kOk) return status;
   switch (channels) {
-    case 1: return decode_coded_rows<1>(tile, t, o);
-    case 2: return decode_coded_rows<2>(tile, t, o);
-    case 3: return decode_coded_rows<3>(tile, t, o);
-    default: return decode_coded_rows<4>(tile, t, o);
+    case 1: return decode_coded_tile<1>(tile, t, o);
+    case 2: return decode_coded_tile<2>(tile, t, o);
+    case 3: return decode_coded_tile<3>(tile, t, o);
+    default: return decode_coded_tile<4>(tile, t, o);
   }
 }
 

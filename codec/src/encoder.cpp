@@ -113,7 +113,6 @@ public:
                   std::size_t(w_) * ch_);
     const std::size_t n = std::size_t(w_) * h_ * ch_;
     value_.resize(n);
-    mag_.resize(n);
     sym_.resize(n);
     bucket_.resize(n);
   }
@@ -158,9 +157,9 @@ private:
       nb.w[p] = c ? value_[at(r, c - 1) + p] : 0;
       nb.n[p] = r ? value_[at(r - 1, c) + p] : 0;
       nb.nw[p] = (r && c) ? value_[at(r - 1, c - 1) + p] : 0;
-      nb.mw[p] = c ? mag_[at(r, c - 1) + p] : 0;
-      nb.mn[p] = r ? mag_[at(r - 1, c) + p] : 0;
-      nb.mnw[p] = (r && c) ? mag_[at(r - 1, c - 1) + p] : 0;
+      nb.uw[p] = c ? int(sym_[at(r, c - 1) + p]) : 0;
+      nb.un[p] = r ? int(sym_[at(r - 1, c) + p]) : 0;
+      nb.unw[p] = (r && c) ? int(sym_[at(r - 1, c - 1) + p]) : 0;
     }
     if (r == 0 || c == 0) core::apply_edges(params_, r, c, nb);
   }
@@ -179,11 +178,37 @@ private:
     return cost;
   }
 
+  // The best predictor per plane, unless one predictor shared by all planes
+  // costs at most 1% more: the decoder has faster paths for shared ones.
+  std::pair<std::uint64_t, std::array<std::uint8_t, core::kMaxChannels>> choose_predictors(
+      const std::array<std::array<std::uint64_t, core::kPredCount>, core::kMaxChannels>& cost, std::uint8_t n_pred) const {
+    std::array<std::uint8_t, core::kMaxChannels> per_plane{};
+    std::uint64_t per_plane_total = 0;
+    for (int p = 0; p < ch_; ++p) {
+      for (std::uint8_t k = 1; k < n_pred; ++k)
+        if (cost[p][k] < cost[p][per_plane[p]]) per_plane[p] = k;
+      per_plane_total += cost[p][per_plane[p]];
+    }
+    std::uint64_t shared_total = std::numeric_limits<std::uint64_t>::max();
+    std::uint8_t shared = 0;
+    for (std::uint8_t k = 0; k < n_pred; ++k) {
+      std::uint64_t total = 0;
+      for (int p = 0; p < ch_; ++p) total += cost[p][k];
+      if (total < shared_total) { shared_total = total; shared = k; }
+    }
+    if (shared_total <= per_plane_total + per_plane_total / 100) {
+      std::array<std::uint8_t, core::kMaxChannels> same{};
+      same.fill(shared);
+      return {shared_total, same};
+    }
+    return {per_plane_total, per_plane};
+  }
+
   void choose_transform_and_predictors() {
     params_.width = w_;
     params_.height = h_;
     params_.channels = ch_;
-    std::fill(mag_.begin(), mag_.end(), 0);  // plane_cost reads values only
+    std::fill(sym_.begin(), sym_.end(), 0u);  // plane_cost reads values only
     std::vector<std::uint8_t> transforms;
     if (ch_ < 3) transforms = {core::kTransformNone};
     else if (effort_ <= 0) transforms = {core::kTransformYCoCgR};
@@ -192,17 +217,11 @@ private:
     std::array<std::uint8_t, core::kMaxChannels> best_pred{};
     for (std::uint8_t t : transforms) {
       transform_planes(t);
-      std::uint64_t total = 0;
-      std::array<std::uint8_t, core::kMaxChannels> pred{};
-      for (int p = 0; p < ch_; ++p) {
-        std::uint64_t best = std::numeric_limits<std::uint64_t>::max();
-        const std::uint8_t n_pred = effort_ <= 0 ? 1 : core::kPredCount;
-        for (std::uint8_t k = 0; k < n_pred; ++k) {
-          const std::uint64_t cost = plane_cost(p, k);
-          if (cost < best) { best = cost; pred[p] = k; }
-        }
-        total += best;
-      }
+      std::array<std::array<std::uint64_t, core::kPredCount>, core::kMaxChannels> cost{};
+      const std::uint8_t n_pred = effort_ <= 0 ? 1 : core::kPredCount;
+      for (int p = 0; p < ch_; ++p)
+        for (std::uint8_t k = 0; k < n_pred; ++k) cost[p][k] = plane_cost(p, k);
+      const auto [total, pred] = choose_predictors(cost, n_pred);
       if (total < best_total) {
         best_total = total;
         params_.transform = t;
@@ -224,9 +243,8 @@ private:
           const core::PlaneParams& pp = params_.plane[p];
           const std::size_t i = at(r, c) + p;
           const int e = value_[i] - core::predict(pp.pred, nb.w[p], nb.n[p], nb.nw[p], pp.range.lo, pp.range.hi);
-          mag_[i] = core::iabs(e);
           sym_[i] = core::zigzag(e);
-          bucket_[i] = std::uint8_t(core::bucket_of(core::activity(nb.mw[p], nb.mn[p], nb.mnw[p])));
+          bucket_[i] = std::uint8_t(core::bucket_of(core::activity(nb.uw[p], nb.un[p], nb.unw[p])));
         }
       }
   }
@@ -240,7 +258,7 @@ private:
     core::Neighbours nb;
     neighbours(r, c, nb);
     int total = 0;
-    for (int p = 0; p < ch_; ++p) total += nb.mw[p] + nb.mn[p] + nb.mnw[p];
+    for (int p = 0; p < ch_; ++p) total += nb.uw[p] + nb.un[p] + nb.unw[p];
     return total == 0;
   }
 
@@ -339,7 +357,7 @@ private:
 
   int w_, h_, ch_, effort_;
   std::vector<std::uint8_t> pixels_;
-  std::vector<int> value_, mag_;
+  std::vector<int> value_;
   std::vector<std::uint32_t> sym_;
   std::vector<std::uint8_t> bucket_;
   core::CodedTileParams params_{};

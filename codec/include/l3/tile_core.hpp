@@ -52,6 +52,7 @@ inline constexpr std::uint8_t kPredN = 2;
 inline constexpr std::uint8_t kPredAvg = 3;
 inline constexpr std::uint8_t kPredGrad = 4;
 inline constexpr std::uint8_t kPredCount = 5;
+inline constexpr std::uint8_t kPredPerPlane = 255;  // template argument: read each plane's predictor
 
 // Status of a tile decode. Mirrors l3::errc values so hosts can convert 1:1.
 enum Status : int { kOk = 0, kTruncated = 104, kCorruptTile = 106, kReservedBits = 103 };
@@ -140,28 +141,42 @@ L3_HD bool inverse_transform(std::uint8_t transform, int channels, const int* v,
 
 // ---- Prediction (spec §6.1) -------------------------------------------------
 
+// Every predictor is a selection from a few candidates computed without
+// branches; the selection compiles to conditional moves, so the decode loop
+// stays straight-line code whichever predictor a plane uses.
 L3_HD int predict(std::uint8_t pred, int w, int n, int nw, int lo, int hi) {
-  switch (pred) {
-    case kPredW: return w;
-    case kPredN: return n;
-    case kPredAvg: return (w + n) >> 1;
-    case kPredGrad: return imin(hi, imax(lo, w + n - nw));
-    default: {  // MED (LOCO-I): picks min, max or the gradient.
-      const int mx = imax(w, n), mn = imin(w, n);
-      if (nw >= mx) return mn;
-      if (nw <= mn) return mx;
-      return w + n - nw;
-    }
-  }
+  const int grad = w + n - nw;
+  const int mn = imin(w, n), mx = imax(w, n);
+  const int med = imin(mx, imax(mn, grad));       // MED (LOCO-I) = median(W, N, W + N - NW)
+  const int clamped = imin(hi, imax(lo, grad));   // gradient, clamped to the plane's range
+  int p = med;  // kPredMED
+  p = pred == kPredW ? w : p;
+  p = pred == kPredN ? n : p;
+  p = pred == kPredAvg ? (w + n) >> 1 : p;
+  p = pred == kPredGrad ? clamped : p;
+  return p;
+}
+
+// Predictor fixed at compile time (the decoder's fast paths for tiles whose
+// planes share one predictor); kPredPerPlane falls back to predict().
+template <std::uint8_t kPred>
+L3_HD int predict_fixed(std::uint8_t pred, int w, int n, int nw, int lo, int hi) {
+  if constexpr (kPred == kPredMED) return imin(imax(w, n), imax(imin(w, n), w + n - nw));
+  else if constexpr (kPred == kPredW) return w;
+  else if constexpr (kPred == kPredN) return n;
+  else if constexpr (kPred == kPredAvg) return (w + n) >> 1;
+  else if constexpr (kPred == kPredGrad) return imin(hi, imax(lo, w + n - nw));
+  else return predict(pred, w, n, nw, lo, hi);
 }
 
 // ---- Context (spec §6.2) ----------------------------------------------------
 
-// Activity of a sample's neighbourhood from the residual magnitudes of the
-// same plane around it. It deliberately ignores the other planes of the same
-// pixel: that keeps each plane's context off the serial decode chain of the
-// pixel (planes' contexts compute in parallel) for about 0.5% in size.
-L3_HD int activity(int m_w, int m_n, int m_nw) { return 2 * (m_w + m_n) + m_nw; }
+// Activity of a sample's neighbourhood from the residual codes u (zigzag of
+// the residual, about twice its magnitude) of the same plane at W, N and NW.
+// It deliberately ignores the other planes of the same pixel: that keeps each
+// plane's context off the pixel's serial decode chain (the planes' contexts
+// compute in parallel) for about 0.5% in size.
+L3_HD int activity(int u_w, int u_n, int u_nw) { return u_w + u_n + (u_nw >> 1); }
 
 // Quantises activity into 16 buckets on a half-octave scale:
 // 0, 1, 2, 3, 4-5, 6-7, 8-11, ..., 128-191, >=192.
@@ -347,27 +362,27 @@ L3_HD int parse_coded_tile(const std::uint8_t* tile, std::uint32_t size, int wid
 // ---- One lane: the decode of one pixel of one row (spec §6-§7) --------------
 
 // What a lane knows of its neighbourhood when it decodes pixel (r, c): the
-// plane values and residual magnitudes of W (its own previous pixel), and of
-// N and NW (from the row above; on the GPU, from the lane above by shuffle).
+// plane values and residual codes of W (its own previous pixel), and of N and
+// NW (from the row above; on the GPU, from the lane above by shuffle).
 struct Neighbours {
   int w[kMaxChannels], n[kMaxChannels], nw[kMaxChannels];
-  int mw[kMaxChannels], mn[kMaxChannels], mnw[kMaxChannels];
+  int uw[kMaxChannels], un[kMaxChannels], unw[kMaxChannels];
 };
 
 // Applies the tile-edge rules of spec §6.3 in place: a missing row above
 // copies W; a missing column to the left copies N; the first pixel of a tile
-// sees plane midpoints and zero magnitudes.
+// sees plane midpoints and zero residual codes.
 L3_HD void apply_edges(const CodedTileParams& t, int r, int c, Neighbours& nb) {
   for (int p = 0; p < t.channels; ++p) {
     if (r == 0 && c == 0) {
       nb.w[p] = nb.n[p] = nb.nw[p] = t.plane[p].range.mid;
-      nb.mw[p] = nb.mn[p] = nb.mnw[p] = 0;
+      nb.uw[p] = nb.un[p] = nb.unw[p] = 0;
     } else if (r == 0) {
       nb.n[p] = nb.nw[p] = nb.w[p];
-      nb.mn[p] = nb.mnw[p] = nb.mw[p];
+      nb.un[p] = nb.unw[p] = nb.uw[p];
     } else if (c == 0) {
       nb.w[p] = nb.nw[p] = nb.n[p];
-      nb.mw[p] = nb.mnw[p] = nb.mn[p];
+      nb.uw[p] = nb.unw[p] = nb.un[p];
     }
   }
 }
@@ -377,7 +392,7 @@ struct LaneState {
   BitReader br;
   int run_left;   // pixels still to emit from the current zero run
   bool blocked;   // the next pixel may not start a run (spec §6.4)
-  bool error;     // a decoded value fell outside its plane's range
+  bool error;     // a run longer than the rest of the row
 };
 
 L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTileParams& t, int row) {
@@ -387,19 +402,20 @@ L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTilePar
   s.error = false;
 }
 
-// Decodes the planes of pixel (r, c) into value[] and magnitude[], given the
-// plane values (w, n, nw) and residual magnitudes (mw, mn, mnw) of its
-// neighbours after the edge rules. `CH` is the channel count.
-template <int CH>
+// Decodes the planes of pixel (r, c) into value[] and code[], given the plane
+// values (w, n, nw) and residual codes (uw, un, unw) of its neighbours after
+// the edge rules. `CH` is the channel count; `kPred` a predictor shared by all
+// planes, or kPredPerPlane.
+template <int CH, std::uint8_t kPred = kPredPerPlane>
 L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, const int* n, const int* nw,
-                        const int* mw, const int* mn, const int* mnw, int c, int* value, int* magnitude) {
+                        const int* uw, const int* un, const int* unw, int c, int* value, int* code) {
   bool zero = false;
   if (s.run_left > 0) {
     zero = true;
     if (--s.run_left == 0) s.blocked = true;
   } else if (t.run_mode && !s.blocked) {
     int total = 0;
-    for (int p = 0; p < CH; ++p) total += mw[p] + mn[p] + mnw[p];
+    for (int p = 0; p < CH; ++p) total += uw[p] + un[p] + unw[p];
     if (total == 0) {
       const int run = int(read_rice(s.br, t.run_k));
       if (run > t.width - c) s.error = true;
@@ -419,21 +435,29 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
 #endif
   for (int p = 0; p < CH; ++p) {
     const PlaneParams& pp = t.plane[p];
-    const int pred = predict(pp.pred, w[p], n[p], nw[p], pp.range.lo, pp.range.hi);
-    int e = 0;
-    if (!zero) e = unzigzag(read_rice(s.br, k_for_activity(pp, activity(mw[p], mn[p], mnw[p]))));
-    const int v = pred + e;
-    s.error |= std::uint32_t(v - pp.range.lo) > std::uint32_t(pp.range.hi - pp.range.lo);
-    value[p] = v;
-    magnitude[p] = iabs(e);
+    const int pred = predict_fixed<kPred>(pp.pred, w[p], n[p], nw[p], pp.range.lo, pp.range.hi);
+    std::uint32_t u = 0;
+    if (!zero) u = read_rice(s.br, k_for_activity(pp, activity(uw[p], un[p], unw[p])));
+    // No range check here: the colour transforms are integer bijections, so a
+    // plane value outside its range always yields a pixel outside [0, 255],
+    // which inverse_transform() reports (spec §5.2). Values stay bounded by
+    // (width + height) * 512 meanwhile, far inside int.
+    value[p] = pred + unzigzag(u);
+    code[p] = int(u);
   }
   if (!zero) s.blocked = false;
 }
 
 template <int CH>
-L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const Neighbours& nb, int c, int* value,
-                        int* magnitude) {
-  decode_pixel<CH>(t, s, nb.w, nb.n, nb.nw, nb.mw, nb.mn, nb.mnw, c, value, magnitude);
+L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const Neighbours& nb, int c, int* value, int* code) {
+  decode_pixel<CH>(t, s, nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, value, code);
+}
+
+// The predictor all planes of a tile share, or kPredPerPlane.
+L3_HD std::uint8_t shared_predictor(const CodedTileParams& t) {
+  for (int p = 1; p < t.channels; ++p)
+    if (t.plane[p].pred != t.plane[0].pred) return kPredPerPlane;
+  return t.plane[0].pred;
 }
 
 // After the last pixel of a row: the stream must end exactly in its last byte,
