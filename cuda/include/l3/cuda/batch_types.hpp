@@ -1,0 +1,40 @@
+// Types shared by the CUDA batch decoder (batch_decoder.hpp) and its CPU
+// emulation (emulation.hpp). Host-only, no CUDA headers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "l3/codec.hpp"
+#include "l3/error.hpp"
+
+namespace l3::cuda {
+
+// Output layout of each image's slot: interleaved (NHWC when the slots are
+// stacked) or planar (CHW).
+enum class Layout : std::uint32_t { hwc = 0, chw = 1 };
+
+// One encoded image in host memory, with an optional crop (the region must lie
+// inside the image; only the tiles it overlaps are decoded).
+struct HostImage {
+  std::span<const std::uint8_t> bytes;
+  std::optional<Rect> crop;
+};
+
+// Where one image went. status is the image's l3::errc: host-side rejections
+// (header, tile table, limits, crop) are known when decode() returns; tile
+// errors are known once the stream has run (BatchDecoder::status()).
+struct ImageSlot {
+  std::uint64_t offset = 0;  // byte offset of the slot in the output buffer
+  std::uint64_t size = 0;    // width * height * channels; 0 for a rejected image
+  std::uint32_t width = 0, height = 0, channels = 0;  // the crop's size, or the image's
+  errc status = errc::ok;
+};
+
+struct BatchOptions {
+  Layout layout = Layout::hwc;
+  Limits limits{};
+};
+
+}  // namespace l3::cuda

@@ -1,0 +1,387 @@
+// The CUDA batch decoder's per-warp and per-job code, written once for two
+// "warp" policies (spec/cuda.md):
+//   CudaWarp  one CUDA warp: lane l is thread l of the warp, collectives are
+//             __shfl_up_sync / __any_sync / __syncwarp (nvcc only);
+//   CpuWarp   the same 32 lanes emulated on the CPU: every lane-parallel
+//             section runs the 32 lanes in a loop, and a collective runs
+//             between two such loops (lanes looped between barriers).
+// The CPU emulation (l3_cuda_emu) is what CI runs bit for bit against the
+// codec's CPU decoder; the kernel (cuda/src/batch_decoder.cu) instantiates the
+// same templates with CudaWarp.
+//
+// Per-lane variables are `Warp::Lanes<T>`: one register per thread on the
+// GPU, an array of 32 on the CPU; `v[l]` names lane l's copy (on the GPU, l
+// is always the calling lane). Rules of tile_core.hpp apply: no allocation,
+// no exceptions, no asserts on input; every read is bounded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "l3/tile_core.hpp"
+
+#if defined(__CUDACC__)
+#define L3_WF_HD __host__ __device__
+#define L3_WF_HDI __host__ __device__ __forceinline__
+#else
+#define L3_WF_HD inline
+#define L3_WF_HDI inline
+#endif
+
+namespace l3::wavefront {
+
+inline constexpr int kWarpSize = 32;
+static_assert(core::kMaxTileHeight <= kWarpSize, "one lane per tile row");
+
+// ---- Warp policies -----------------------------------------------------------
+
+// The CPU emulation of one warp. Each lane-parallel section is a loop over the
+// 32 lanes; collectives see every lane's state after the section.
+struct CpuWarp {
+  template <class T> struct Lanes {
+    T v[kWarpSize];
+    T& operator[](int lane) { return v[lane]; }
+    const T& operator[](int lane) const { return v[lane]; }
+  };
+  // Runs f(lane) for every lane (a lane-parallel section).
+  template <class F> void each(F&& f) {
+    for (int l = 0; l < kWarpSize; ++l) f(l);
+  }
+  // Runs f() once, for the warp (lane 0 on the GPU), then a barrier.
+  template <class F> void single(F&& f) { f(); }
+  // dst[l] = src[l - 1] for l >= 1, dst[0] = src[0] (__shfl_up_sync(.., 1)).
+  template <class T> void shfl_up(Lanes<T>& dst, const Lanes<T>& src) {
+    for (int l = kWarpSize - 1; l >= 1; --l) dst.v[l] = src.v[l - 1];
+    dst.v[0] = src.v[0];
+  }
+  bool any(const Lanes<int>& pred) const {
+    int r = 0;
+    for (int l = 0; l < kWarpSize; ++l) r |= pred.v[l];
+    return r != 0;
+  }
+  void sync() {}
+};
+
+#if defined(__CUDACC__)
+// One CUDA warp; all 32 threads of the warp must call every member together.
+struct CudaWarp {
+  int lane;  // threadIdx.x % 32
+  template <class T> struct Lanes {
+    T v;
+    __host__ __device__ __forceinline__ T& operator[](int) { return v; }
+    __host__ __device__ __forceinline__ const T& operator[](int) const { return v; }
+  };
+  template <class F> __host__ __device__ __forceinline__ void each(F&& f) { f(lane); }
+  template <class F> __host__ __device__ __forceinline__ void single(F&& f) {
+#if defined(__CUDA_ARCH__)
+    if (lane == 0) f();
+    __syncwarp();
+#else
+    f();
+#endif
+  }
+  __host__ __device__ __forceinline__ void shfl_up(Lanes<int>& dst, const Lanes<int>& src) {
+#if defined(__CUDA_ARCH__)
+    dst.v = __shfl_up_sync(0xffffffffu, src.v, 1);
+#else
+    dst.v = src.v;
+#endif
+  }
+  __host__ __device__ __forceinline__ bool any(const Lanes<int>& pred) const {
+#if defined(__CUDA_ARCH__)
+    return __any_sync(0xffffffffu, pred.v) != 0;
+#else
+    return pred.v != 0;
+#endif
+  }
+  __host__ __device__ __forceinline__ void sync() {
+#if defined(__CUDA_ARCH__)
+    __syncwarp();
+#endif
+  }
+};
+#endif
+
+// ---- One tile ------------------------------------------------------------------
+
+// Where a tile's decoded pixels go. Pixel (r, c) of the tile, for r in [y0, y1)
+// and c in [x0, x1) (tile-local), plane p, is written at
+//   base + (r - y0) * row_stride + (c - x0) * pixel_stride + p * plane_stride.
+// Interleaved output (HWC): pixel_stride = channels, plane_stride = 1;
+// planar (CHW): pixel_stride = 1, plane_stride = bytes of one plane.
+struct TileTask {
+  const std::uint8_t* tile = nullptr;  // the tile's bytes (mode byte first)
+  std::uint32_t size = 0;              // >= 1 (the tile table rejects size 0)
+  int width = 0, height = 0;           // tile size, clipped at the image edge
+  int channels = 0;                    // 1..4
+  int x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // tile-local rectangle to output, non-empty
+  std::uint8_t* base = nullptr;
+  std::uint64_t row_stride = 0, pixel_stride = 0, plane_stride = 0;
+};
+
+L3_WF_HDI void store_pixel(const TileTask& t, int r, int c, const std::uint8_t* px) {
+  std::uint8_t* o = t.base + std::uint64_t(r - t.y0) * t.row_stride + std::uint64_t(c - t.x0) * t.pixel_stride;
+  for (int p = 0; p < t.channels; ++p) o[std::uint64_t(p) * t.plane_stride] = px[p];
+}
+
+// Constant and raw tiles: the warp's lanes stride over the output pixels.
+// Status rules equal the CPU decoder's (codec/src/decoder.cpp).
+template <class Warp> L3_WF_HD int copy_tile_warp(Warp& warp, const TileTask& t, int kind) {
+  const std::uint32_t ch = std::uint32_t(t.channels);
+  if (kind == core::kTileConstant) {
+    if (t.tile[0] != core::kTileConstant) return core::kReservedBits;
+    if (t.size != 1u + ch) return t.size < 1u + ch ? core::kTruncated : core::kCorruptTile;
+  } else {
+    if (t.tile[0] != core::kTileRaw) return core::kReservedBits;
+    const std::uint32_t need = 1u + std::uint32_t(t.width) * std::uint32_t(t.height) * ch;
+    if (t.size != need) return t.size < need ? core::kTruncated : core::kCorruptTile;
+  }
+  const int w = t.x1 - t.x0, count = w * (t.y1 - t.y0);
+  warp.each([&](int l) {
+    for (int i = l; i < count; i += kWarpSize) {
+      const int r = t.y0 + i / w, c = t.x0 + i % w;
+      const std::uint8_t* src =
+          kind == core::kTileConstant ? t.tile + 1 : t.tile + 1 + (std::uint64_t(r) * std::uint32_t(t.width) + std::uint32_t(c)) * ch;
+      store_pixel(t, r, c, src);
+    }
+  });
+  return core::kOk;
+}
+
+// A coded tile as a wavefront (spec/cuda.md §2): lane r owns tile row r; at
+// step s lane r decodes pixel (r, c = s - r) when 0 <= c < x1. N and NW come
+// from lane r - 1 by shuffles (one per plane for values, one for codes): after
+// step s every lane publishes the pixel it just decoded (plane values and
+// residual codes), which is N for lane
+// r + 1 at step s + 1; the N a lane received at the step before is its NW.
+// Rows [0, y1) and columns [0, x1) are decoded (the CPU decoder's crop rule);
+// when that is the whole tile, every row stream must be consumed exactly.
+template <int CH, std::uint8_t kPred, class Warp>
+L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::CodedTileParams& t) {
+  using LI = typename Warp::template Lanes<int>;
+  typename Warp::template Lanes<core::LaneState> st;
+  LI wv[CH], wu[CH];    // W: the lane's own last pixel (plane values, residual codes)
+  LI nv[CH], nu[CH];    // N: received from the lane above after the last step
+  LI nwv[CH], nwu[CH];  // NW: the N received one step earlier
+  LI bad;               // the lane's row failed
+  const int rows = task.y1, cols = task.x1;
+  // Every row stream is read to its end (and checked) when rows [0, height)
+  // and columns [0, width) are decoded, whatever part of them is output.
+  const bool full = task.x1 == t.width && task.y1 == t.height;
+  warp.each([&](int l) {
+    for (int p = 0; p < CH; ++p) wv[p][l] = wu[p][l] = nv[p][l] = nu[p][l] = nwv[p][l] = nwu[p][l] = 0;
+    bad[l] = 0;
+    if (l < rows) core::lane_begin(st[l], task.tile, t, l);
+  });
+  const int steps = cols + rows - 1;
+  for (int s = 0; s < steps; ++s) {
+    warp.each([&](int l) {
+      const int c = s - l;
+      if (l >= rows || c < 0 || c >= cols) return;
+      core::Neighbours nb;
+      for (int p = 0; p < CH; ++p) {
+        nb.w[p] = wv[p][l];
+        nb.uw[p] = wu[p][l];
+        nb.n[p] = nv[p][l];
+        nb.un[p] = nu[p][l];
+        nb.nw[p] = nwv[p][l];
+        nb.unw[p] = nwu[p][l];
+      }
+      core::apply_edges(t, l, c, nb);
+      int val[CH], code[CH];
+      core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code);
+      if (l >= task.y0 && c >= task.x0) {
+        std::uint8_t px[core::kMaxChannels];
+        if (!core::inverse_transform(t.transform, CH, val, px)) bad[l] = 1;
+        store_pixel(task, l, c, px);
+      }
+      for (int p = 0; p < CH; ++p) {
+        nwv[p][l] = nv[p][l];
+        nwu[p][l] = nu[p][l];
+        wv[p][l] = val[p];
+        wu[p][l] = code[p];
+      }
+    });
+    // Publish: lane l's newest pixel becomes lane l + 1's N.
+    for (int p = 0; p < CH; ++p) {
+      warp.shfl_up(nv[p], wv[p]);
+      warp.shfl_up(nu[p], wu[p]);
+    }
+  }
+  warp.each([&](int l) {
+    if (l >= rows) return;
+    if (full) {
+      if (core::lane_end(st[l], t.row_length[l]) != core::kOk) bad[l] = 1;
+    } else if (st[l].error || st[l].br.past > 8) {
+      bad[l] = 1;  // a valid stream never reads further past its end
+    }
+  });
+  return warp.any(bad) ? core::kCorruptTile : core::kOk;
+}
+
+// Tiles whose planes share a predictor take a path with it fixed at compile
+// time (as the CPU decoder does); the result is the same either way.
+template <int CH, class Warp>
+L3_WF_HD int wavefront_by_predictor(Warp& warp, const TileTask& task, const core::CodedTileParams& t) {
+  switch (core::shared_predictor(t)) {
+    case core::kPredMED: return wavefront_coded<CH, core::kPredMED>(warp, task, t);
+    case core::kPredW: return wavefront_coded<CH, core::kPredW>(warp, task, t);
+    case core::kPredN: return wavefront_coded<CH, core::kPredN>(warp, task, t);
+    case core::kPredAvg: return wavefront_coded<CH, core::kPredAvg>(warp, task, t);
+    case core::kPredGrad: return wavefront_coded<CH, core::kPredGrad>(warp, task, t);
+    default: return wavefront_coded<CH, core::kPredPerPlane>(warp, task, t);
+  }
+}
+
+// Decodes one tile with one warp. `params` is per-warp storage (shared memory
+// on the GPU) that lane 0 fills. Returns a core::Status, the same for every lane.
+template <class Warp>
+L3_WF_HD int decode_tile_warp(Warp& warp, const TileTask& task, core::CodedTileParams& params) {
+  const int kind = task.tile[0] & 3;
+  if (kind == core::kTileConstant || kind == core::kTileRaw) return copy_tile_warp(warp, task, kind);
+  if (kind != core::kTileCoded) return core::kCorruptTile;
+  // Lane 0 parses; the status travels through shared storage (params.width),
+  // read by every lane after the barrier in single().
+  warp.single([&] {
+    const int st = core::parse_coded_tile(task.tile, task.size, task.width, task.height, task.channels, params);
+    if (st != core::kOk) params.width = -st;
+  });
+  if (params.width < 0) {
+    const int st = -params.width;
+    warp.sync();  // every lane has read the status before anyone reuses params
+    return st;
+  }
+  switch (task.channels) {
+    case 1: return wavefront_by_predictor<1>(warp, task, params);
+    case 2: return wavefront_by_predictor<2>(warp, task, params);
+    case 3: return wavefront_by_predictor<3>(warp, task, params);
+    default: return wavefront_by_predictor<4>(warp, task, params);
+  }
+}
+
+// ---- One batch --------------------------------------------------------------------
+
+enum Layout : std::uint32_t { kHWC = 0, kCHW = 1 };
+
+// One image of a batch, built and checked by the host (cuda/src/plan.cpp).
+struct ImageDesc {
+  const std::uint8_t* in;        // the image's stream (device memory on the GPU)
+  std::uint64_t in_size;         // its validated size in bytes
+  std::uint64_t payload_offset;  // tile 0, relative to the stream
+  std::uint32_t width, height, channels, tile_width_log2, tile_height, tiles_x;
+  std::uint32_t crop_x, crop_y, crop_w, crop_h;  // the output region (whole image when no crop)
+  std::uint32_t tx0, ty0, tcols;                 // the overlapped tiles: tcols wide from (tx0, ty0)
+  std::uint32_t layout;                          // Layout
+};
+
+// Per-image counts (built by the host), and their exclusive scan over the
+// batch (computed on the device): where each image's output slot, tiles and
+// jobs start. A rejected image counts zero of each.
+struct ImageCounts {
+  std::uint64_t out;    // output bytes: crop_w * crop_h * channels
+  std::uint32_t tiles;  // tiles of the whole image
+  std::uint32_t jobs;   // tiles the crop overlaps (one warp each)
+};
+struct AddCounts {
+  L3_WF_HDI ImageCounts operator()(const ImageCounts& a, const ImageCounts& b) const {
+    return {a.out + b.out, a.tiles + b.tiles, a.jobs + b.jobs};
+  }
+};
+
+// Status of an image, before the finalize step: the smallest (tile << 32 | status)
+// over its failing tiles, so the reported error is that of the first failing
+// tile in raster order (what l3::decode reports); kStatusOk when none failed.
+inline constexpr std::uint64_t kStatusOk = ~std::uint64_t{0};
+inline constexpr int kCorruptTileTable = 105;  // l3::errc::corrupt_tile_table
+L3_WF_HDI std::uint64_t status_key(std::uint32_t tile, int status) {
+  return (std::uint64_t{tile} << 32) | std::uint32_t(status);
+}
+L3_WF_HDI int status_of_key(std::uint64_t key) { return key == kStatusOk ? 0 : int(key & 0xffffffffu); }
+
+struct BatchView {
+  std::uint8_t* output;            // all slots
+  const ImageDesc* images;
+  const ImageCounts* first;        // exclusive scan of the images' counts
+  std::uint32_t image_count;
+  const std::uint32_t* tile_size;  // tile sizes of all images (gathered from the tile tables)
+  const std::uint64_t* tile_start; // exclusive scan of tile_size over the whole batch
+};
+
+// The per-element bodies of the gather step: element i of the flat tile array.
+// Finds the image owning flat index `i` among `count` images whose first
+// index (an exclusive scan) is first(m); images with no elements are skipped.
+template <class First>
+L3_WF_HDI std::uint32_t owner_of(std::uint32_t i, std::uint32_t count, const First& first) {
+  std::uint32_t lo = 0, hi = count;  // first(lo) <= i < first(hi) (first(count) = infinity)
+  while (hi - lo > 1) {
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    if (first(mid) <= i) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// Gather: tile_size[i] for flat tile i, read from its image's tile table.
+L3_WF_HDI std::uint32_t gather_tile_size(const BatchView& b, std::uint32_t i) {
+  const std::uint32_t m = owner_of(i, b.image_count, [&](std::uint32_t k) { return b.first[k].tiles; });
+  const ImageDesc& d = b.images[m];
+  const std::uint8_t* p = d.in + core::kHeaderSize + 4 * std::uint64_t(i - b.first[m].tiles);
+  return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 | std::uint32_t(p[3]) << 24;
+}
+
+// Decodes job j (one tile overlapped by one image's crop) with one warp, and
+// folds a failure into status_key[image]. `atomic_min(ptr, value)` is the
+// policy's 64-bit atomic minimum.
+template <class Warp, class AtomicMin>
+L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, core::CodedTileParams& params,
+                         std::uint64_t* status_keys, AtomicMin&& atomic_min) {
+  const std::uint32_t m = owner_of(j, b.image_count, [&](std::uint32_t k) { return b.first[k].jobs; });
+  const ImageDesc& d = b.images[m];
+  const ImageCounts& f = b.first[m];
+  const std::uint32_t local = j - f.jobs;
+  const std::uint32_t tx = d.tx0 + local % d.tcols, ty = d.ty0 + local / d.tcols;
+  const std::uint32_t tile = ty * d.tiles_x + tx;
+  const std::uint32_t tw = 1u << d.tile_width_log2;
+  // The tile's rectangle, clipped to the image, and the crop's part of it.
+  const std::uint32_t rx = tx * tw, ry = ty * d.tile_height;
+  const std::uint32_t rw = d.width - rx < tw ? d.width - rx : tw;
+  const std::uint32_t rh = d.height - ry < d.tile_height ? d.height - ry : d.tile_height;
+  const std::uint32_t x0 = d.crop_x > rx ? d.crop_x : rx, y0 = d.crop_y > ry ? d.crop_y : ry;
+  const std::uint32_t cx1 = d.crop_x + d.crop_w, cy1 = d.crop_y + d.crop_h;
+  const std::uint32_t x1 = cx1 < rx + rw ? cx1 : rx + rw, y1 = cy1 < ry + rh ? cy1 : ry + rh;
+  TileTask task;
+  const std::uint64_t flat = std::uint64_t(f.tiles) + tile;
+  const std::uint64_t at = d.payload_offset + (b.tile_start[flat] - b.tile_start[f.tiles]);
+  task.size = b.tile_size[flat];
+  // The host checked the tile table; this re-check keeps every read inside the
+  // stream even if its bytes changed since (e.g. a replayed CUDA graph).
+  if (task.size == 0 || at > d.in_size || task.size > d.in_size - at) {
+    warp.single([&] { atomic_min(&status_keys[m], status_key(tile, kCorruptTileTable)); });
+    return;
+  }
+  task.tile = d.in + at;
+  task.width = int(rw);
+  task.height = int(rh);
+  task.channels = int(d.channels);
+  task.x0 = int(x0 - rx);
+  task.y0 = int(y0 - ry);
+  task.x1 = int(x1 - rx);
+  task.y1 = int(y1 - ry);
+  std::uint8_t* slot = b.output + f.out;
+  if (d.layout == kCHW) {
+    task.pixel_stride = 1;
+    task.row_stride = d.crop_w;
+    task.plane_stride = std::uint64_t(d.crop_w) * d.crop_h;
+  } else {
+    task.pixel_stride = d.channels;
+    task.row_stride = std::uint64_t(d.crop_w) * d.channels;
+    task.plane_stride = 1;
+  }
+  task.base = slot + std::uint64_t(y0 - d.crop_y) * task.row_stride + std::uint64_t(x0 - d.crop_x) * task.pixel_stride;
+  const int st = decode_tile_warp(warp, task, params);
+  if (st != core::kOk) {
+    warp.single([&] { atomic_min(&status_keys[m], status_key(tile, st)); });
+  }
+}
+
+}  // namespace l3::wavefront

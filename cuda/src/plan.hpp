@@ -1,0 +1,35 @@
+// Host side of a batch decode, shared by the CUDA decoder and its CPU
+// emulation: validates every image (the CPU decoder's own checks, through
+// l3::parse_layout) and builds the checked per-image descriptors. Loops over
+// images only; per-tile offsets come from scans (device or emulated).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "l3/cuda/batch_types.hpp"
+#include "l3/cuda/wavefront.hpp"
+
+namespace l3::cuda::detail {
+
+struct PlanImage {
+  std::span<const std::uint8_t> bytes;  // host view, validated here
+  const std::uint8_t* in = nullptr;     // where the kernel reads the same bytes
+  const Rect* crop = nullptr;           // null: the whole image
+};
+
+struct Plan {
+  std::vector<wavefront::ImageDesc> desc;
+  std::vector<wavefront::ImageCounts> counts;
+  std::vector<std::uint64_t> keys;  // initial status keys: kStatusOk, or the host's rejection
+  std::vector<ImageSlot> slots;     // host copy of the output layout
+  std::uint32_t total_tiles = 0, total_jobs = 0;
+  std::uint64_t output_bytes = 0;
+};
+
+// Throws l3::Error(invalid_argument / limit_exceeded) only for batch-wide
+// problems (too many tiles for 32-bit indices); a bad image gets a status.
+Plan make_plan(std::span<const PlanImage> images, const BatchOptions& options);
+
+}  // namespace l3::cuda::detail

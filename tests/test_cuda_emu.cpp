@@ -1,0 +1,327 @@
+// The GPU decomposition run on the CPU (l3_cuda_emu) against the codec's CPU
+// decoder, bit for bit: random and structured images, the sample photos,
+// crops, batches, and corrupted streams (same status as l3::decode, and no
+// out-of-bounds access: the sanitizer build checks that).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "l3/codec.hpp"
+#include "l3/cuda/emulation.hpp"
+#include "l3/image_io.hpp"
+
+namespace {
+
+using Pixels = std::vector<std::uint8_t>;
+namespace emu = l3::cuda::emu;
+
+struct Img {
+  std::uint32_t w, h, ch;
+  Pixels px;
+  l3::ImageView view() const { return {px.data(), w, h, ch, 0}; }
+};
+
+// A mix of smooth content and noise, so the encoder picks coded tiles with
+// every predictor and transform, and some raw tiles.
+Img random_image(std::mt19937& rng, std::uint32_t w, std::uint32_t h, std::uint32_t ch) {
+  Img im{w, h, ch, Pixels(std::size_t(w) * h * ch)};
+  std::uniform_int_distribution<int> byte(0, 255);
+  const int style = std::uniform_int_distribution<int>(0, 3)(rng);
+  const int noise = std::uniform_int_distribution<int>(0, 40)(rng);
+  const int fx = byte(rng) % 7 + 1, fy = byte(rng) % 5 + 1;
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x)
+      for (std::uint32_t c = 0; c < ch; ++c) {
+        int v = 0;
+        switch (style) {
+          case 0: v = byte(rng); break;                                          // noise
+          case 1: v = int((x * fx + y * fy + c * 40) & 255); break;              // ramps
+          case 2: v = int(128 + 60 * ((x / 9 + y / 5 + c) % 3) - 60); break;     // blocks
+          default: v = int((x * fx) ^ (y * fy)) + int(c * 13); break;            // texture
+        }
+        if (noise && style) v += std::uniform_int_distribution<int>(-noise, noise)(rng) / 4;
+        im.px[(std::size_t(y) * w + x) * ch + c] = std::uint8_t(std::clamp(v, 0, 255));
+      }
+  return im;
+}
+
+// Flat, gradients, stripes, label masks: constant tiles and the zero-run mode.
+Img structured_image(int kind, std::uint32_t w, std::uint32_t h, std::uint32_t ch) {
+  Img im{w, h, ch, Pixels(std::size_t(w) * h * ch)};
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x)
+      for (std::uint32_t c = 0; c < ch; ++c) {
+        int v = 0;
+        switch (kind) {
+          case 0: v = 77 + int(c); break;                                    // flat
+          case 1: v = int((x * 255) / std::max(1u, w - 1)); break;           // horizontal gradient
+          case 2: v = int((y * 3 + x) & 255); break;                         // diagonal gradient
+          case 3: v = ((x / 4) % 2) ? 255 : 0; break;                        // vertical stripes
+          case 4: v = ((y / 3) % 2) ? 200 : 10; break;                       // horizontal stripes
+          default: {                                                         // label mask: discs
+            const int dx = int(x) - int(w) / 3, dy = int(y) - int(h) / 2;
+            const int ex = int(x) - 2 * int(w) / 3;
+            v = dx * dx + dy * dy < int(w * w / 25) ? 1 : (ex * ex + dy * dy < int(w * w / 30) ? 2 : 0);
+            if (c == 3) v = 255;
+          }
+        }
+        im.px[(std::size_t(y) * w + x) * ch + c] = std::uint8_t(v);
+      }
+  return im;
+}
+
+// Decodes with both decoders and checks pixels (or the error) are equal.
+void check_same(const std::vector<std::uint8_t>& enc, const std::string& what) {
+  INFO(what);
+  l3::ImageInfo info;
+  Pixels ref;
+  l3::errc ref_err = l3::errc::ok;
+  try {
+    ref = l3::decode(enc, &info);
+  } catch (const l3::Error& e) {
+    ref_err = e.code();
+  }
+  if (ref_err != l3::errc::ok) {
+    l3::errc got = l3::errc::ok;
+    try {
+      l3::ImageInfo i2 = l3::read_info(enc);
+      Pixels out(i2.decoded_size());
+      emu::decode_image_wavefront(enc, {out.data(), i2.width, i2.height, i2.channels, 0});
+    } catch (const l3::Error& e) {
+      got = e.code();
+    }
+    CHECK(static_cast<int>(got) == static_cast<int>(ref_err));
+    return;
+  }
+  Pixels out(ref.size(), 0xAB);
+  REQUIRE_NOTHROW(emu::decode_image_wavefront(enc, {out.data(), info.width, info.height, info.channels, 0}));
+  CHECK(out == ref);
+}
+
+std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th, int effort = 1) {
+  l3::EncodeOptions o;
+  o.tile_width = tw;
+  o.tile_height = th;
+  o.effort = effort;
+  return l3::encode(im.view(), o);
+}
+
+std::string shape(const Img& im, std::uint32_t tw, std::uint32_t th) {
+  return std::to_string(im.w) + "x" + std::to_string(im.h) + "x" + std::to_string(im.ch) + " tile " +
+         std::to_string(tw) + "x" + std::to_string(th);
+}
+
+// Crop of a decoded image.
+Pixels crop_of(const Pixels& full, std::uint32_t w, std::uint32_t ch, const l3::Rect& r) {
+  Pixels out;
+  for (std::uint32_t y = r.y; y < r.y + r.height; ++y) {
+    const auto* row = full.data() + (std::size_t(y) * w + r.x) * ch;
+    out.insert(out.end(), row, row + std::size_t(r.width) * ch);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("emulated wavefront equals l3::decode on random images") {
+  std::mt19937 rng(1234);
+  const std::uint32_t tws[] = {16, 32, 64, 128, 256};
+  const std::uint32_t ths[] = {1, 7, 32};
+  // Odd sizes: 1x1, 1xN, Nx1, around tile multiples.
+  const std::pair<std::uint32_t, std::uint32_t> sizes[] = {
+      {1, 1}, {1, 37}, {41, 1}, {15, 7}, {16, 32}, {17, 33}, {31, 8}, {33, 65}, {63, 31}, {64, 64}, {65, 97}, {129, 40}, {257, 33}};
+  int n = 0;
+  for (std::uint32_t ch = 1; ch <= 4; ++ch)
+    for (auto [w, h] : sizes) {
+      const Img im = random_image(rng, w, h, ch);
+      const std::uint32_t tw = tws[n % 5], th = ths[(n / 5 + n) % 3];
+      ++n;
+      check_same(enc(im, tw, th), shape(im, tw, th));
+      check_same(enc(im, tws[(n + 2) % 5], 32, 0), shape(im, tws[(n + 2) % 5], 32) + " effort 0");
+    }
+  // Every tile width and height on one size that is not a tile multiple.
+  for (std::uint32_t tw : tws)
+    for (std::uint32_t th : ths) {
+      const Img im = random_image(rng, 300, 70, 3);
+      check_same(enc(im, tw, th), shape(im, tw, th));
+    }
+}
+
+TEST_CASE("emulated wavefront equals l3::decode on structured images") {
+  for (int kind = 0; kind < 6; ++kind)
+    for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+      const Img im = structured_image(kind, 200, 75, ch);
+      for (std::uint32_t th : {1u, 7u, 32u}) check_same(enc(im, 64, th), "kind " + std::to_string(kind) + " " + shape(im, 64, th));
+      check_same(enc(im, 256, 32), "kind " + std::to_string(kind) + " " + shape(im, 256, 32));
+    }
+}
+
+TEST_CASE("emulated wavefront equals l3::decode on the sample photos") {
+  const std::filesystem::path dir = std::filesystem::path(L3_SOURCE_DIR) / "bench" / "sample";
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const auto ext = entry.path().extension().string();
+    if (ext != ".png" && ext != ".jpg") continue;
+    const l3::Image img = l3::load_image(entry.path());
+    Img im{img.width, img.height, img.channels, img.pixels};
+    check_same(enc(im, 0, 0), entry.path().filename().string());
+    // A crop of each photo against decode_region.
+    const auto e = enc(im, 0, 0);
+    const l3::Rect r{im.w / 5 + 3, im.h / 3 + 1, im.w / 2, im.h / 3};
+    Pixels ref(std::size_t(r.width) * r.height * im.ch), got(ref.size(), 0x55);
+    l3::decode_region(e, r, {ref.data(), r.width, r.height, im.ch, 0});
+    emu::decode_region_wavefront(e, r, {got.data(), r.width, r.height, im.ch, 0});
+    CHECK(got == ref);
+    ++count;
+  }
+  CHECK(count >= 3);
+}
+
+TEST_CASE("emulated crops equal l3::decode_region") {
+  std::mt19937 rng(99);
+  for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+    const Img im = random_image(rng, 150, 90, ch);
+    const Img st = structured_image(int(ch) + 1, 150, 90, ch);
+    for (const Img* src : {&im, &st}) {
+      const auto e = enc(*src, 32, 7);
+      const Pixels full = l3::decode(e);
+      for (int k = 0; k < 25; ++k) {
+        l3::Rect r;
+        r.x = std::uniform_int_distribution<std::uint32_t>(0, src->w - 1)(rng);
+        r.y = std::uniform_int_distribution<std::uint32_t>(0, src->h - 1)(rng);
+        r.width = std::uniform_int_distribution<std::uint32_t>(1, src->w - r.x)(rng);
+        r.height = std::uniform_int_distribution<std::uint32_t>(1, src->h - r.y)(rng);
+        if (k == 0) r = {0, 0, src->w, src->h};
+        if (k == 1) r = {32, 7, 32, 7};  // exactly one tile
+        if (k == 2) r = {src->w - 1, src->h - 1, 1, 1};
+        INFO("crop " << r.x << "," << r.y << " " << r.width << "x" << r.height << " ch " << ch);
+        Pixels got(std::size_t(r.width) * r.height * ch, 0x33);
+        emu::decode_region_wavefront(e, r, {got.data(), r.width, r.height, ch, 0});
+        CHECK(got == crop_of(full, src->w, ch, r));
+      }
+    }
+  }
+  // A crop outside the image is rejected like decode_region does.
+  const Img im = random_image(rng, 40, 40, 3);
+  const auto e = enc(im, 16, 8);
+  Pixels buf(40 * 40 * 3);
+  CHECK_THROWS_AS(emu::decode_region_wavefront(e, {30, 0, 11, 5}, {buf.data(), 11, 5, 3, 0}), l3::Error);
+}
+
+TEST_CASE("a batch: mixed sizes, layouts, crops and a corrupt image") {
+  std::mt19937 rng(7);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<Img> imgs;
+  for (int i = 0; i < 9; ++i) {
+    const std::uint32_t ch = std::uint32_t(i % 4) + 1;
+    imgs.push_back(i % 3 ? random_image(rng, 20 + 17 * std::uint32_t(i), 9 + 11 * std::uint32_t(i), ch)
+                         : structured_image(i, 70, 45, ch));
+    streams.push_back(enc(imgs.back(), i % 2 ? 16 : 64, i % 2 ? 7 : 32));
+  }
+  // Image 4: damaged tile payload; image 6: truncated; image 7: not an image.
+  streams[4][streams[4].size() - 3] ^= 0x5a;
+  streams[6].resize(streams[6].size() - 1);
+  streams[7] = {1, 2, 3};
+  for (auto layout : {l3::cuda::Layout::hwc, l3::cuda::Layout::chw}) {
+    std::vector<l3::cuda::HostImage> batch;
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      l3::cuda::HostImage h{streams[i], std::nullopt};
+      if (i == 2) h.crop = l3::Rect{3, 2, imgs[i].w - 5, imgs[i].h - 4};
+      if (i == 8) h.crop = l3::Rect{imgs[i].w, 0, 1, 1};  // outside: rejected
+      batch.push_back(h);
+    }
+    l3::cuda::BatchOptions opt;
+    opt.layout = layout;
+    const emu::BatchOutput out = emu::decode_batch(batch, opt);
+    REQUIRE(out.slots.size() == streams.size());
+    std::uint64_t offset = 0;
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      INFO("image " << i << (layout == l3::cuda::Layout::chw ? " chw" : " hwc"));
+      const l3::cuda::ImageSlot& s = out.slots[i];
+      CHECK(s.offset == offset);
+      offset += s.size;
+      l3::errc want = l3::errc::ok;
+      Pixels ref;
+      try {
+        ref = l3::decode(streams[i]);
+      } catch (const l3::Error& e) {
+        want = e.code();
+      }
+      if (i == 8) want = l3::errc::out_of_range;
+      CHECK(static_cast<int>(s.status) == static_cast<int>(want));
+      if (i == 4 || i == 6 || i == 7 || i == 8) CHECK(s.status != l3::errc::ok);
+      if (want != l3::errc::ok) continue;
+      l3::Rect r{0, 0, imgs[i].w, imgs[i].h};
+      if (batch[i].crop) r = *batch[i].crop;
+      Pixels hwc = crop_of(ref, imgs[i].w, imgs[i].ch, r);
+      Pixels expect = hwc;
+      if (layout == l3::cuda::Layout::chw) {
+        const std::size_t plane = std::size_t(r.width) * r.height;
+        for (std::size_t p = 0; p < plane; ++p)
+          for (std::uint32_t c = 0; c < imgs[i].ch; ++c) expect[c * plane + p] = hwc[p * imgs[i].ch + c];
+      }
+      REQUIRE(s.size == expect.size());
+      CHECK(Pixels(out.pixels.begin() + std::ptrdiff_t(s.offset), out.pixels.begin() + std::ptrdiff_t(s.offset + s.size)) ==
+            expect);
+    }
+    CHECK(offset == out.pixels.size());
+  }
+}
+
+TEST_CASE("corrupted streams: same status as l3::decode, never out of bounds") {
+  std::mt19937 rng(4242);
+  std::vector<std::vector<std::uint8_t>> bases;
+  for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+    bases.push_back(enc(random_image(rng, 97, 45, ch), 32, 7));
+    bases.push_back(enc(structured_image(int(ch) + 1, 80, 40, ch), 16, 32));
+  }
+  int mismatches = 0, rejected = 0, total = 0;
+  for (const auto& base : bases) {
+    for (int k = 0; k < 60; ++k) {
+      auto e = base;
+      const int flips = 1 + k % 3;
+      for (int f = 0; f < flips; ++f) {
+        // Mostly in the tile payload, sometimes in the header and table.
+        const std::size_t lo = k % 5 == 0 ? 0 : std::min<std::size_t>(e.size() - 1, 20);
+        const std::size_t at = std::uniform_int_distribution<std::size_t>(lo, e.size() - 1)(rng);
+        e[at] ^= std::uint8_t(1u << std::uniform_int_distribution<int>(0, 7)(rng));
+      }
+      if (k % 7 == 3) e.resize(std::uniform_int_distribution<std::size_t>(0, e.size() - 1)(rng));
+      ++total;
+      l3::errc want = l3::errc::ok;
+      try {
+        (void)l3::decode(e);
+      } catch (const l3::Error& ex) {
+        want = ex.code();
+      }
+      rejected += want != l3::errc::ok;
+      // The batch path: the corrupt image's status, and no access outside it.
+      l3::cuda::HostImage h{e, std::nullopt};
+      const emu::BatchOutput out = emu::decode_batch(std::span<const l3::cuda::HostImage>(&h, 1));
+      if (out.slots[0].status != want) ++mismatches;
+      CHECK(static_cast<int>(out.slots[0].status) == static_cast<int>(want));
+      if (want == l3::errc::ok) check_same(e, "undetected flip");
+      // A random crop of the damaged stream against decode_region.
+      try {
+        const l3::ImageInfo info = l3::read_info(e);
+        const l3::Rect r{info.width / 3, info.height / 4, info.width / 2 + 1, info.height / 2 + 1};
+        Pixels a(std::size_t(r.width) * r.height * info.channels), b(a.size());
+        l3::errc wa = l3::errc::ok, wb = l3::errc::ok;
+        try { l3::decode_region(e, r, {a.data(), r.width, r.height, info.channels, 0}); } catch (const l3::Error& ex) { wa = ex.code(); }
+        try { emu::decode_region_wavefront(e, r, {b.data(), r.width, r.height, info.channels, 0}); } catch (const l3::Error& ex) { wb = ex.code(); }
+        CHECK(static_cast<int>(wa) == static_cast<int>(wb));
+        if (wa == l3::errc::ok) CHECK(a == b);
+      } catch (const l3::Error&) {
+        // header unreadable: covered above
+      }
+    }
+  }
+  MESSAGE(rejected << " of " << total << " damaged streams rejected by l3::decode");
+  CHECK(rejected > total / 2);  // the damage is real
+  CHECK(mismatches == 0);
+}
