@@ -229,14 +229,22 @@ ImageInfo read_info(std::span<const std::uint8_t> encoded, const Limits& limits)
   return detail::parse_image(encoded, limits, false).info;
 }
 
+namespace {
+detail::ParsedImage parse_for_decode(std::span<const std::uint8_t> encoded, const DecodeOptions& options) {
+  detail::ParsedImage img = detail::parse_image(encoded, options.limits, true);
+  if (options.verify_checksum) detail::verify_checksum(encoded);
+  return img;
+}
+}  // namespace
+
 void decode(std::span<const std::uint8_t> encoded, const MutableImageView& out, const DecodeOptions& options) {
-  const detail::ParsedImage img = detail::parse_image(encoded, options.limits, true);
+  const detail::ParsedImage img = parse_for_decode(encoded, options);
   check_output(out, img.info.width, img.info.height, img.info.channels);
   decode_into(img, Rect{0, 0, img.info.width, img.info.height}, out, options);
 }
 
 std::vector<std::uint8_t> decode(std::span<const std::uint8_t> encoded, ImageInfo* info, const DecodeOptions& options) {
-  const detail::ParsedImage img = detail::parse_image(encoded, options.limits, true);
+  const detail::ParsedImage img = parse_for_decode(encoded, options);
   std::vector<std::uint8_t> pixels(img.info.decoded_size());
   MutableImageView out{pixels.data(), img.info.width, img.info.height, img.info.channels, 0};
   decode_into(img, Rect{0, 0, img.info.width, img.info.height}, out, options);
@@ -246,7 +254,7 @@ std::vector<std::uint8_t> decode(std::span<const std::uint8_t> encoded, ImageInf
 
 void decode_region(std::span<const std::uint8_t> encoded, const Rect& region, const MutableImageView& out,
                    const DecodeOptions& options) {
-  const detail::ParsedImage img = detail::parse_image(encoded, options.limits, true);
+  const detail::ParsedImage img = parse_for_decode(encoded, options);
   if (region.width == 0 || region.height == 0 || region.x >= img.info.width || region.y >= img.info.height ||
       region.width > img.info.width - region.x || region.height > img.info.height - region.y)
     throw_error(errc::out_of_range, "region outside the image");

@@ -428,6 +428,7 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
     for (int b = 0; b < 4; ++b) out.push_back(std::uint8_t(size >> (8 * b)));
   }
   for (const auto& t : tiles) out.insert(out.end(), t.begin(), t.end());
+  detail::seal(out);
   return out;
 }
 

@@ -4,6 +4,9 @@
 
 #include "l3/checked.hpp"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace l3::detail {
 namespace {
 
@@ -14,11 +17,18 @@ void store_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(std::uint8_t(v >> (8 * i)));
 }
 
-// spec §2: the fixed 20-byte header.
+// spec §2: XXH3-64 of everything after the header, seeded with the XXH3-64
+// of the header's first 20 bytes, so every byte but the checksum is covered.
+std::uint64_t checksum_of(std::span<const std::uint8_t> b) {
+  const std::uint64_t seed = XXH3_64bits(b.data(), core::kChecksumOffset);
+  return XXH3_64bits_withSeed(b.data() + core::kHeaderSize, b.size() - core::kHeaderSize, seed);
+}
+
+// spec §2: the fixed 28-byte header.
 ImageInfo parse_header(std::span<const std::uint8_t> b, const Limits& limits, std::uint32_t& tw_log2) {
   if (b.size() < core::kHeaderSize) {
     if (b.size() >= 4 && !std::equal(b.begin(), b.begin() + 4, core::kMagic)) throw_error(errc::bad_magic, "not an l3 image");
-    throw_error(errc::truncated, "stream shorter than the 20-byte header");
+    throw_error(errc::truncated, "stream shorter than the 28-byte header");
   }
   if (!std::equal(b.begin(), b.begin() + 4, core::kMagic)) throw_error(errc::bad_magic, "not an l3 image");
   if (b[4] != core::kVersion) throw_error(errc::unsupported_version, "version " + std::to_string(b[4]));
@@ -43,8 +53,9 @@ ImageInfo parse_header(std::span<const std::uint8_t> b, const Limits& limits, st
     throw_error(errc::limit_exceeded, std::to_string(info.width) + "x" + std::to_string(info.height) +
                                           " exceeds the decoder limits");
   info.tile_width = 1u << tw_log2;
-  info.tiles_x = (info.width + info.tile_width - 1) >> tw_log2;
-  info.tiles_y = (info.height + info.tile_height - 1) / info.tile_height;
+  // 64-bit: width + tile_width - 1 overflows 32 bits when limits allow 2^32-1.
+  info.tiles_x = std::uint32_t((std::uint64_t{info.width} + info.tile_width - 1) >> tw_log2);
+  info.tiles_y = std::uint32_t((std::uint64_t{info.height} + info.tile_height - 1) / info.tile_height);
   return info;
 }
 
@@ -65,6 +76,7 @@ ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limit
   img.info = parse_header(bytes, limits, img.tile_width_log2);
   img.bytes = bytes;
   const std::uint64_t tiles = std::uint64_t{img.info.tiles_x} * img.info.tiles_y;
+  if (tiles > 0xffffffffu) throw_error(errc::limit_exceeded, "more than 2^32-1 tiles");
   const std::uint64_t table_end = core::kHeaderSize + 4 * tiles;  // < 2^40: no overflow
   if (bytes.size() < table_end) throw_error(errc::truncated, "stream ends inside the tile table");
   // spec §3: tile sizes, in raster order; the payload is exactly their sum.
@@ -88,6 +100,17 @@ ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limit
   return img;
 }
 
+void verify_checksum(std::span<const std::uint8_t> bytes) {
+  std::uint64_t stored = 0;
+  for (int i = 7; i >= 0; --i) stored = stored << 8 | bytes[core::kChecksumOffset + i];
+  if (stored != checksum_of(bytes)) throw_error(errc::checksum_mismatch, "image checksum does not match its bytes");
+}
+
+void seal(std::vector<std::uint8_t>& stream) {
+  const std::uint64_t sum = checksum_of(stream);
+  for (int i = 0; i < 8; ++i) stream[core::kChecksumOffset + i] = std::uint8_t(sum >> (8 * i));
+}
+
 void write_header(std::vector<std::uint8_t>& out, const ImageInfo& info, std::uint32_t tile_width_log2) {
   out.insert(out.end(), core::kMagic, core::kMagic + 4);
   out.push_back(core::kVersion);
@@ -100,6 +123,7 @@ void write_header(std::vector<std::uint8_t>& out, const ImageInfo& info, std::ui
   out.push_back(std::uint8_t(info.tile_height));
   out.push_back(0);
   out.push_back(0);
+  out.insert(out.end(), 8, std::uint8_t{0});  // checksum, filled in by seal()
 }
 
 }  // namespace l3::detail

@@ -27,6 +27,12 @@ struct ParsedImage {
 // only the header is read (and the table's presence checked).
 ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limits, bool with_table);
 
+// Throws checksum_mismatch unless the stored checksum matches (spec §2).
+void verify_checksum(std::span<const std::uint8_t> bytes);
+
+// Appends the header with a zero checksum; seal() fills it in once the whole
+// stream is written.
 void write_header(std::vector<std::uint8_t>& out, const ImageInfo& info, std::uint32_t tile_width_log2);
+void seal(std::vector<std::uint8_t>& stream);
 
 }  // namespace l3::detail

@@ -50,6 +50,10 @@ struct EncodeOptions {
 struct DecodeOptions {
   Limits limits{};
   unsigned threads = 1;  // tiles decoded in parallel; 0 means all hardware threads
+  // Check the stream's XXH3-64 checksum before decoding (spec §2). Turn off
+  // only when the same bytes were just verified by another checksum (a
+  // shard record's); without it a damaged stream may decode to wrong pixels.
+  bool verify_checksum = true;
 };
 
 struct ImageInfo {

@@ -21,7 +21,8 @@ namespace l3::core {
 
 // ---- Constants of the bitstream (spec/codec.md §2, §6) ---------------------
 
-inline constexpr std::uint32_t kHeaderSize = 20;
+inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
+inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
 inline constexpr std::uint8_t kVersion = 1;
 inline constexpr std::uint32_t kMaxChannels = 4;

@@ -1,0 +1,13 @@
+# Codec tests (spec/codec.md). The vector generator is a tool, not a test: it
+# rewrites spec/vectors/codec/; test_codec checks every committed vector.
+add_executable(gen_codec_vectors ${CMAKE_CURRENT_SOURCE_DIR}/gen_codec_vectors.cpp)
+target_link_libraries(gen_codec_vectors PRIVATE l3_codec l3_warnings)
+
+l3_add_test(test_codec
+  ${CMAKE_CURRENT_SOURCE_DIR}/test_codec.cpp
+  LIBS l3_codec l3_imageio)
+
+# The committed vectors must be exactly what the generator writes.
+add_test(NAME codec_vectors_up_to_date
+  COMMAND bash -c "rm -rf \"$1\" && \"$0\" \"$1\" >/dev/null && diff -r \"$1\" \"$2\""
+          $<TARGET_FILE:gen_codec_vectors> ${CMAKE_CURRENT_BINARY_DIR}/codec_vectors ${PROJECT_SOURCE_DIR}/spec/vectors/codec)

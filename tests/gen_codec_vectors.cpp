@@ -1,0 +1,263 @@
+// Writes the codec test vectors of spec/vectors/codec/ (spec/codec.md §10).
+//
+//   gen_codec_vectors DIR
+//
+// Valid vectors: NAME.l3i with NAME.rgba (the expected pixels, raw
+// interleaved bytes) and NAME.txt = "valid W H C". Must-reject vectors:
+// NAME.l3i with NAME.txt = "error <errc name>", each made by changing a few
+// bytes of a valid stream at a place the spec names. test_codec decodes every
+// vector and checks the outcome; regenerating must give the same files.
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "l3/codec.hpp"
+#include "l3/tile_core.hpp"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<std::uint8_t>;
+
+void write(const fs::path& p, const void* data, std::size_t n) {
+  std::ofstream out(p, std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+}
+void write_text(const fs::path& p, const std::string& s) { write(p, s.data(), s.size()); }
+
+struct Image {
+  std::uint32_t w, h, c;
+  Bytes px;
+};
+
+// Deterministic pixels: a smooth gradient plus a little structure, so tiles
+// are coded (not constant or raw) and use the run mode in flat parts.
+Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
+  Image im{w, h, c, Bytes(std::size_t(w) * h * c)};
+  std::uint32_t seed = 12345u + std::uint32_t(pattern);
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x)
+      for (std::uint32_t k = 0; k < c; ++k) {
+        seed = seed * 1664525u + 1013904223u;
+        int v = 0;
+        if (pattern == 0) v = int(x * 3 + y * 2 + k * 40) + int(seed >> 30);
+        if (pattern == 1) v = (x / 8 + y / 4) % 2 ? 200 : 30;  // flat regions: runs
+        if (pattern == 2) v = int(seed >> 24);                 // noise: raw tiles
+        if (pattern == 3) v = 77 + int(k);                     // constant
+        im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
+      }
+  return im;
+}
+
+Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8) {
+  l3::EncodeOptions o;
+  o.tile_width = tw;
+  o.tile_height = th;
+  return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
+}
+
+std::uint32_t tile_count(const Bytes& b) {
+  const l3::ImageInfo info = l3::read_info(b);
+  return info.tiles_x * info.tiles_y;
+}
+// Byte offset of tile i's data.
+std::size_t tile_offset(const Bytes& b, std::uint32_t i) {
+  std::size_t off = l3::core::kHeaderSize + 4 * std::size_t(tile_count(b));
+  for (std::uint32_t j = 0; j < i; ++j) {
+    std::uint32_t s;
+    std::memcpy(&s, &b[l3::core::kHeaderSize + 4 * j], 4);
+    off += s;
+  }
+  return off;
+}
+std::uint32_t tile_size(const Bytes& b, std::uint32_t i) {
+  std::uint32_t s;
+  std::memcpy(&s, &b[l3::core::kHeaderSize + 4 * i], 4);
+  return s;
+}
+void set_tile_size(Bytes& b, std::uint32_t i, std::uint32_t s) { std::memcpy(&b[l3::core::kHeaderSize + 4 * i], &s, 4); }
+
+// First tile of the given kind (coded by default).
+std::uint32_t first_tile(const Bytes& b, std::uint8_t kind = l3::core::kTileCoded) {
+  for (std::uint32_t i = 0; i < tile_count(b); ++i)
+    if ((b[tile_offset(b, i)] & 3) == kind) return i;
+  std::fprintf(stderr, "no tile of kind %d\n", kind);
+  std::exit(1);
+}
+
+// Offset of the row-length table's first byte in a coded tile (spec §4.3).
+std::size_t row_table(const Bytes& b, std::uint32_t tile, std::uint32_t channels) {
+  const std::size_t t = tile_offset(b, tile);
+  std::size_t pos = t + 1 + channels * 9;
+  if (b[t] & 0x10) ++pos;  // run parameter
+  return pos;
+}
+
+// Recomputes the header checksum after a mutation (spec §2, computed here from
+// the spec rather than by the library), so that each vector exercises the
+// structural check it is named after instead of the checksum.
+void reseal(Bytes& b) {
+  if (b.size() < l3::core::kHeaderSize) return;
+  const std::uint64_t seed = XXH3_64bits(b.data(), l3::core::kChecksumOffset);
+  const std::uint64_t sum = XXH3_64bits_withSeed(b.data() + l3::core::kHeaderSize, b.size() - l3::core::kHeaderSize, seed);
+  for (int i = 0; i < 8; ++i) b[l3::core::kChecksumOffset + i] = std::uint8_t(sum >> (8 * i));
+}
+
+struct Vectors {
+  fs::path dir;
+  void valid(const std::string& name, const Image& im, const Bytes& bytes) {
+    write(dir / (name + ".l3i"), bytes.data(), bytes.size());
+    write(dir / (name + ".rgba"), im.px.data(), im.px.size());
+    write_text(dir / (name + ".txt"),
+               "valid " + std::to_string(im.w) + " " + std::to_string(im.h) + " " + std::to_string(im.c) + "\n");
+  }
+  // Writes a must-reject vector after checking that it fails as named.
+  void reject(const std::string& name, const Bytes& bytes, l3::errc e) {
+    l3::errc got = l3::errc::ok;
+    try {
+      (void)l3::decode(bytes);
+    } catch (const l3::Error& err) {
+      got = err.code();
+    }
+    if (got != e) {
+      std::fprintf(stderr, "vector %s: expected %s, got %s\n", name.c_str(), l3::errc_name(e), l3::errc_name(got));
+      std::exit(1);
+    }
+    write(dir / (name + ".l3i"), bytes.data(), bytes.size());
+    write_text(dir / (name + ".txt"), std::string("error ") + l3::errc_name(e) + "\n");
+  }
+  void mutate(const std::string& name, const Bytes& base, l3::errc e, const std::function<void(Bytes&)>& f) {
+    Bytes b = base;
+    f(b);
+    reseal(b);
+    reject(name, b, e);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: gen_codec_vectors DIR\n");
+    return 2;
+  }
+  Vectors v{argv[1]};
+  fs::create_directories(v.dir);
+  using l3::errc;
+
+  // ---- valid -------------------------------------------------------------
+  const Image gray = make_image(37, 19, 1, 0), ga = make_image(20, 9, 2, 0);
+  const Image rgb = make_image(33, 17, 3, 0), rgba = make_image(18, 10, 4, 0);
+  const Image flat = make_image(40, 16, 3, 1), noise = make_image(16, 8, 3, 2);
+  const Image constant = make_image(20, 10, 3, 3), one = make_image(1, 1, 3, 0);
+  v.valid("valid-gray-37x19", gray, encode(gray));
+  v.valid("valid-gray-alpha-20x9", ga, encode(ga));
+  v.valid("valid-rgb-33x17", rgb, encode(rgb));
+  v.valid("valid-rgba-18x10", rgba, encode(rgba));
+  v.valid("valid-rgb-runs-40x16", flat, encode(flat));
+  v.valid("valid-rgb-raw-16x8", noise, encode(noise));
+  v.valid("valid-rgb-constant-20x10", constant, encode(constant));
+  v.valid("valid-rgb-1x1", one, encode(one));
+  v.valid("valid-rgb-default-tiles-33x17", rgb, l3::encode(l3::ImageView{rgb.px.data(), rgb.w, rgb.h, rgb.c, 0}));
+
+  // ---- header (spec §2) --------------------------------------------------
+  const Bytes base = encode(rgb);
+  v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
+  v.mutate("version-2", base, errc::unsupported_version, [](Bytes& b) { b[4] = 2; });
+  v.mutate("channels-0", base, errc::corrupt_header, [](Bytes& b) { b[5] = 0; });
+  v.mutate("channels-5", base, errc::corrupt_header, [](Bytes& b) { b[5] = 5; });
+  v.mutate("bit-depth-16", base, errc::unsupported, [](Bytes& b) { b[6] = 16; });
+  v.mutate("flags-set", base, errc::reserved_bits_set, [](Bytes& b) { b[7] = 1; });
+  v.mutate("reserved-18-set", base, errc::reserved_bits_set, [](Bytes& b) { b[18] = 0x80; });
+  v.mutate("width-0", base, errc::corrupt_header, [](Bytes& b) { std::memset(&b[8], 0, 4); });
+  v.mutate("height-0", base, errc::corrupt_header, [](Bytes& b) { std::memset(&b[12], 0, 4); });
+  v.mutate("tile-width-log2-3", base, errc::corrupt_header, [](Bytes& b) { b[16] = 3; });
+  v.mutate("tile-width-log2-9", base, errc::corrupt_header, [](Bytes& b) { b[16] = 9; });
+  v.mutate("tile-height-0", base, errc::corrupt_header, [](Bytes& b) { b[17] = 0; });
+  v.mutate("tile-height-33", base, errc::corrupt_header, [](Bytes& b) { b[17] = 33; });
+  v.mutate("huge-dimensions", base, errc::limit_exceeded, [](Bytes& b) {
+    const std::uint32_t big = 0x7fffffff;
+    std::memcpy(&b[8], &big, 4);
+    std::memcpy(&b[12], &big, 4);
+  });
+  v.reject("short-header", Bytes(base.begin(), base.begin() + 12), errc::truncated);
+  {
+    Bytes stale = base;
+    stale.back() ^= 0x10;  // a changed tile byte under the old checksum
+    v.reject("checksum-mismatch", stale, errc::checksum_mismatch);
+    stale = base;
+    stale[l3::core::kChecksumOffset] ^= 1;
+    v.reject("checksum-field-changed", stale, errc::checksum_mismatch);
+  }
+  v.reject("empty", Bytes{}, errc::truncated);
+
+  // ---- tile table (spec §3) ----------------------------------------------
+  v.reject("table-truncated", Bytes(base.begin(), base.begin() + l3::core::kHeaderSize + 6), errc::truncated);
+  v.mutate("tile-size-0", base, errc::corrupt_tile_table, [](Bytes& b) { set_tile_size(b, 1, 0); });
+  v.mutate("trailing-byte", base, errc::corrupt_tile_table, [](Bytes& b) { b.push_back(0); });
+  v.reject("payload-truncated", Bytes(base.begin(), base.end() - 1), errc::truncated);
+
+  // ---- tiles (spec §4-§7) --------------------------------------------------
+  const std::uint32_t ct = first_tile(base);
+  const std::size_t t0 = tile_offset(base, ct);
+  v.mutate("tile-kind-3", base, errc::corrupt_tile, [&](Bytes& b) { b[t0] |= 3; });
+  v.mutate("tile-mode-reserved-bit", base, errc::reserved_bits_set, [&](Bytes& b) { b[t0] |= 0x80; });
+  v.mutate("transform-3", base, errc::corrupt_tile, [&](Bytes& b) { b[t0] |= 0x0c; });
+  v.mutate("predictor-5", base, errc::corrupt_tile, [&](Bytes& b) { b[t0 + 1] = 5; });
+  v.mutate("predictor-reserved-bits", base, errc::reserved_bits_set, [&](Bytes& b) { b[t0 + 1] |= 0x40; });
+  v.mutate("k-11", base, errc::corrupt_tile, [&](Bytes& b) { b[t0 + 2] = 0xb0 | (b[t0 + 2] & 0x0f); });
+  v.mutate("row-width-25", base, errc::corrupt_tile, [&](Bytes& b) {
+    std::size_t p = row_table(b, ct, 3);
+    while (b[p] & 0x80) ++p;  // skip the LEB128 base
+    b[p + 1] = 25;
+  });
+  v.mutate("row-lengths-overrun", base, errc::truncated, [&](Bytes& b) {
+    const std::size_t p = row_table(b, ct, 3);
+    b[p] = 0x7f;  // base length larger than the tile
+  });
+  v.mutate("row-stream-extra-byte", base, errc::corrupt_tile, [&](Bytes& b) {
+    // One more byte at the end of the tile's last row stream: the row's codes
+    // no longer end in its last byte (spec §7.3).
+    const std::size_t end = tile_offset(b, ct) + tile_size(b, ct);
+    b.insert(b.begin() + std::ptrdiff_t(end), std::uint8_t{0});
+    set_tile_size(b, ct, tile_size(b, ct) + 1);
+  });
+  v.mutate("tile-truncated-by-one", base, errc::corrupt_tile, [&](Bytes& b) {
+    // Move the last byte of tile ct to the next tile: sizes still add up,
+    // but the coded tile's last row stream is one byte short.
+    set_tile_size(b, ct, tile_size(b, ct) - 1);
+    set_tile_size(b, ct + 1, tile_size(b, ct + 1) + 1);
+  });
+  const Bytes flat_bytes = encode(flat);
+  const std::uint32_t rt = first_tile(flat_bytes);
+  v.mutate("run-k-11", flat_bytes, errc::corrupt_tile, [&](Bytes& b) {
+    const std::size_t t = tile_offset(b, rt);
+    if (!(b[t] & 0x10)) { std::fprintf(stderr, "run mode expected\n"); std::exit(1); }
+    b[t + 1 + 3 * 9] = 11;
+  });
+  const Bytes gray_bytes = encode(gray);
+  v.mutate("transform-on-gray", gray_bytes, errc::corrupt_tile,
+           [&](Bytes& b) { b[tile_offset(b, first_tile(b))] |= 0x04; });
+  const Bytes const_bytes = encode(constant);
+  v.mutate("constant-tile-long", const_bytes, errc::corrupt_tile, [&](Bytes& b) {
+    // Grow tile 0 by one byte taken from tile 1 (also constant: it shrinks to
+    // a truncated constant tile, but tile 0 is decoded and reported first).
+    set_tile_size(b, 0, tile_size(b, 0) + 1);
+    set_tile_size(b, 1, tile_size(b, 1) - 1);
+  });
+  const Bytes raw_bytes = encode(noise);
+  v.mutate("raw-tile-short", raw_bytes, errc::truncated, [&](Bytes& b) {
+    b.pop_back();
+    set_tile_size(b, 0, tile_size(b, 0) - 1);
+  });
+  std::printf("wrote vectors to %s\n", v.dir.c_str());
+  return 0;
+}
