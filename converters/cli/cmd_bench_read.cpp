@@ -1,0 +1,107 @@
+// l3pack bench-read DATASET: the reader's throughput and stall metrics for a
+// dataset and a configuration (l3/reader.hpp).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common.hpp"
+#include "l3/bench_read_cli.hpp"
+#include "l3/reader.hpp"
+
+namespace l3::cli {
+namespace {
+
+struct BenchReadArguments {
+  std::filesystem::path dataset;
+  ReaderOptions options;
+  std::uint32_t crop = 224;
+  std::uint64_t epochs = 1;
+  std::uint64_t max_batches = 0;  // 0: whole epochs
+  double cache_mb = 0;
+  bool no_verify = false;
+  bool json = false;
+};
+
+void run_bench_read(BenchReadArguments& a) {
+  ReaderOptions& o = a.options;
+  o.transform.width = o.transform.height = a.crop;
+  o.cache_bytes = static_cast<std::uint64_t>(a.cache_mb * 1e6);
+  if (a.no_verify) o.verify = Verify::no;
+  std::unique_ptr<Reader> reader;
+  about_file(a.dataset, [&] { reader = std::make_unique<Reader>(Reader::open(a.dataset, o)); });
+  const Dataset& ds = reader->dataset();
+  if (!a.json) {
+    std::printf("dataset:   %s (%llu records, %zu shards)\n", a.dataset.c_str(),
+                static_cast<unsigned long long>(ds.size()), ds.shard_count());
+    std::printf("config:    batch %u, workers %u, prefetch %u, %ux%u %s %s, echo %u, cache %.0f MB, rank %u/%u\n",
+                o.batch_size, o.workers, o.prefetch, o.transform.width, o.transform.height,
+                o.transform.layout == Layout::chw ? "CHW" : "HWC", dtype_name(o.transform.dtype), o.echo, a.cache_mb,
+                o.rank, o.world_size);
+  }
+  std::uint64_t batches = 0;
+  std::uint64_t checksum = 0;  // touches every batch so nothing is optimised away
+  for (std::uint64_t e = 0; e < a.epochs; ++e) {
+    if (e > 0) reader->set_epoch(o.epoch + e);
+    for (;;) {
+      if (a.max_batches && batches >= a.max_batches) break;
+      const Batch* b = about_file(a.dataset, [&] { return reader->next(); });
+      if (!b) break;
+      checksum += static_cast<const std::uint8_t*>(b->data)[b->bytes / 2];
+      ++batches;
+    }
+  }
+  const Metrics m = reader->metrics();
+  if (a.json) {
+    std::printf("%s\n", m.to_json().c_str());
+  } else {
+    std::printf("%s", m.summary().c_str());
+  }
+  (void)checksum;
+}
+
+}  // namespace
+
+void add_bench_read_command(CLI::App& app) {
+  auto args = std::make_shared<BenchReadArguments>();
+  CLI::App* cmd = app.add_subcommand("bench-read", "Read a dataset with the training reader and print stall metrics");
+  ReaderOptions& o = args->options;
+  cmd->add_option("DATASET", args->dataset, "Dataset directory (with manifest.json)")->required();
+  cmd->add_option("--batch", o.batch_size, "Batch size")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--workers", o.workers, "Decode/transform threads")->capture_default_str()->check(CLI::Range(1u, 256u));
+  cmd->add_option("--prefetch", o.prefetch, "Batches prepared ahead")->capture_default_str()->check(CLI::Range(1u, 64u));
+  cmd->add_option("--crop", args->crop, "Output size (square)")->capture_default_str()->check(CLI::Range(1u, 16384u));
+  const std::map<std::string, CropMode> modes{
+      {"random", CropMode::random_resized}, {"center", CropMode::center}, {"full", CropMode::full}};
+  cmd->add_option("--mode", o.transform.crop, "Crop: random (random resized), center or full")
+      ->transform(CLI::CheckedTransformer(modes, CLI::ignore_case))
+      ->capture_default_str();
+  const std::map<std::string, DType> dtypes{
+      {"uint8", DType::uint8}, {"float32", DType::float32}, {"float16", DType::float16}};
+  cmd->add_option("--dtype", o.transform.dtype, "Output type")->transform(CLI::CheckedTransformer(dtypes));
+  const std::map<std::string, Layout> layouts{{"chw", Layout::chw}, {"hwc", Layout::hwc}};
+  cmd->add_option("--layout", o.transform.layout, "Output layout")->transform(CLI::CheckedTransformer(layouts));
+  cmd->add_option("--flip", o.transform.flip_probability, "Horizontal flip probability")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--epochs", args->epochs, "Epochs to read")->capture_default_str();
+  cmd->add_option("--batches", args->max_batches, "Stop after this many batches (0: whole epochs)");
+  cmd->add_option("--seed", o.seed, "Shuffle and transform seed");
+  cmd->add_option("--block", o.block_size, "Shuffle blocks of this many consecutive records (0: records)");
+  cmd->add_option("--world", o.world_size, "World size")->check(CLI::Range(1u, 1u << 16));
+  cmd->add_option("--rank", o.rank, "This rank");
+  cmd->add_option("--echo", o.echo, "Data echoing factor")->check(CLI::Range(1u, 64u));
+  cmd->add_option("--cache-mb", args->cache_mb, "RAM cache budget for compressed records, MB");
+  const std::map<std::string, ErrorPolicy> policies{{"raise", ErrorPolicy::raise}, {"skip", ErrorPolicy::skip}};
+  cmd->add_option("--on-error", o.on_error, "Corrupt record policy: raise or skip")
+      ->transform(CLI::CheckedTransformer(policies));
+  cmd->add_flag("--no-verify", args->no_verify, "Do not check record checksums");
+  cmd->add_flag("--json", args->json, "Print the metrics as one JSON object");
+  cmd->callback([args] {
+    if (args->options.rank >= args->options.world_size)
+      throw Failure{"", "--rank must be < --world", exit_usage};
+    run_bench_read(*args);
+  });
+}
+
+}  // namespace l3::cli

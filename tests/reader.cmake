@@ -1,0 +1,12 @@
+# reader: order, transforms, pipeline. test_reader_pipeline is also the TSan
+# target: the lead's CI runs `ctest -L tsan` in a -DL3_SANITIZE=thread build.
+l3_add_test(test_reader_order test_reader_order.cpp LIBS l3_reader LABELS reader)
+l3_add_test(test_reader_transforms test_reader_transforms.cpp LIBS l3_reader LABELS reader)
+l3_add_test(test_reader_pipeline test_reader_pipeline.cpp LIBS l3_reader LABELS "reader;tsan")
+# Replaces global operator new to count allocations: its own executable.
+l3_add_test(test_reader_alloc test_reader_alloc.cpp LIBS l3_reader LABELS reader)
+if(TARGET l3_bench_read)
+  add_test(NAME test_reader_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_reader_cli.sh
+           $<TARGET_FILE:l3_bench_read> $<TARGET_FILE:test_reader_pipeline> ${PROJECT_BINARY_DIR})
+  set_tests_properties(test_reader_cli PROPERTIES LABELS reader)
+endif()

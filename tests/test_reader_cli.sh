@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# bench-read through its stand-alone driver: prints the metrics summary for a
+# dataset (made by test_reader_pipeline's first test case) and rejects bad options.
+set -euo pipefail
+bench="$1"; maker="$2"; bin="$3"
+"$maker" --no-intro=true -tc="batches equal a reference*" >/dev/null
+ds="$bin/test_reader_tmp/reference"
+out=$("$bench" bench-read "$ds" --batch 4 --workers 2 --crop 32 --epochs 2 --echo 2 --cache-mb 10)
+echo "$out"
+grep -q "batches 40, examples 160 (fresh 80, echoed 80)" <<<"$out"
+grep -q "bound by: " <<<"$out"
+grep -q "cache hits 40, misses 40" <<<"$out"
+json=$("$bench" bench-read "$ds" --batch 8 --crop 16 --json --mode center --dtype uint8)
+grep -q '"examples":40' <<<"$json"
+set +e
+"$bench" bench-read "$ds" --world 2 --rank 2 2>/dev/null; rc=$?
+[[ $rc -eq 2 ]] || { echo "expected exit 2 for --rank >= --world, got $rc"; exit 1; }
+"$bench" bench-read "$bin/does-not-exist" 2>/dev/null; rc=$?
+[[ $rc -eq 1 ]] || { echo "expected exit 1 for a missing dataset, got $rc"; exit 1; }
+echo "test_reader_cli: ok"
