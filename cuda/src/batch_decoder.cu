@@ -1,0 +1,138 @@
+// Device side of the batch decoder: the scans (Thrust, on the caller's
+// stream, scratch from the decoder's arena), the gather kernel, the decode
+// kernel (one warp per tile, the wavefront of l3/cuda/wavefront.hpp with the
+// CudaWarp policy) and the status finalize kernel. Built for sm_80 and sm_90:
+// this translation unit is also the CI check that the shared tile core
+// compiles as device code for both.
+#include <cub/device/device_scan.cuh>
+#include <thrust/execution_policy.h>
+#include <thrust/scan.h>
+#include <thrust/system/cuda/execution_policy.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <exception>
+#include <new>
+
+#include "kernels.hpp"
+#include "l3/cuda/wavefront.hpp"
+
+namespace l3::cuda::detail {
+namespace {
+
+using wavefront::AddCounts;
+using wavefront::BatchView;
+using wavefront::ImageCounts;
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kDecodeThreads = kWarpsPerBlock * wavefront::kWarpSize;
+
+// Thrust's temporary storage, carved from the decoder's reusable arena: no
+// cudaMalloc per batch, and nothing that would break graph capture.
+struct ArenaAllocator {
+  using value_type = char;
+  char* base;
+  std::size_t size;
+  std::size_t used = 0;
+  char* allocate(std::ptrdiff_t n) {
+    const std::size_t at = (used + 255) & ~std::size_t{255};
+    if (n < 0 || at > size || std::size_t(n) > size - at) throw std::bad_alloc();
+    used = at + std::size_t(n);
+    return base + at;
+  }
+  void deallocate(char*, std::size_t) {}
+};
+
+__global__ void gather_kernel(BatchView view, std::uint32_t* tile_size, std::uint32_t tiles) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < tiles) tile_size[i] = wavefront::gather_tile_size(view, i);
+}
+
+__global__ void __launch_bounds__(kDecodeThreads) decode_kernel(BatchView view, std::uint32_t jobs,
+                                                                std::uint64_t* keys) {
+  __shared__ core::CodedTileParams params[kWarpsPerBlock];
+  const int warp_in_block = int(threadIdx.x) / wavefront::kWarpSize;
+  const std::uint32_t job = blockIdx.x * kWarpsPerBlock + std::uint32_t(warp_in_block);
+  if (job >= jobs) return;  // whole warps only: jobs are per warp
+  wavefront::CudaWarp warp{int(threadIdx.x) % wavefront::kWarpSize};
+  auto atomic_min = [](std::uint64_t* p, std::uint64_t v) {
+    atomicMin(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+  };
+  wavefront::decode_job(warp, view, job, params[warp_in_block], keys, atomic_min);
+}
+
+__global__ void finalize_kernel(const std::uint64_t* keys, std::int32_t* status, std::uint32_t images) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < images) status[i] = wavefront::status_of_key(keys[i]);
+}
+
+// Runs a Thrust call, turning its exceptions into CUDA errors.
+template <class F> cudaError_t thrust_call(F&& f) {
+  try {
+    f();
+  } catch (const std::bad_alloc&) {
+    return cudaErrorMemoryAllocation;
+  } catch (const std::exception&) {
+    const cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? cudaErrorUnknown : e;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t scan_scratch_bytes(std::uint32_t images, std::uint32_t tiles, std::size_t& bytes) {
+  std::size_t a = 0, b = 0;
+  cudaError_t e = cub::DeviceScan::ExclusiveScan(nullptr, a, static_cast<const ImageCounts*>(nullptr),
+                                                 static_cast<ImageCounts*>(nullptr), AddCounts{}, ImageCounts{0, 0, 0},
+                                                 std::max<std::uint32_t>(images, 1));
+  if (e != cudaSuccess) return e;
+  e = cub::DeviceScan::ExclusiveScan(nullptr, b, static_cast<const std::uint32_t*>(nullptr),
+                                     static_cast<std::uint64_t*>(nullptr), ::cuda::std::plus<>{}, std::uint64_t{0},
+                                     std::max<std::uint32_t>(tiles, 1));
+  if (e != cudaSuccess) return e;
+  // Thrust dispatches to the same CUB scans; the margin covers its own
+  // bookkeeping and alignment.
+  bytes = 2 * std::max(a, b) + (std::size_t{64} << 10);
+  return cudaSuccess;
+}
+
+cudaError_t scan_counts(const ImageCounts* d_counts, ImageCounts* d_first, std::uint32_t images, void* d_scratch,
+                        std::size_t scratch_bytes, cudaStream_t stream) {
+  if (images == 0) return cudaSuccess;
+  ArenaAllocator alloc{static_cast<char*>(d_scratch), scratch_bytes};
+  return thrust_call([&] {
+    thrust::exclusive_scan(thrust::cuda::par_nosync(alloc).on(stream), d_counts, d_counts + images, d_first,
+                           ImageCounts{0, 0, 0}, AddCounts{});
+  });
+}
+
+cudaError_t gather_tiles(const BatchView& view, std::uint32_t* d_tile_size, std::uint64_t* d_tile_start,
+                         std::uint32_t tiles, void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream) {
+  if (tiles == 0) return cudaSuccess;
+  constexpr unsigned kThreads = 256;
+  gather_kernel<<<(tiles + kThreads - 1) / kThreads, kThreads, 0, stream>>>(view, d_tile_size, tiles);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  ArenaAllocator alloc{static_cast<char*>(d_scratch), scratch_bytes};
+  return thrust_call([&] {
+    thrust::exclusive_scan(thrust::cuda::par_nosync(alloc).on(stream), d_tile_size, d_tile_size + tiles, d_tile_start,
+                           std::uint64_t{0});
+  });
+}
+
+cudaError_t launch_decode(const BatchView& view, std::uint32_t jobs, std::uint64_t* d_keys, cudaStream_t stream) {
+  if (jobs == 0) return cudaSuccess;
+  const std::uint32_t blocks = (jobs + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  decode_kernel<<<blocks, kDecodeThreads, 0, stream>>>(view, jobs, d_keys);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_finalize(const std::uint64_t* d_keys, std::int32_t* d_status, std::uint32_t images,
+                            cudaStream_t stream) {
+  if (images == 0) return cudaSuccess;
+  constexpr unsigned kThreads = 256;
+  finalize_kernel<<<(images + kThreads - 1) / kThreads, kThreads, 0, stream>>>(d_keys, d_status, images);
+  return cudaGetLastError();
+}
+
+}  // namespace l3::cuda::detail

@@ -1,0 +1,267 @@
+// The CUDA batch decoder against the CPU decoder, bit for bit (label gpu).
+// Without a CUDA device every case is skipped (doctest reports it skipped, and
+// the line "L3_GPU_SKIPPED" makes ctest report the test skipped, not passed).
+#include <doctest/doctest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "l3/codec.hpp"
+#include "l3/cuda/batch_decoder.hpp"
+#include "l3/image_io.hpp"
+
+namespace {
+
+using Pixels = std::vector<std::uint8_t>;
+using l3::cuda::Layout;
+
+bool no_gpu() {
+  static const bool none = [] {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+      std::printf("L3_GPU_SKIPPED: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+      return true;
+    }
+    return false;
+  }();
+  return none;
+}
+
+void ok(cudaError_t e) { REQUIRE_MESSAGE(e == cudaSuccess, cudaGetErrorString(e)); }
+
+struct Img {
+  std::uint32_t w, h, ch;
+  Pixels px;
+};
+
+Img make_image(std::mt19937& rng, std::uint32_t w, std::uint32_t h, std::uint32_t ch, int style) {
+  Img im{w, h, ch, Pixels(std::size_t(w) * h * ch)};
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x)
+      for (std::uint32_t c = 0; c < ch; ++c) {
+        int v;
+        switch (style % 4) {
+          case 0: v = byte(rng); break;
+          case 1: v = int((x * 3 + y * 5 + c * 40) & 255) + byte(rng) % 7 - 3; break;
+          case 2: v = ((x / 8 + y / 6) % 3) * 100; break;  // flat areas: constant tiles, zero runs
+          default: v = int((x ^ y) + c * 11) + byte(rng) % 3; break;
+        }
+        im.px[(std::size_t(y) * w + x) * ch + c] = std::uint8_t(std::clamp(v, 0, 255));
+      }
+  return im;
+}
+
+std::vector<std::uint8_t> encode(const Img& im, std::uint32_t tw, std::uint32_t th) {
+  l3::EncodeOptions o;
+  o.tile_width = tw;
+  o.tile_height = th;
+  return l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o);
+}
+
+// The expected slot: l3::decode / decode_region, transposed for CHW.
+Pixels expected(const std::vector<std::uint8_t>& enc, const std::optional<l3::Rect>& crop, Layout layout) {
+  l3::ImageInfo info = l3::read_info(enc);
+  const l3::Rect r = crop ? *crop : l3::Rect{0, 0, info.width, info.height};
+  Pixels hwc(std::size_t(r.width) * r.height * info.channels);
+  l3::decode_region(enc, r, {hwc.data(), r.width, r.height, info.channels, 0});
+  if (layout == Layout::hwc) return hwc;
+  Pixels chw(hwc.size());
+  const std::size_t plane = std::size_t(r.width) * r.height;
+  for (std::size_t p = 0; p < plane; ++p)
+    for (std::uint32_t c = 0; c < info.channels; ++c) chw[c * plane + p] = hwc[p * info.channels + c];
+  return chw;
+}
+
+Pixels to_host(const std::uint8_t* d, std::uint64_t n) {
+  Pixels h(n);
+  if (n) ok(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+std::vector<std::int32_t> statuses(const l3::cuda::BatchResult& r) {
+  std::vector<std::int32_t> s(r.slots.size());
+  if (!s.empty()) ok(cudaMemcpy(s.data(), r.d_status, s.size() * 4, cudaMemcpyDeviceToHost));
+  return s;
+}
+
+// Checks every slot of a finished batch against the CPU decoder.
+void check_batch(const std::vector<std::vector<std::uint8_t>>& streams, const std::vector<std::optional<l3::Rect>>& crops,
+                 const l3::cuda::BatchResult& r, Layout layout, const std::uint8_t* d_out = nullptr) {
+  const Pixels all = to_host(d_out ? d_out : r.d_output, r.output_bytes);
+  const auto st = statuses(r);
+  REQUIRE(r.slots.size() == streams.size());
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    INFO("image " << i);
+    l3::errc want = l3::errc::ok;
+    Pixels ref;
+    try {
+      ref = expected(streams[i], crops[i], layout);
+    } catch (const l3::Error& e) {
+      want = e.code();
+    }
+    CHECK(st[i] == static_cast<int>(want));
+    if (want != l3::errc::ok) continue;
+    REQUIRE(r.slots[i].size == ref.size());
+    CHECK(Pixels(all.begin() + std::ptrdiff_t(r.slots[i].offset),
+                 all.begin() + std::ptrdiff_t(r.slots[i].offset + r.slots[i].size)) == ref);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GPU: odd sizes, all channel counts, both layouts" * doctest::skip(no_gpu())) {
+  std::mt19937 rng(5);
+  std::vector<std::vector<std::uint8_t>> streams;
+  const std::pair<std::uint32_t, std::uint32_t> sizes[] = {{1, 1}, {1, 50}, {61, 1}, {17, 33}, {64, 32}, {255, 97}, {300, 70}};
+  const std::uint32_t tws[] = {16, 32, 64, 128, 256};
+  const std::uint32_t ths[] = {1, 7, 32};
+  int k = 0;
+  for (std::uint32_t ch = 1; ch <= 4; ++ch)
+    for (auto [w, h] : sizes) {
+      streams.push_back(encode(make_image(rng, w, h, ch, k), tws[k % 5], ths[k % 3]));
+      ++k;
+    }
+  std::vector<l3::cuda::HostImage> batch;
+  for (auto& s : streams) batch.push_back({s, std::nullopt});
+  std::vector<std::optional<l3::Rect>> crops(streams.size());
+  cudaStream_t stream;
+  ok(cudaStreamCreate(&stream));
+  l3::cuda::BatchDecoder dec;
+  for (Layout layout : {Layout::hwc, Layout::chw}) {
+    l3::cuda::BatchOptions opt;
+    opt.layout = layout;
+    const auto r = dec.decode(batch, opt, stream);
+    const auto host_status = dec.status();
+    CHECK(std::all_of(host_status.begin(), host_status.end(), [](l3::errc e) { return e == l3::errc::ok; }));
+    check_batch(streams, crops, r, layout);
+  }
+  ok(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("GPU: crops, device-resident inputs, caller output" * doctest::skip(no_gpu())) {
+  std::mt19937 rng(11);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<std::optional<l3::Rect>> crops;
+  for (int i = 0; i < 24; ++i) {
+    const std::uint32_t w = 40 + std::uint32_t(i) * 13, h = 20 + std::uint32_t(i) * 7, ch = std::uint32_t(i % 4) + 1;
+    streams.push_back(encode(make_image(rng, w, h, ch, i), 32, i % 2 ? 7 : 32));
+    l3::Rect r;
+    r.x = std::uniform_int_distribution<std::uint32_t>(0, w - 1)(rng);
+    r.y = std::uniform_int_distribution<std::uint32_t>(0, h - 1)(rng);
+    r.width = std::uniform_int_distribution<std::uint32_t>(1, w - r.x)(rng);
+    r.height = std::uniform_int_distribution<std::uint32_t>(1, h - r.y)(rng);
+    crops.push_back(i % 5 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
+  }
+  cudaStream_t stream;
+  ok(cudaStreamCreate(&stream));
+  l3::cuda::BatchDecoder dec;
+  // Host inputs with crops.
+  std::vector<l3::cuda::HostImage> batch;
+  for (std::size_t i = 0; i < streams.size(); ++i) batch.push_back({streams[i], crops[i]});
+  auto r = dec.decode(batch, {}, stream);
+  ok(cudaStreamSynchronize(stream));
+  check_batch(streams, crops, r, Layout::hwc);
+  // Device-resident inputs into a caller-provided buffer.
+  std::vector<std::uint8_t*> d_in(streams.size());
+  std::vector<l3::cuda::DeviceImage> dev;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    ok(cudaMalloc(reinterpret_cast<void**>(&d_in[i]), streams[i].size()));
+    ok(cudaMemcpy(d_in[i], streams[i].data(), streams[i].size(), cudaMemcpyHostToDevice));
+    dev.push_back({d_in[i], streams[i], crops[i]});
+  }
+  std::uint64_t total = 0;
+  for (const auto& s : l3::cuda::BatchDecoder::query(batch)) total += s.size;
+  std::uint8_t* d_out = nullptr;
+  ok(cudaMalloc(reinterpret_cast<void**>(&d_out), total));
+  CHECK_THROWS_AS(dec.decode(dev, {}, stream, {d_out, total - 1}), l3::Error);
+  r = dec.decode(dev, {}, stream, {d_out, total});
+  CHECK(r.d_output == d_out);
+  ok(cudaStreamSynchronize(stream));
+  check_batch(streams, crops, r, Layout::hwc, d_out);
+  for (auto* p : d_in) ok(cudaFree(p));
+  ok(cudaFree(d_out));
+  ok(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("GPU: a corrupt image among good ones" * doctest::skip(no_gpu())) {
+  std::mt19937 rng(17);
+  std::vector<std::vector<std::uint8_t>> streams;
+  for (int i = 0; i < 12; ++i) streams.push_back(encode(make_image(rng, 100 + std::uint32_t(i), 60, 3, i), 64, 32));
+  streams[3][streams[3].size() - 5] ^= 0x40;        // damaged tile data
+  streams[5].resize(10);                            // truncated header
+  streams[8][25] ^= 0xff;                           // damaged tile table
+  std::vector<l3::cuda::HostImage> batch;
+  for (auto& s : streams) batch.push_back({s, std::nullopt});
+  std::vector<std::optional<l3::Rect>> crops(streams.size());
+  l3::cuda::BatchDecoder dec;
+  const auto r = dec.decode(batch, {}, nullptr);
+  const auto host_status = dec.status();
+  CHECK(host_status[5] != l3::errc::ok);
+  CHECK(host_status[8] != l3::errc::ok);
+  check_batch(streams, crops, r, Layout::hwc);  // statuses equal l3::decode's errors, good images exact
+}
+
+TEST_CASE("GPU: decode under CUDA graph capture" * doctest::skip(no_gpu())) {
+  std::mt19937 rng(23);
+  std::vector<std::vector<std::uint8_t>> streams;
+  for (int i = 0; i < 16; ++i)
+    streams.push_back(encode(make_image(rng, 64 + std::uint32_t(i) * 9, 48, std::uint32_t(i % 4) + 1, i), 64, 16));
+  std::vector<l3::cuda::HostImage> batch;
+  for (auto& s : streams) batch.push_back({s, std::nullopt});
+  std::vector<std::optional<l3::Rect>> crops(streams.size());
+  cudaStream_t stream;
+  ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  l3::cuda::BatchDecoder dec;
+  (void)dec.decode(batch, {}, stream);  // warm-up: grows the buffers
+  ok(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  l3::cuda::BatchResult r;
+  bool threw = false;
+  try {
+    r = dec.decode(batch, {}, stream);
+  } catch (const l3::Error& e) {
+    threw = true;
+    MESSAGE(e.what());
+  }
+  ok(cudaStreamEndCapture(stream, &graph));
+  REQUIRE_FALSE(threw);
+  cudaGraphExec_t exec;
+  ok(cudaGraphInstantiate(&exec, graph, 0));
+  ok(cudaMemsetAsync(r.d_output, 0, r.output_bytes, stream));
+  ok(cudaGraphLaunch(exec, stream));
+  ok(cudaStreamSynchronize(stream));
+  check_batch(streams, crops, r, Layout::hwc);
+  ok(cudaGraphExecDestroy(exec));
+  ok(cudaGraphDestroy(graph));
+  ok(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("GPU: the sample photos and 1024x768 images in one batch" * doctest::skip(no_gpu())) {
+  std::vector<std::vector<std::uint8_t>> streams;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(L3_SOURCE_DIR) / "bench" / "sample")) {
+    const auto ext = e.path().extension().string();
+    if (ext != ".png" && ext != ".jpg") continue;
+    const l3::Image img = l3::load_image(e.path());
+    streams.push_back(l3::encode(img.view()));
+  }
+  CHECK(streams.size() >= 3);
+  std::mt19937 rng(31);
+  for (int i = 0; i < 8; ++i) streams.push_back(encode(make_image(rng, 1024, 768, 3, 1 + i % 3), 0, 0));
+  std::vector<l3::cuda::HostImage> batch;
+  for (auto& s : streams) batch.push_back({s, std::nullopt});
+  std::vector<std::optional<l3::Rect>> crops(streams.size());
+  l3::cuda::BatchDecoder dec;
+  const auto r = dec.decode(batch, {}, nullptr);
+  ok(cudaStreamSynchronize(nullptr));
+  check_batch(streams, crops, r, Layout::hwc);
+}
