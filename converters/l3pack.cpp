@@ -1,4 +1,4 @@
-// l3pack: command-line tool for .l3i images (and, later, shards).
+// l3pack: command-line tool for .l3i images and sharded datasets.
 //
 // Each subcommand lives in cli/cmd_<name>.cpp and registers itself through
 // add_<name>_command() (declared in cli/common.hpp); to add one, write the file,
@@ -31,11 +31,20 @@ int main(int argc, char** argv) {
       "  l3pack encode photo.png photo.l3i     encode (PNG, JPEG, PPM/PGM/PAM in)\n"
       "  l3pack decode photo.l3i photo.png     decode (.png, .ppm, .pgm, .pam, .pnm out)\n"
       "  l3pack info photo.l3i --json          header, tiles and bits per pixel\n"
+      "  l3pack convert photos/ ds/            folder (one subfolder per class) to a dataset\n"
+      "  l3pack verify ds/ --source photos/    checksums, decodes, pixels vs the sources\n"
+      "  l3pack info ds/ | ls ds/ | extract ds/ out/ | merge ds/ part0/ part1/\n"
       "Run 'l3pack <command> --help' for a command's options.\n"
       "Exit status: 0 success, 1 bad data or I/O error, 2 bad command line.");
   l3::cli::add_encode_command(app);
   l3::cli::add_decode_command(app);
   l3::cli::add_info_command(app);
+  l3::cli::add_convert_command(app);
+  l3::cli::add_verify_command(app);
+  l3::cli::add_ls_command(app);
+  l3::cli::add_extract_command(app);
+  l3::cli::add_merge_command(app);
+  // (cmd_bench_read: one line here when it lands)
   try {
     app.parse(argc, argv);
     return 0;

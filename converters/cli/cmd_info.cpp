@@ -1,4 +1,5 @@
-// l3pack info FILE: what an .l3i header says, and how compact the file is.
+// l3pack info FILE: what an .l3i header says, and how compact the file is
+// (or, for a dataset folder, run_dataset_info in cmd_ls.cpp).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -55,6 +56,7 @@ void print_text(const std::filesystem::path& file, const InfoReport& report) {
 }
 
 void run_info(const InfoArguments& args) {
+  if (std::filesystem::is_directory(args.file)) return run_dataset_info(args.file, args.json);
   std::vector<std::uint8_t> encoded = about_file(args.file, [&] { return read_file(args.file); });
   InfoReport report;
   report.info = about_file(args.file, [&] { return read_info(encoded); });
@@ -68,10 +70,10 @@ void run_info(const InfoArguments& args) {
 void add_info_command(CLI::App& app) {
   auto args = std::make_shared<InfoArguments>();
   CLI::App* command = app.add_subcommand(
-      "info", "Show an .l3i file's dimensions, channels, tiles, size and bits per pixel/sample");
-  command->add_option("FILE", args->file, "An .l3i file")->required();
+      "info", "Show an .l3i file's header and bits per pixel, or a dataset folder's summary");
+  command->add_option("FILE", args->file, "An .l3i file, or a dataset folder")->required();
   command->add_flag("--json", args->json, "Machine-readable output (one JSON object)");
-  command->footer("Example:\n  l3pack info photo.l3i --json");
+  command->footer("Examples:\n  l3pack info photo.l3i --json\n  l3pack info dataset/");
   command->callback([args] { run_info(*args); });
 }
 

@@ -1,7 +1,10 @@
 #include "common.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <cstdio>
+#include <thread>
 
 namespace l3::cli {
 
@@ -34,6 +37,27 @@ void save_image(const std::filesystem::path& output, const ImageView& image, Ima
     if (kind == ImageFileKind::png) save_png(output, image);
     else save_pnm(output, image);  // P5, P6 or P7 (PAM) by channel count
   });
+}
+
+void parallel_for(std::uint64_t n, unsigned threads, const std::function<void(std::uint64_t)>& body) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<std::uint64_t> next{0};
+  auto worker = [&] {
+    for (std::uint64_t i = next++; i < n; i = next++) body(i);
+  };
+  std::vector<std::jthread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+}
+
+void print_failures(std::vector<RecordFailure> failures, std::size_t limit) {
+  std::sort(failures.begin(), failures.end(),
+            [](const RecordFailure& a, const RecordFailure& b) { return a.index < b.index; });
+  const std::size_t shown = std::min(limit, failures.size());
+  if (shown < failures.size()) std::fprintf(stderr, "first %zu of %zu failures:\n", shown, failures.size());
+  for (std::size_t i = 0; i < shown; ++i)
+    std::fprintf(stderr, "  record %llu (%s): %s\n", static_cast<unsigned long long>(failures[i].index),
+                 failures[i].key.empty() ? "no key" : failures[i].key.c_str(), failures[i].reason.c_str());
 }
 
 }  // namespace l3::cli

@@ -1,9 +1,12 @@
 // Shared pieces of the l3pack subcommands: error reporting and output formats.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "l3/error.hpp"
 #include "l3/image_io.hpp"
@@ -49,9 +52,30 @@ ImageFileKind image_file_kind(const std::filesystem::path& output);
 // the image's channels (.pgm: 1, .ppm: 3).
 void save_image(const std::filesystem::path& output, const ImageView& image, ImageFileKind kind);
 
+// Runs body(i) for i in [0, n) on `threads` threads (0: all cores); body must not throw.
+void parallel_for(std::uint64_t n, unsigned threads, const std::function<void(std::uint64_t)>& body);
+
+// A record-level problem found by verify or extract, printed as
+// "  record <index> (<key>): <reason>".
+struct RecordFailure {
+  std::uint64_t index = 0;
+  std::string key;
+  std::string reason;
+};
+// Prints the count and the first `limit` failures (by record index) to stderr.
+void print_failures(std::vector<RecordFailure> failures, std::size_t limit = 10);
+
+// `l3pack info DIR`: the dataset summary (records, shards, classes, bytes, bpp, image stats).
+void run_dataset_info(const std::filesystem::path& dir, bool json);
+
 // Subcommands: each adds itself to the app with its options, help and callback.
 void add_encode_command(CLI::App& app);
 void add_decode_command(CLI::App& app);
 void add_info_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
+void add_verify_command(CLI::App& app);
+void add_ls_command(CLI::App& app);
+void add_extract_command(CLI::App& app);
+void add_merge_command(CLI::App& app);
 
 }  // namespace l3::cli

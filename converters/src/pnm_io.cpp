@@ -156,6 +156,19 @@ Image decode_pnm(std::span<const std::uint8_t> bytes, const LoadOptions& options
   PnmParser parser(bytes.subspan(2));
   PnmHeader header = read_header(parser, kind);
   check_maxval(header.maxval);
+  // Within the limits, the samples must be present before their buffer is
+  // allocated (binary: 1 byte each; ASCII: at least 2, "0 "); otherwise a
+  // 20-byte header would allocate up to max_pixels * 4 bytes.
+  const Limits& lim = options.limits;
+  const std::uint64_t pixels = std::uint64_t{header.width} * header.height;  // u32 * u32: no overflow
+  if (header.channels >= 1 && header.channels <= 4 && header.width <= lim.max_width &&
+      header.height <= lim.max_height && pixels <= lim.max_pixels) {
+    const auto samples = checked_mul<std::uint64_t>(pixels, header.channels);
+    const std::size_t have = parser.rest().size();
+    const bool ascii = kind == '2' || kind == '3';
+    if (samples && (ascii ? (have + 1) / 2 < *samples : have < *samples))
+      throw_error(errc::truncated, "PNM: " + std::to_string(have) + " bytes cannot hold " + std::to_string(*samples) + " samples");
+  }
   Image image = allocate_image(header.width, header.height, header.channels, options.limits, "PNM");
   if (kind == '2' || kind == '3') read_ascii_samples(parser, image);
   else read_binary_samples(parser, image);

@@ -1,0 +1,132 @@
+// l3pack convert SRC OUT: a folder of images (or a list file) to a sharded dataset.
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdio>
+#include <memory>
+
+#include "common.hpp"
+#include "l3/convert.hpp"
+#include "progress.hpp"
+
+namespace l3::cli {
+namespace {
+
+struct ConvertArguments {
+  std::filesystem::path src, out;
+  std::string shard_size = "256MiB";
+  std::string part;  // "i/n"
+  std::optional<std::uint64_t> shuffle_seed;
+  bool resume = false, strict = false;
+  unsigned threads = 0;
+  std::uint32_t tile_width = 0, tile_height = 0;
+  int effort = 1;
+};
+
+// "1000", "64k", "256MiB", "1G": binary multiples (k = 1024).
+std::uint64_t parse_size(const std::string& text) {
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  std::string suffix(end, text.data() + text.size());
+  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  int shift = -1;
+  if (suffix.empty() || suffix == "b") shift = 0;
+  else if (suffix == "k" || suffix == "kib" || suffix == "kb") shift = 10;
+  else if (suffix == "m" || suffix == "mib" || suffix == "mb") shift = 20;
+  else if (suffix == "g" || suffix == "gib" || suffix == "gb") shift = 30;
+  if (ec != std::errc{} || shift < 0 || value == 0 || value > (std::uint64_t{1} << (63 - shift)))
+    throw Failure{"", "--shard-size: '" + text + "' is not a size (e.g. 268435456, 64MiB, 1GiB)", exit_usage};
+  return value << shift;
+}
+
+void parse_part(const std::string& text, ConvertOptions& options) {
+  if (text.empty()) return;
+  unsigned i = 0, n = 0;
+  char slash = 0, extra = 0;
+  if (std::sscanf(text.c_str(), "%u%c%u%c", &i, &slash, &n, &extra) != 3 || slash != '/' || n == 0 || i >= n)
+    throw Failure{"", "--part: '" + text + "' must be i/n with 0 <= i < n (e.g. 0/4)", exit_usage};
+  options.part_index = i;
+  options.part_count = n;
+}
+
+ConvertOptions to_options(const ConvertArguments& args) {
+  ConvertOptions options;
+  options.encode.tile_width = args.tile_width;
+  options.encode.tile_height = args.tile_height;
+  options.encode.effort = args.effort;
+  options.shard_size = parse_size(args.shard_size);
+  options.shuffle_seed = args.shuffle_seed;
+  parse_part(args.part, options);
+  options.resume = args.resume;
+  options.strict = args.strict;
+  options.threads = args.threads;
+  return options;
+}
+
+void print_summary(const ConvertReport& r) {
+  const double ratio = r.bytes_in == 0 ? 0 : static_cast<double>(r.bytes_out) / static_cast<double>(r.bytes_in);
+  const double converted = static_cast<double>(r.images - r.resumed_records);
+  std::printf("images:    %llu in %llu shards (%llu skipped, %llu kept from an earlier run)\n",
+              static_cast<unsigned long long>(r.images), static_cast<unsigned long long>(r.shards),
+              static_cast<unsigned long long>(r.skipped), static_cast<unsigned long long>(r.resumed_records));
+  std::printf("bytes in:  %llu (%s, source files)\n", static_cast<unsigned long long>(r.bytes_in),
+              human_bytes(static_cast<double>(r.bytes_in)).c_str());
+  std::printf("bytes out: %llu (%s, shards), %.3fx the source\n", static_cast<unsigned long long>(r.bytes_out),
+              human_bytes(static_cast<double>(r.bytes_out)).c_str(), ratio);
+  std::printf("time:      %.2f s, %.2f images/s\n", r.seconds, r.seconds > 0 ? converted / r.seconds : 0.0);
+}
+
+void run_convert(const ConvertArguments& args) {
+  ConvertOptions options = to_options(args);
+  ProgressDisplay display("convert");
+  ConvertObserver observer;
+  observer.progress = [&](const ConvertProgress& p) {
+    display.update({p.done, p.total, p.skipped, p.bytes_in, p.seconds});
+  };
+  observer.skipped = [&](const std::filesystem::path& file, const std::string& reason) {
+    std::string line = "l3pack: warning: ";
+    line += file.string();
+    line += ": ";
+    line += reason;
+    line += options.strict ? "" : " (skipped)";
+    display.message(line);
+  };
+  try {
+    ConvertReport report = convert_dataset(args.src, args.out, options, observer);
+    display.finish();
+    print_summary(report);
+  } catch (const InputError& e) {
+    display.finish();
+    throw Failure{e.file().string(), std::string(e.what()) + " (--strict: conversion stopped)", exit_failure};
+  } catch (const Error& e) {
+    display.finish();
+    // Options were checked above; what is left is the state of SRC or OUT: exit 1.
+    throw Failure{args.out.string(), e.what(), exit_failure};
+  }
+}
+
+}  // namespace
+
+void add_convert_command(CLI::App& app) {
+  auto args = std::make_shared<ConvertArguments>();
+  CLI::App* command = app.add_subcommand("convert", "Pack a folder of images (or a list file) into a sharded dataset");
+  command->add_option("SRC", args->src,
+                      "Folder with one subfolder per class, flat folder of images, or list file (CSV/TSV: path,label)")
+      ->required();
+  command->add_option("OUT", args->out, "Dataset folder to create")->required();
+  command->add_option("--shard-size", args->shard_size, "Close a shard once it holds this many bytes (256MiB)");
+  command->add_option("--shuffle-seed", args->shuffle_seed, "Store records in this seed's shuffled order");
+  command->add_option("--part", args->part, "Convert part i of n (i/n) for a later 'l3pack merge'");
+  command->add_flag("--resume", args->resume, "Continue an interrupted conversion into OUT");
+  command->add_flag("--strict", args->strict, "Stop at the first unreadable input (default: report and skip)");
+  command->add_option("--threads", args->threads, "Worker threads (0: all cores)");
+  command->add_option("--tile-width", args->tile_width, "Codec tile width (0: default)");
+  command->add_option("--tile-height", args->tile_height, "Codec tile height (0: default)");
+  command->add_option("--effort", args->effort, "Codec effort (0 or 1)")->check(CLI::Range(0, 1));
+  command->footer(
+      "Examples:\n"
+      "  l3pack convert imagenet/train train-l3 --shuffle-seed 1\n"
+      "  l3pack convert list.csv out --part 3/8    (then: l3pack merge all out-part0 ... out-part7)");
+  command->callback([args] { run_convert(*args); });
+}
+
+}  // namespace l3::cli

@@ -1,0 +1,118 @@
+// l3pack ls OUT: one line per record; and `l3pack info DIR`, the dataset summary.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "common.hpp"
+#include "l3/codec.hpp"
+#include "l3/dataset.hpp"
+
+namespace l3::cli {
+namespace {
+
+struct LsArguments {
+  std::filesystem::path dir;
+  std::uint64_t limit = 0;  // 0: all
+};
+
+std::string label_text(std::int64_t label, const std::vector<std::string>& classes) {
+  if (label == kNoLabel) return "-";
+  std::string text = std::to_string(label);
+  if (label >= 0 && static_cast<std::uint64_t>(label) < classes.size()) {
+    text += ":";
+    text += classes[static_cast<std::size_t>(label)];
+  }
+  return text;
+}
+
+// "WxHxC" from the .l3i header, "?" when the header is invalid.
+std::string shape_text(std::span<const std::uint8_t> payload) {
+  try {
+    ImageInfo info = read_info(payload);
+    char text[48];
+    std::snprintf(text, sizeof text, "%ux%ux%u", info.width, info.height, info.channels);
+    return text;
+  } catch (const Error&) {
+    return "?";
+  }
+}
+
+void run_ls(const LsArguments& args) {
+  about_file(args.dir, [&] {
+    Dataset dataset = Dataset::open(args.dir);
+    const std::uint64_t n = args.limit == 0 ? dataset.size() : std::min(args.limit, dataset.size());
+    std::printf("%-8s %-22s %-16s %10s %-16s %s\n", "index", "shard", "label", "bytes", "WxHxC", "key");
+    for (std::uint64_t i = 0; i < n; ++i) {
+      RecordLocation where = dataset.locate(i);
+      RecordView record = dataset.record(i, Verify::no);  // ls lists; verify checks
+      std::printf("%-8llu %-22s %-16s %10zu %-16s %.*s\n", static_cast<unsigned long long>(i),
+                  dataset.manifest().shards[where.shard].file.c_str(),
+                  label_text(record.label, dataset.class_names()).c_str(), record.payload.size(),
+                  shape_text(record.payload).c_str(), static_cast<int>(record.key.size()), record.key.data());
+    }
+  });
+}
+
+nlohmann::ordered_json class_counts(const Dataset& dataset, std::uint64_t& unlabeled) {
+  std::vector<std::uint64_t> counts(dataset.class_names().size());
+  for (std::uint64_t i = 0; i < dataset.size(); ++i) {
+    std::int64_t label = dataset.record(i, Verify::no).label;
+    if (label >= 0 && static_cast<std::uint64_t>(label) < counts.size()) ++counts[static_cast<std::size_t>(label)];
+    else ++unlabeled;
+  }
+  nlohmann::ordered_json classes = nlohmann::ordered_json::array();
+  for (std::size_t k = 0; k < counts.size(); ++k)
+    classes.push_back({{"label", k}, {"name", dataset.class_names()[k]}, {"records", counts[k]}});
+  return classes;
+}
+
+nlohmann::ordered_json dataset_summary(const std::filesystem::path& dir) {
+  Dataset dataset = Dataset::open(dir);
+  const Manifest& manifest = dataset.manifest();
+  std::uint64_t bytes = 0;
+  for (const ManifestShard& shard : manifest.shards) bytes += shard.bytes;
+  std::uint64_t unlabeled = 0;
+  nlohmann::ordered_json classes = class_counts(dataset, unlabeled);
+  const double pixels = manifest.image_stats.value("total_pixels", 0.0);
+  return {{"dataset", dir.string()},
+          {"records", dataset.size()},
+          {"shards", dataset.shard_count()},
+          {"bytes", bytes},
+          {"bits_per_pixel", pixels > 0 ? static_cast<double>(bytes) * 8.0 / pixels : 0.0},
+          {"classes", classes},
+          {"unlabeled_records", unlabeled},
+          {"image_stats", manifest.image_stats}};
+}
+
+void print_dataset_summary(const nlohmann::ordered_json& s) {
+  std::printf("dataset:        %s\n", s["dataset"].get<std::string>().c_str());
+  std::printf("records:        %llu\n", s["records"].get<unsigned long long>());
+  std::printf("shards:         %llu\n", s["shards"].get<unsigned long long>());
+  std::printf("bytes:          %llu\n", s["bytes"].get<unsigned long long>());
+  std::printf("bits per pixel: %.3f\n", s["bits_per_pixel"].get<double>());
+  std::printf("classes:        %zu\n", s["classes"].size());
+  for (const auto& c : s["classes"])
+    std::printf("  %4llu %-24s %llu records\n", c["label"].get<unsigned long long>(),
+                c["name"].get<std::string>().c_str(), c["records"].get<unsigned long long>());
+  std::printf("unlabeled:      %llu records\n", s["unlabeled_records"].get<unsigned long long>());
+  std::printf("image stats:    %s\n", s["image_stats"].dump().c_str());
+}
+
+}  // namespace
+
+void run_dataset_info(const std::filesystem::path& dir, bool json) {
+  nlohmann::ordered_json summary = about_file(dir, [&] { return dataset_summary(dir); });
+  if (json) std::printf("%s\n", summary.dump(2).c_str());
+  else print_dataset_summary(summary);
+}
+
+void add_ls_command(CLI::App& app) {
+  auto args = std::make_shared<LsArguments>();
+  CLI::App* command = app.add_subcommand("ls", "List a dataset's records: index, shard, label, bytes, size, key");
+  command->add_option("OUT", args->dir, "Dataset folder (holding manifest.json)")->required();
+  command->add_option("--limit", args->limit, "Show only the first N records");
+  command->callback([args] { run_ls(*args); });
+}
+
+}  // namespace l3::cli

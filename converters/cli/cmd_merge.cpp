@@ -1,0 +1,40 @@
+// l3pack merge OUT PART_DIR...: one dataset from the outputs of --part i/n runs.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "common.hpp"
+#include "l3/convert.hpp"
+
+namespace l3::cli {
+namespace {
+
+struct MergeArguments {
+  std::filesystem::path out;
+  std::vector<std::filesystem::path> parts;
+};
+
+void run_merge(const MergeArguments& args) {
+  std::uint64_t records = 0;
+  try {
+    records = merge_parts(args.out, args.parts);
+  } catch (const Error& e) {
+    throw Failure{args.out.string(), e.what(), exit_failure};  // parts that do not fit together: data, not usage
+  }
+  std::printf("merged %zu parts into %s: %llu records\n", args.parts.size(), args.out.c_str(),
+              static_cast<unsigned long long>(records));
+}
+
+}  // namespace
+
+void add_merge_command(CLI::App& app) {
+  auto args = std::make_shared<MergeArguments>();
+  CLI::App* command = app.add_subcommand(
+      "merge", "Join the datasets of 'convert --part i/n' runs into one (shards hard-linked, or copied)");
+  command->add_option("OUT", args->out, "Dataset folder to create")->required();
+  command->add_option("PART_DIR", args->parts, "The n part folders, in any order")->required();
+  command->footer("Example:\n  l3pack merge ds/ part0/ part1/ part2/");
+  command->callback([args] { run_merge(*args); });
+}
+
+}  // namespace l3::cli

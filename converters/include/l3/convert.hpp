@@ -1,0 +1,139 @@
+// Dataset conversion: a folder of images (or a list file) becomes a sharded
+// l3 dataset (spec/format.md §8) of .l3i records (spec/codec.md).
+//
+// The conversion is a pure function of (source listing, options): the input
+// order is planned up front (sorted keys, optional seeded shuffle, optional
+// part range), images are decoded and encoded in worker threads, and records
+// are appended in plan order. A shard is closed as soon as its size reaches
+// shard_size, so the shard boundaries depend only on the plan and the encoded
+// sizes, never on the thread count or on timing. That is what makes the output
+// byte-identical for any thread count, and --resume exact: the plan is stored
+// in OUT/l3pack-plan.json before the first shard, finished shards are checked
+// against it and kept, and the rest is redone.
+//
+// Errors are l3::Error (l3/error.hpp); a bad input under `strict` is an
+// InputError naming the file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "l3/codec.hpp"
+#include "l3/error.hpp"
+#include "l3/shard.hpp"
+
+namespace l3 {
+
+inline constexpr const char* kPlanName = "l3pack-plan.json";
+inline constexpr const char* kLockName = ".l3pack.lock";
+
+// One input image.
+struct SourceImage {
+  std::filesystem::path file;  // where to read it
+  std::string key;             // path relative to the source root, '/'-separated
+  std::int64_t label = kNoLabel;
+};
+
+enum class SourceKind { class_folders, list_file, flat_folder };
+
+struct SourceSet {
+  SourceKind kind = SourceKind::flat_folder;
+  std::filesystem::path root;        // the folder keys are relative to
+  std::vector<SourceImage> images;   // folders: sorted by key; list file: file order
+  std::vector<std::string> classes;  // class_folders: sorted folder names (label i = classes[i])
+};
+
+// Reads SRC: a list file (CSV or TSV lines "path,label"; paths relative to the
+// list file's folder), a folder whose top level holds only subfolders (one per
+// class), or a folder of images (searched recursively; no labels). Images are
+// recognised by extension (.png .jpg .jpeg .ppm .pgm .pnm .pam, any case).
+SourceSet scan_source(const std::filesystem::path& src);
+
+// The folder a key is relative to, for SRC as given to scan_source.
+std::filesystem::path source_root(const std::filesystem::path& src);
+
+// A permutation of 0..n-1, stable across platforms and standard libraries:
+// Fisher-Yates from the last element down, where the swap partner of i is
+// x mod (i+1) for the first output x of std::mt19937_64(seed) not below
+// 2^64 mod (i+1) (rejection sampling keeps it unbiased).
+std::vector<std::size_t> seeded_permutation(std::size_t n, std::uint64_t seed);
+
+struct ConvertOptions {
+  EncodeOptions encode{};                          // encode.threads is ignored: images run in parallel
+  std::uint64_t shard_size = std::uint64_t{256} << 20;  // a shard closes once it holds this many bytes
+  std::optional<std::uint64_t> shuffle_seed;       // records in seeded_permutation order
+  std::uint32_t part_index = 0;                    // this run converts the contiguous range
+  std::uint32_t part_count = 1;                    //   [N*i/n, N*(i+1)/n) of the planned order
+  bool resume = false;                             // continue an interrupted conversion into OUT
+  bool strict = false;                             // a bad input stops the run (InputError)
+  unsigned threads = 0;                            // workers; 0: all hardware threads
+};
+
+struct ConvertProgress {
+  std::uint64_t done = 0;       // inputs handled (converted or skipped), resumed ones included
+  std::uint64_t total = 0;      // inputs of this run (this part)
+  std::uint64_t skipped = 0;
+  std::uint64_t bytes_in = 0;   // source file bytes handled in this process
+  std::uint64_t bytes_out = 0;  // record bytes written in this process
+  double seconds = 0;           // since this process started converting
+};
+
+struct ConvertObserver {
+  std::function<void(const ConvertProgress&)> progress;  // after each input, from the calling thread
+  std::function<void(const std::filesystem::path& file, const std::string& reason)> skipped;
+};
+
+struct ConvertReport {
+  std::uint64_t images = 0;          // records in the dataset
+  std::uint64_t skipped = 0;         // inputs that could not be read (this process)
+  std::uint64_t resumed_records = 0; // records found in kept shards (--resume)
+  std::uint64_t shards = 0;
+  std::uint64_t bytes_in = 0;        // source file bytes of every record in the dataset
+  std::uint64_t bytes_out = 0;       // shard file bytes
+  double seconds = 0;
+};
+
+// A bad input under ConvertOptions::strict.
+class InputError : public Error {
+public:
+  InputError(errc code, std::filesystem::path file, const std::string& reason)
+      : Error(code, reason), file_(std::move(file)) {}
+  const std::filesystem::path& file() const noexcept { return file_; }
+private:
+  std::filesystem::path file_;
+};
+
+// Converts SRC into the dataset directory OUT (created if missing). Refuses an
+// OUT that holds a committed dataset, a non-empty OUT without `resume`, and an
+// OUT another conversion is writing (lock file OUT/.l3pack.lock, O_EXCL).
+ConvertReport convert_dataset(const std::filesystem::path& src, const std::filesystem::path& out,
+                              const ConvertOptions& options, const ConvertObserver& observer = {});
+
+// image_stats of a manifest (spec/format.md §8.2, written by l3pack):
+// {"images", "total_pixels", "width"/"height": {"min","max","mean"}, "channels": {"1": n, ...}}.
+class ImageStatsBuilder {
+public:
+  void add(std::uint32_t width, std::uint32_t height, std::uint32_t channels);
+  void add_record(std::span<const std::uint8_t> l3i);  // from the .l3i header
+  nlohmann::json to_json() const;
+private:
+  std::uint64_t count_ = 0, pixels_ = 0;
+  std::uint64_t width_sum_ = 0, height_sum_ = 0;
+  std::uint32_t width_min_ = 0, width_max_ = 0, height_min_ = 0, height_max_ = 0;
+  std::uint64_t channels_[5] = {};
+};
+
+// Joins the datasets written by `--part i/n` runs (all n parts, any order) into
+// OUT: shards are hard-linked (copied across file systems) in part order, the
+// classes must agree, and the manifest lists every part's shards. Returns the
+// record count.
+std::uint64_t merge_parts(const std::filesystem::path& out, const std::vector<std::filesystem::path>& parts);
+
+}  // namespace l3

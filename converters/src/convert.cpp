@@ -1,0 +1,428 @@
+// l3pack convert: source -> planned order -> parallel encode -> ordered shards
+// -> manifest (l3/convert.hpp explains why the output is deterministic).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include "l3/convert.hpp"
+#include "l3/dataset.hpp"
+#include "l3/file_io.hpp"
+#include "l3/image_io.hpp"
+#include "ordered_pipeline.hpp"
+
+namespace l3 {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string hex16(std::uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+std::uint64_t xxh3(std::span<const std::uint8_t> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+// ---- the plan: what this run converts, in which order, into which shards ----
+
+struct Plan {
+  std::vector<SourceImage> items;  // this part, in record order
+  std::vector<std::string> classes;
+  json document;                   // stored as OUT/l3pack-plan.json; equal plans give equal outputs
+};
+
+const char* kind_name(SourceKind kind) {
+  switch (kind) {
+    case SourceKind::class_folders: return "class_folders";
+    case SourceKind::list_file: return "list_file";
+    case SourceKind::flat_folder: return "flat_folder";
+  }
+  return "?";
+}
+
+// XXH3 of the whole planned order (all parts): parts of one dataset share it.
+std::uint64_t order_fingerprint(const std::vector<SourceImage>& order) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  for (const SourceImage& image : order) {
+    std::string line = image.key;
+    line += '\t';
+    line += std::to_string(image.label);
+    line += '\n';
+    XXH3_64bits_update(state, line.data(), line.size());
+  }
+  std::uint64_t hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hash;
+}
+
+json options_json(const ConvertOptions& o) {
+  return {{"tile_width", o.encode.tile_width}, {"tile_height", o.encode.tile_height}, {"effort", o.encode.effort},
+          {"shard_size", o.shard_size},        {"shuffle_seed", o.shuffle_seed ? json(*o.shuffle_seed) : json()},
+          {"part_index", o.part_index},        {"part_count", o.part_count}};
+}
+
+Plan make_plan(const fs::path& src, const ConvertOptions& options) {
+  if (options.part_count == 0 || options.part_index >= options.part_count)
+    throw_error(errc::invalid_argument, "--part i/n needs 0 <= i < n");
+  if (options.shard_size == 0) throw_error(errc::invalid_argument, "--shard-size must be at least 1 byte");
+  SourceSet source = scan_source(src);
+  std::vector<SourceImage> order;
+  if (options.shuffle_seed) {
+    for (std::size_t i : seeded_permutation(source.images.size(), *options.shuffle_seed))
+      order.push_back(source.images[i]);
+  } else {
+    order = std::move(source.images);
+  }
+  const std::size_t n = order.size(), parts = options.part_count;
+  const std::size_t begin = n * options.part_index / parts, end = n * (options.part_index + 1) / parts;
+  Plan plan;
+  plan.classes = source.classes;
+  plan.items.assign(order.begin() + static_cast<std::ptrdiff_t>(begin), order.begin() + static_cast<std::ptrdiff_t>(end));
+  json items = json::array();
+  for (const SourceImage& image : plan.items) items.push_back({image.key, image.label, image.file.string()});
+  plan.document = {{"format", "l3pack-plan"},
+                   {"version", 1},
+                   {"source", fs::absolute(src).lexically_normal().string()},
+                   {"source_kind", kind_name(source.kind)},
+                   {"classes", plan.classes},
+                   {"options", options_json(options)},
+                   {"order_fingerprint", hex16(order_fingerprint(order))},
+                   {"order_records", n},
+                   {"part_first_record", begin},
+                   {"items", items}};
+  return plan;
+}
+
+std::string shard_name(const ConvertOptions& o, std::uint64_t k) {
+  char name[96];
+  if (o.part_count > 1)
+    std::snprintf(name, sizeof name, "part-%u-of-%u-%05llu.l3s", o.part_index, o.part_count,
+                  static_cast<unsigned long long>(k));
+  else
+    std::snprintf(name, sizeof name, "shard-%05llu.l3s", static_cast<unsigned long long>(k));
+  return name;
+}
+
+// ---- the lock: one conversion per OUT ----
+
+bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+// OUT/.l3pack.lock, created with O_EXCL and holding the owner's pid. A lock
+// whose owner is gone (SIGKILL, power loss on this host) is stale and taken over,
+// so --resume after a crash needs no manual clean-up.
+class OutputLock {
+public:
+  explicit OutputLock(const fs::path& out) : path_(out / kLockName) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        std::string pid = std::to_string(::getpid()) + "\n";
+        bool written = ::write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
+        ::close(fd);
+        if (!written) break;
+        return;
+      }
+      if (errno != EEXIST) break;
+      pid_t owner = read_owner();
+      if (process_alive(owner)) {
+        std::string detail = out.string();
+        detail += ": another l3pack convert (pid ";
+        detail += std::to_string(owner);
+        detail += ") is writing this folder (lock file ";
+        detail += kLockName;
+        detail += ")";
+        throw_error(errc::io_error, detail);
+      }
+      std::error_code ignored;
+      fs::remove(path_, ignored);  // stale: its owner is gone
+    }
+    throw_error(errc::io_error, path_.string() + ": cannot create the lock file: " + std::strerror(errno));
+  }
+  ~OutputLock() {
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+  }
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+private:
+  pid_t read_owner() const {
+    std::ifstream in(path_);
+    long pid = 0;
+    in >> pid;
+    return static_cast<pid_t>(pid);
+  }
+  fs::path path_;
+};
+
+// ---- resume: keep the finished shards that match the plan ----
+
+struct Progress {
+  std::size_t next_item = 0;  // first plan item not in a kept shard
+  std::vector<ManifestShard> shards;
+  ImageStatsBuilder stats;
+  std::uint64_t records = 0, bytes_in = 0, bytes_out = 0;
+};
+
+std::uint64_t file_size_or_zero(const fs::path& file) {
+  std::error_code ec;
+  std::uintmax_t size = fs::file_size(file, ec);
+  return ec ? 0 : size;
+}
+
+// Checks shard `reader` continues the plan at progress.next_item: its keys and
+// labels are the plan's items in order, with skipped (unreadable) inputs between.
+bool shard_continues_plan(const ShardReader& reader, const Plan& plan, std::size_t& cursor) {
+  for (std::uint64_t i = 0; i < reader.size(); ++i) {
+    RecordView record = reader.record(i, Verify::no);
+    while (cursor < plan.items.size() && plan.items[cursor].key != record.key) ++cursor;
+    if (cursor == plan.items.size() || plan.items[cursor].label != record.label) return false;
+    ++cursor;
+  }
+  return true;
+}
+
+bool keep_shard(const fs::path& file, const Plan& plan, Progress& progress) {
+  try {
+    ShardReader reader(file);
+    reader.verify_all();
+    std::size_t cursor = progress.next_item;
+    const std::size_t first = cursor;
+    if (reader.size() == 0 || !shard_continues_plan(reader, plan, cursor)) return false;
+    for (std::uint64_t i = 0; i < reader.size(); ++i) progress.stats.add_record(reader.record(i, Verify::no).payload);
+    for (std::size_t k = first; k < cursor; ++k) progress.bytes_in += file_size_or_zero(plan.items[k].file);
+    progress.shards.push_back({file.filename().string(), reader.size(), reader.file_size(), xxh3(reader.file_bytes())});
+    progress.records += reader.size();
+    progress.bytes_out += reader.file_size();
+    progress.next_item = cursor;
+    return true;
+  } catch (const Error&) {
+    return false;  // damaged or foreign: redone
+  }
+}
+
+Progress recover(const fs::path& out, const Plan& plan, const ConvertOptions& options) {
+  Progress progress;
+  std::uint64_t k = 0;
+  while (fs::exists(out / shard_name(options, k)) && keep_shard(out / shard_name(options, k), plan, progress)) ++k;
+  // Everything after the kept prefix is redone: remove it (and stale temporaries).
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    bool ours = name.ends_with(".l3s") || name.ends_with(".l3s.tmp");
+    bool kept = false;
+    for (const ManifestShard& shard : progress.shards) kept = kept || shard.file == name;
+    if (ours && !kept) fs::remove(entry.path());
+  }
+  return progress;
+}
+
+// ---- preparing OUT ----
+
+void write_plan(const fs::path& out, const Plan& plan) {
+  std::string text = plan.document.dump(1) + "\n";
+  write_file_atomically(out / kPlanName, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+}
+
+json read_plan(const fs::path& out) {
+  std::vector<std::uint8_t> bytes = read_file(out / kPlanName);
+  json document = json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  if (document.is_discarded()) throw_error(errc::corrupt_manifest, (out / kPlanName).string() + ": not valid JSON");
+  return document;
+}
+
+bool holds_only_lock(const fs::path& out) {
+  for (const auto& entry : fs::directory_iterator(out))
+    if (entry.path().filename() != kLockName) return false;
+  return true;
+}
+
+// Fresh run: OUT must be empty. Resume: OUT must hold this very plan, uncommitted.
+Progress prepare_output(const fs::path& out, const Plan& plan, const ConvertOptions& options) {
+  if (fs::exists(out / kManifestName))
+    throw_error(errc::invalid_argument, out.string() + ": already holds a committed dataset (manifest.json)");
+  const bool fresh_output = holds_only_lock(out);
+  if (!options.resume || fresh_output) {  // --resume of a run that never started starts it
+    if (!fresh_output)
+      throw_error(errc::invalid_argument,
+                  out.string() + ": folder is not empty (use --resume to continue an interrupted conversion)");
+    write_plan(out, plan);
+    return {};
+  }
+  if (!fs::exists(out / kPlanName))
+    throw_error(errc::invalid_argument, out.string() + ": nothing to resume (no " + kPlanName + ")");
+  if (read_plan(out) != plan.document)
+    throw_error(errc::invalid_argument, out.string() +
+                                            ": --resume with different sources or options than the interrupted "
+                                            "conversion (see " + kPlanName + ")");
+  return recover(out, plan, options);
+}
+
+// ---- converting ----
+
+struct EncodedImage {
+  std::vector<std::uint8_t> l3i;
+  std::uint32_t width = 0, height = 0, channels = 0;
+  std::uint64_t source_bytes = 0;
+  errc error = errc::ok;
+  std::string reason;
+};
+
+EncodedImage encode_file(const SourceImage& source, const EncodeOptions& encode_options) {
+  EncodedImage result;
+  try {
+    std::vector<std::uint8_t> bytes = read_file(source.file);
+    result.source_bytes = bytes.size();
+    Image image = decode_image_bytes(bytes);
+    result.width = image.width;
+    result.height = image.height;
+    result.channels = image.channels;
+    result.l3i = encode(image.view(), encode_options);
+  } catch (const Error& e) {
+    result.error = e.code();
+    result.reason = e.what();
+  } catch (const std::bad_alloc&) {
+    result.error = errc::out_of_memory;
+    result.reason = "out of memory";
+  } catch (const std::exception& e) {
+    result.error = errc::io_error;
+    result.reason = e.what();
+  }
+  return result;
+}
+
+unsigned worker_count(unsigned requested) {
+  if (requested != 0) return requested;
+  unsigned hardware = std::thread::hardware_concurrency();
+  return hardware == 0 ? 1 : hardware;
+}
+
+class Converter {
+public:
+  Converter(const fs::path& out, const Plan& plan, const ConvertOptions& options, const ConvertObserver& observer,
+            Progress progress)
+      : out_(out), plan_(plan), options_(options), observer_(observer), p_(std::move(progress)) {}
+
+  ConvertReport run() {
+    EncodeOptions encode_options = options_.encode;
+    encode_options.threads = 1;  // parallel over images instead
+    const std::size_t first = p_.next_item, end = plan_.items.size();
+    ConvertReport report;
+    report.resumed_records = p_.records;
+    detail::OrderedPipeline<EncodedImage> pipeline(
+        first, end, worker_count(options_.threads),
+        [&](std::size_t i) { return encode_file(plan_.items[i], encode_options); });
+    for (std::size_t i = first; i < end; ++i) {
+      add(plan_.items[i], pipeline.take());
+      report_progress(i + 1);
+    }
+    if (writer_) finish_shard();
+    commit();
+    report.images = p_.records;
+    report.skipped = skipped_;
+    report.shards = p_.shards.size();
+    report.bytes_in = p_.bytes_in;
+    report.bytes_out = p_.bytes_out;
+    report.seconds = elapsed();
+    return report;
+  }
+
+private:
+  void add(const SourceImage& source, EncodedImage encoded) {
+    if (encoded.error == errc::ok) {
+      if (!writer_) writer_.emplace(out_ / shard_name(options_, p_.shards.size()));
+      try {
+        writer_->append(encoded.l3i, source.label, source.key);
+      } catch (const Error& e) {
+        if (e.code() == errc::io_error) throw;
+        encoded.error = e.code();  // a key the format cannot store (length, UTF-8)
+        encoded.reason = e.what();
+      }
+    }
+    bytes_in_now_ += encoded.source_bytes;
+    if (encoded.error != errc::ok) return skip(source, encoded);
+    p_.bytes_in += encoded.source_bytes;
+    p_.stats.add(encoded.width, encoded.height, encoded.channels);
+    ++p_.records;
+    if (writer_->bytes_written() >= options_.shard_size) finish_shard();
+  }
+
+  void skip(const SourceImage& source, const EncodedImage& encoded) {
+    ++skipped_;
+    if (observer_.skipped) observer_.skipped(source.file, encoded.reason);
+    if (options_.strict) throw InputError(encoded.error, source.file, encoded.reason);
+  }
+
+  void finish_shard() {
+    ShardSummary summary = writer_->finalize();
+    writer_.reset();
+    bytes_out_now_ += summary.bytes;
+    p_.bytes_out += summary.bytes;
+    p_.shards.push_back(manifest_entry(summary));
+  }
+
+  void commit() {
+    Manifest manifest;
+    manifest.shards = p_.shards;
+    manifest.classes = plan_.classes;
+    manifest.image_stats = p_.stats.to_json();
+    const json& doc = plan_.document;
+    manifest.extra = {{"l3pack",
+                       {{"order_fingerprint", doc["order_fingerprint"]},
+                        {"order_records", doc["order_records"]},
+                        {"part_first_record", doc["part_first_record"]},
+                        {"options", doc["options"]},
+                        {"source_kind", doc["source_kind"]},
+                        {"source_bytes", p_.bytes_in}}}};
+    write_manifest_atomic(out_, manifest);
+    std::error_code ignored;
+    fs::remove(out_ / kPlanName, ignored);  // the manifest is now the record of the run
+  }
+
+  void report_progress(std::size_t done) {
+    if (!observer_.progress) return;
+    ConvertProgress progress;
+    progress.done = done;
+    progress.total = plan_.items.size();
+    progress.skipped = skipped_;
+    progress.bytes_in = bytes_in_now_;
+    progress.bytes_out = bytes_out_now_ + (writer_ ? writer_->bytes_written() : 0);
+    progress.seconds = elapsed();
+    observer_.progress(progress);
+  }
+
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+  const fs::path& out_;
+  const Plan& plan_;
+  const ConvertOptions& options_;
+  const ConvertObserver& observer_;
+  Progress p_;
+  std::optional<ShardWriter> writer_;
+  std::uint64_t skipped_ = 0, bytes_in_now_ = 0, bytes_out_now_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+ConvertReport convert_dataset(const fs::path& src, const fs::path& out, const ConvertOptions& options,
+                              const ConvertObserver& observer) {
+  Plan plan = make_plan(src, options);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw_error(errc::io_error, out.string() + ": cannot create the folder: " + ec.message());
+  OutputLock lock(out);
+  Progress progress = prepare_output(out, plan, options);
+  return Converter(out, plan, options, observer, std::move(progress)).run();
+}
+
+}  // namespace l3
