@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what l3 needs on Debian 12 (run as root). Idempotent: packages
+# already present are not fetched again. Usage: install-deps.sh [--test]
+#   --test  also the tools the test suite uses (clang + libFuzzer for fuzzers).
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build pkg-config git ca-certificates
+  libzstd-dev libpng-dev libjpeg62-turbo-dev libspng-dev libxxhash-dev
+  doctest-dev libcli11-dev nlohmann-json3-dev
+  python3 python3-dev python3-venv python3-pip)
+if [[ "${1:-}" == "--test" ]]; then
+  packages+=(clang libclang-rt-14-dev python3-numpy python3-pil)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all ${#packages[@]} packages present"
+fi
