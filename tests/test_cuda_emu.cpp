@@ -280,48 +280,61 @@ TEST_CASE("corrupted streams: same status as l3::decode, never out of bounds") {
     bases.push_back(enc(random_image(rng, 97, 45, ch), 32, 7));
     bases.push_back(enc(structured_image(int(ch) + 1, 80, 40, ch), 16, 32));
   }
-  int mismatches = 0, rejected = 0, total = 0;
-  for (const auto& base : bases) {
-    for (int k = 0; k < 60; ++k) {
-      auto e = base;
-      const int flips = 1 + k % 3;
-      for (int f = 0; f < flips; ++f) {
-        // Mostly in the tile payload, sometimes in the header and table.
-        const std::size_t lo = k % 5 == 0 ? 0 : std::min<std::size_t>(e.size() - 1, 20);
-        const std::size_t at = std::uniform_int_distribution<std::size_t>(lo, e.size() - 1)(rng);
-        e[at] ^= std::uint8_t(1u << std::uniform_int_distribution<int>(0, 7)(rng));
-      }
-      if (k % 7 == 3) e.resize(std::uniform_int_distribution<std::size_t>(0, e.size() - 1)(rng));
-      ++total;
-      l3::errc want = l3::errc::ok;
-      try {
-        (void)l3::decode(e);
-      } catch (const l3::Error& ex) {
-        want = ex.code();
-      }
-      rejected += want != l3::errc::ok;
-      // The batch path: the corrupt image's status, and no access outside it.
-      l3::cuda::HostImage h{e, std::nullopt};
-      const emu::BatchOutput out = emu::decode_batch(std::span<const l3::cuda::HostImage>(&h, 1));
-      if (out.slots[0].status != want) ++mismatches;
-      CHECK(static_cast<int>(out.slots[0].status) == static_cast<int>(want));
-      if (want == l3::errc::ok) check_same(e, "undetected flip");
-      // A random crop of the damaged stream against decode_region.
-      try {
-        const l3::ImageInfo info = l3::read_info(e);
+  // With the checksum verified almost every flip is caught before decoding;
+  // without it the damaged tiles reach the wavefront code.
+  for (const bool verify : {true, false}) {
+    l3::DecodeOptions dopt;
+    dopt.verify_checksum = verify;
+    l3::cuda::BatchOptions bopt;
+    bopt.verify_checksum = verify;
+    int mismatches = 0, rejected = 0, total = 0, tile_errors = 0;
+    for (const auto& base : bases) {
+      for (int k = 0; k < 60; ++k) {
+        auto e = base;
+        const int flips = 1 + k % 3;
+        for (int f = 0; f < flips; ++f) {
+          // Mostly in the tile payload, sometimes in the header and table.
+          const std::size_t lo = k % 5 == 0 ? 0 : std::min<std::size_t>(e.size() - 1, 40);
+          const std::size_t at = std::uniform_int_distribution<std::size_t>(lo, e.size() - 1)(rng);
+          e[at] ^= std::uint8_t(1u << std::uniform_int_distribution<int>(0, 7)(rng));
+        }
+        if (k % 7 == 3) e.resize(std::uniform_int_distribution<std::size_t>(0, e.size() - 1)(rng));
+        ++total;
+        l3::errc want = l3::errc::ok;
+        Pixels ref;
+        try {
+          ref = l3::decode(e, nullptr, dopt);
+        } catch (const l3::Error& ex) {
+          want = ex.code();
+        }
+        rejected += want != l3::errc::ok;
+        tile_errors += want == l3::errc::corrupt_tile || want == l3::errc::truncated || want == l3::errc::reserved_bits_set;
+        // The batch path: the corrupt image's status, and no access outside it.
+        l3::cuda::HostImage h{e, std::nullopt};
+        const emu::BatchOutput out = emu::decode_batch(std::span<const l3::cuda::HostImage>(&h, 1), bopt);
+        if (out.slots[0].status != want) ++mismatches;
+        CHECK(static_cast<int>(out.slots[0].status) == static_cast<int>(want));
+        if (want == l3::errc::ok) CHECK(out.pixels == ref);  // an undetected flip: the same pixels
+        // A crop of the damaged stream against decode_region.
+        l3::ImageInfo info;
+        try {
+          info = l3::read_info(e);
+        } catch (const l3::Error&) {
+          continue;  // header unreadable: covered above
+        }
         const l3::Rect r{info.width / 3, info.height / 4, info.width / 2 + 1, info.height / 2 + 1};
         Pixels a(std::size_t(r.width) * r.height * info.channels), b(a.size());
         l3::errc wa = l3::errc::ok, wb = l3::errc::ok;
-        try { l3::decode_region(e, r, {a.data(), r.width, r.height, info.channels, 0}); } catch (const l3::Error& ex) { wa = ex.code(); }
-        try { emu::decode_region_wavefront(e, r, {b.data(), r.width, r.height, info.channels, 0}); } catch (const l3::Error& ex) { wb = ex.code(); }
+        try { l3::decode_region(e, r, {a.data(), r.width, r.height, info.channels, 0}, dopt); } catch (const l3::Error& ex) { wa = ex.code(); }
+        try { emu::decode_region_wavefront(e, r, {b.data(), r.width, r.height, info.channels, 0}, dopt); } catch (const l3::Error& ex) { wb = ex.code(); }
         CHECK(static_cast<int>(wa) == static_cast<int>(wb));
         if (wa == l3::errc::ok) CHECK(a == b);
-      } catch (const l3::Error&) {
-        // header unreadable: covered above
       }
     }
+    MESSAGE(std::string(verify ? "checksum on: " : "checksum off: ") << rejected << " of " << total << " damaged streams rejected, "
+                                                         << tile_errors << " by tile decoding");
+    CHECK(rejected > total / 2);  // the damage is real
+    if (!verify) CHECK(tile_errors > total / 4);  // and reaches the tile code
+    CHECK(mismatches == 0);
   }
-  MESSAGE(rejected << " of " << total << " damaged streams rejected by l3::decode");
-  CHECK(rejected > total / 2);  // the damage is real
-  CHECK(mismatches == 0);
 }

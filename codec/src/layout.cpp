@@ -15,4 +15,6 @@ ImageLayout parse_layout(std::span<const std::uint8_t> encoded, const Limits& li
   return out;
 }
 
+void verify_checksum(std::span<const std::uint8_t> encoded) { detail::verify_checksum(encoded); }
+
 }  // namespace l3

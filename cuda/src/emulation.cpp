@@ -51,10 +51,11 @@ BatchOutput decode_batch(std::span<const HostImage> images, const BatchOptions& 
 namespace {
 
 void decode_one(std::span<const std::uint8_t> encoded, const Rect* region, const MutableImageView& out,
-                const Limits& limits) {
+                const DecodeOptions& decode_options) {
   HostImage im{encoded, region ? std::optional<Rect>(*region) : std::nullopt};
   BatchOptions options;
-  options.limits = limits;
+  options.limits = decode_options.limits;
+  options.verify_checksum = decode_options.verify_checksum;
   const BatchOutput b = decode_batch(std::span<const HostImage>(&im, 1), options);
   const ImageSlot& s = b.slots[0];
   if (s.status != errc::ok) throw_error(s.status, "wavefront decode");
@@ -69,13 +70,14 @@ void decode_one(std::span<const std::uint8_t> encoded, const Rect* region, const
 
 }  // namespace
 
-void decode_image_wavefront(std::span<const std::uint8_t> encoded, const MutableImageView& out, const Limits& limits) {
-  decode_one(encoded, nullptr, out, limits);
+void decode_image_wavefront(std::span<const std::uint8_t> encoded, const MutableImageView& out,
+                            const DecodeOptions& options) {
+  decode_one(encoded, nullptr, out, options);
 }
 
 void decode_region_wavefront(std::span<const std::uint8_t> encoded, const Rect& region, const MutableImageView& out,
-                             const Limits& limits) {
-  decode_one(encoded, &region, out, limits);
+                             const DecodeOptions& options) {
+  decode_one(encoded, &region, out, options);
 }
 
 }  // namespace l3::cuda::emu

@@ -24,6 +24,7 @@ Plan make_plan(std::span<const PlanImage> images, const BatchOptions& options) {
     slot.offset = out;
     try {
       const ImageLayout lay = parse_layout(im.bytes, options.limits);
+      if (options.verify_checksum) verify_checksum(im.bytes);
       const ImageInfo& info = lay.info;
       Rect crop{0, 0, info.width, info.height};
       if (im.crop) {

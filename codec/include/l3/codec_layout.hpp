@@ -25,4 +25,9 @@ struct ImageLayout {
 // Validates the header and the whole tile table; throws l3::Error.
 ImageLayout parse_layout(std::span<const std::uint8_t> encoded, const Limits& limits = {});
 
+// Checks the stream's XXH3-64 checksum as l3::decode does with
+// DecodeOptions::verify_checksum (spec §2); throws checksum_mismatch. Call it
+// after parse_layout() succeeded.
+void verify_checksum(std::span<const std::uint8_t> encoded);
+
 }  // namespace l3

@@ -35,6 +35,10 @@ struct ImageSlot {
 struct BatchOptions {
   Layout layout = Layout::hwc;
   Limits limits{};
+  // Verify each image's XXH3-64 checksum on the host before decoding, as
+  // l3::decode does by default (status checksum_mismatch). Turn off when the
+  // bytes were just verified by another checksum (a shard record's).
+  bool verify_checksum = true;
 };
 
 }  // namespace l3::cuda

@@ -25,9 +25,10 @@ BatchOutput decode_batch(std::span<const HostImage> images, const BatchOptions& 
 
 // One image through the emulated warps; throws the l3::Error that
 // l3::decode / l3::decode_region throws for the same stream.
+// options.limits and options.verify_checksum apply as in l3::decode; threads is ignored.
 void decode_image_wavefront(std::span<const std::uint8_t> encoded, const MutableImageView& out,
-                            const Limits& limits = {});
+                            const DecodeOptions& options = {});
 void decode_region_wavefront(std::span<const std::uint8_t> encoded, const Rect& region, const MutableImageView& out,
-                             const Limits& limits = {});
+                             const DecodeOptions& options = {});
 
 }  // namespace l3::cuda::emu
