@@ -31,9 +31,9 @@ struct TileOutput {
 // reporting values that no 8-bit pixel maps to.
 template <int CH, std::uint8_t kTransform>
 bool planes_to_pixels(const int (*vals)[CH], int x0, int x1, std::uint8_t* out) {
-  bool ok = true;
-  for (int c = x0; c < x1; ++c, out += CH) ok &= core::inverse_transform(kTransform, CH, vals[c], out);
-  return ok;
+  std::uint32_t bits = 0;
+  for (int c = x0; c < x1; ++c, out += CH) bits |= core::inverse_transform_bits(kTransform, CH, vals[c], out);
+  return bits <= 255u;
 }
 
 template <int CH>

@@ -113,9 +113,11 @@ L3_HD void forward_transform(std::uint8_t transform, int channels, const std::ui
   }
 }
 
-// Inverse transform (decoder). Returns false when the planes do not map to
-// 8-bit samples, which only corrupt data can cause.
-L3_HD bool inverse_transform(std::uint8_t transform, int channels, const int* v, std::uint8_t* out) {
+// Inverse transform (decoder): writes the pixel's samples and returns the OR
+// of them as integers, which exceeds 255 exactly when a sample is outside
+// [0, 255] (negative values set the high bits): callers check a whole row at
+// once. Only corrupt data produce such samples (spec §5.2).
+L3_HD std::uint32_t inverse_transform_bits(std::uint8_t transform, int channels, const int* v, std::uint8_t* out) {
   int px[4] = {v[0], channels > 1 ? v[1] : 0, channels > 2 ? v[2] : 0, channels > 3 ? v[3] : 0};
   if (channels >= 3) {
     if (transform == kTransformSubtractGreen) {
@@ -132,12 +134,17 @@ L3_HD bool inverse_transform(std::uint8_t transform, int channels, const int* v,
       px[2] = b;
     }
   }
-  bool ok = true;
+  std::uint32_t bits = 0;
   for (int c = 0; c < channels; ++c) {
-    ok &= (px[c] >= 0) & (px[c] <= 255);
+    bits |= static_cast<std::uint32_t>(px[c]);
     out[c] = static_cast<std::uint8_t>(px[c]);
   }
-  return ok;
+  return bits;
+}
+
+// Returns false when the planes do not map to 8-bit samples.
+L3_HD bool inverse_transform(std::uint8_t transform, int channels, const int* v, std::uint8_t* out) {
+  return inverse_transform_bits(transform, channels, v, out) <= 255u;
 }
 
 // ---- Prediction (spec §6.1) -------------------------------------------------
