@@ -102,7 +102,7 @@ const fs::path kSourceDir = L3_SOURCE_DIR;
 }  // namespace
 
 TEST_CASE("round trip: every layout, edge sizes and patterns, default tiles") {
-  const std::uint32_t sizes[][2] = {{1, 1}, {1, 37}, {37, 1}, {127, 31}, {128, 32}, {129, 33}, {255, 64}, {300, 70}};
+  const std::uint32_t sizes[][2] = {{1, 1}, {1, 37}, {37, 1}, {127, 31}, {128, 32}, {255, 33}, {256, 64}, {257, 65}, {300, 70}};
   std::uint32_t seed = 1;
   for (std::uint32_t c = 1; c <= 4; ++c)
     for (const auto& s : sizes)

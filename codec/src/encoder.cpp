@@ -19,7 +19,7 @@
 namespace l3 {
 namespace {
 
-constexpr std::uint32_t kDefaultTileWidthLog2 = 7;  // 128 x 32 tiles (spec §3.1)
+constexpr std::uint32_t kDefaultTileWidthLog2 = 8;  // 256 x 32 tiles (spec §3.1)
 constexpr std::uint32_t kDefaultTileHeight = 32;
 constexpr int kKs = core::kMaxK + 1;
 

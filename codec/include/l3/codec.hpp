@@ -40,7 +40,7 @@ struct Limits {
 };
 
 struct EncodeOptions {
-  std::uint32_t tile_width = 0;   // 0: default (spec/codec.md, "Tiles"); else 16..256, a power of two
+  std::uint32_t tile_width = 0;   // 0: default (256, spec/codec.md §3.1); else 16..256, a power of two
   std::uint32_t tile_height = 0;  // 0: default (32); else 1..32
   int effort = 1;                 // 0: fixed transform/predictor; 1: chosen per tile by estimate
   unsigned threads = 1;           // tiles encoded in parallel; 0 means all hardware threads.

@@ -436,9 +436,9 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
   } else {
     s.blocked = false;
   }
-#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH__)
 #pragma unroll
-#else
+#elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #pragma GCC unroll 4
 #endif
   for (int p = 0; p < CH; ++p) {
