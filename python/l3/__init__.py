@@ -1,0 +1,558 @@
+"""l3: lossless tile-parallel image codec, sharded datasets and a streaming reader.
+
+    import l3
+    data = l3.encode(image)             # numpy uint8 (H, W) or (H, W, C) -> bytes
+    image = l3.decode(data)             # -> numpy uint8 (H, W, C)
+    ds = l3.Dataset("out/")             # ds[i] -> (image, label)
+    for batch in l3.Loader("out/", batch_size=64, size=224):
+        x = torch.from_dlpack(batch)    # zero copy; batch.labels: int64 numpy
+
+Errors: ValueError for bad arguments (IndexError for an index out of range),
+l3.DataError (a ValueError) for invalid streams, shards or manifests, OSError
+for files that cannot be read or written.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _l3
+from ._l3 import DataError
+
+__all__ = [
+    "DataError", "encode", "decode", "decode_region", "info", "load_image", "Dataset", "Loader",
+    "Batch", "ShardWriter", "DatasetWriter", "write_manifest", "convert", "built_with_cuda",
+]
+__version__ = "0.1.0"
+
+built_with_cuda: bool = bool(_l3.built_with_cuda)
+
+PathLike = Union[str, os.PathLike]
+BytesLike = Union[bytes, bytearray, memoryview]
+
+
+def _bytes(data: BytesLike) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    if isinstance(data, np.ndarray) and data.dtype == np.uint8:
+        return data.tobytes()
+    raise TypeError(f"expected bytes, bytearray or memoryview, not {type(data).__name__}")
+
+
+def _image_array(array: Any) -> np.ndarray:
+    a = np.asarray(array)
+    if a.dtype != np.uint8:
+        raise ValueError(f"l3 images are uint8; got dtype {a.dtype}")
+    if a.ndim == 2:
+        a = a[:, :, None]
+    if a.ndim != 3:
+        raise ValueError(f"an image is (H, W) or (H, W, C); got shape {a.shape}")
+    if a.shape[2] not in (1, 2, 3, 4):
+        raise ValueError(f"channels must be 1, 2, 3 or 4; got {a.shape[2]}")
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        raise ValueError(f"empty image: shape {a.shape}")
+    return np.ascontiguousarray(a)
+
+
+# ---- codec -------------------------------------------------------------------------
+
+
+def encode(array: Any, tile_width: int = 0, tile_height: int = 0, effort: int = 1, threads: int = 1) -> bytes:
+    """Encodes a uint8 image, (H, W) or (H, W, C) with C in 1..4, to .l3i bytes.
+
+    tile_width: 0 (default) or a power of two 16..256; tile_height: 0 (32) or 1..32;
+    effort: 0 fixed transform/predictor, 1 chosen per tile; threads: 0 = all cores.
+    The output does not depend on `threads`.
+    """
+    return _l3.encode(_image_array(array), tile_width, tile_height, effort, threads)
+
+
+def decode(data: BytesLike, threads: int = 1, verify_checksum: bool = True) -> np.ndarray:
+    """Decodes .l3i bytes to a numpy uint8 array (H, W, C)."""
+    return _l3.decode(_bytes(data), threads, verify_checksum)
+
+
+def decode_region(data: BytesLike, x: int, y: int, width: int, height: int, threads: int = 1) -> np.ndarray:
+    """Decodes only the rectangle (x, y, width, height), touching only the tiles it overlaps."""
+    return _l3.decode_region(_bytes(data), x, y, width, height, threads, True)
+
+
+def info(data: BytesLike) -> dict:
+    """The header of .l3i bytes: width, height, channels, tiles, sizes (validated, nothing decoded)."""
+    return _l3.info(_bytes(data))
+
+
+def load_image(path: PathLike) -> np.ndarray:
+    """Reads a PNG, JPEG or PNM file losslessly into a uint8 (H, W, C) array."""
+    return _l3.load_image(os.fspath(path))
+
+
+# ---- datasets ------------------------------------------------------------------------
+
+
+class Dataset:
+    """Random access to a converted dataset (a directory with manifest.json and shards).
+
+    ds[i] -> (image uint8 (H, W, C), label int; -1 when unlabelled). Shards are
+    memory-mapped and opened on first access; record checksums are verified.
+    """
+
+    def __init__(self, path: PathLike, verify_shard_hashes: bool = False):
+        self._path = os.fspath(path)
+        self._ds = _l3._Dataset(self._path, verify_shard_hashes)
+
+    def __len__(self) -> int:
+        return len(self._ds)
+
+    def _index(self, i: int) -> int:
+        i = int(i)
+        n = len(self._ds)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"record {i} out of range for a dataset of {n} records")
+        return i
+
+    def __getitem__(self, i: int) -> Tuple[np.ndarray, int]:
+        return self._ds.get(self._index(i))
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def label(self, i: int) -> int:
+        return self._ds.label(self._index(i))
+
+    def key(self, i: int) -> str:
+        return self._ds.key(self._index(i))
+
+    def payload(self, i: int) -> bytes:
+        """The record's raw .l3i bytes."""
+        return self._ds.payload(self._index(i))
+
+    def metadata(self, i: int) -> bytes:
+        return self._ds.metadata(self._index(i))
+
+    @property
+    def keys(self) -> list:
+        """Every record's key (for example its source file's relative path)."""
+        return self._ds.keys()
+
+    @property
+    def labels(self) -> np.ndarray:
+        return np.asarray(self._ds.labels(), dtype=np.int64)
+
+    @property
+    def classes(self) -> list:
+        """Class names: label i is classes[i] (empty when the dataset has none)."""
+        return self._ds.classes
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def shard_count(self) -> int:
+        return self._ds.shard_count
+
+    def verify(self) -> None:
+        """Checks every record's checksum (raises l3.DataError naming the problem)."""
+        self._ds.verify_all()
+
+    def __repr__(self) -> str:
+        if not hasattr(self, "_ds"):
+            return "l3.Dataset(<not opened>)"
+        return f"l3.Dataset({self._path!r}, records={len(self)}, classes={len(self.classes)})"
+
+
+# ---- writing datasets ----------------------------------------------------------------
+
+
+class ShardWriter:
+    """Writes one shard file. Records are .l3i images: pass an array, an image file
+    path (PNG/JPEG/PNM, encoded losslessly) or ready .l3i bytes.
+
+        with l3.ShardWriter("out/shard-00000.l3s") as w:
+            w.add(array, label=3, key="cat/001.png")
+        summary = w.summary        # what write_manifest() needs
+
+    The shard is written to "<path>.tmp" and renamed by finalize() (called by
+    `with` on success); without finalize() no partial shard is left behind.
+    """
+
+    def __init__(self, path: PathLike, tile_width: int = 0, tile_height: int = 0, effort: int = 1,
+                 threads: int = 1):
+        self._path = os.fspath(path)
+        self._w = _l3._ShardWriter(self._path)
+        self._enc = dict(tile_width=tile_width, tile_height=tile_height, effort=effort, threads=threads)
+        self.summary: Optional[dict] = None
+        self.image_shapes: list = []  # (H, W, C) of each record, for the manifest's image_stats
+
+    def add(self, image: Any, label: int = -1, key: str = "", metadata: BytesLike = b"") -> int:
+        """Appends one image (array, file path or .l3i bytes); returns its index in the shard."""
+        if isinstance(image, (str, os.PathLike)):
+            data = _l3.encode_file(os.fspath(image), **self._enc)
+        elif isinstance(image, (bytes, bytearray, memoryview)):
+            data = _bytes(image)
+        else:
+            data = encode(image, **self._enc)
+        return self.add_encoded(data, label, key, metadata)
+
+    def add_encoded(self, data: BytesLike, label: int = -1, key: str = "", metadata: BytesLike = b"") -> int:
+        """Appends .l3i bytes as they are (their header is validated)."""
+        data = _bytes(data)
+        hdr = info(data)
+        label = int(label)
+        if label < -1:
+            raise ValueError(f"label must be -1 (none) or >= 0; got {label}")
+        index = self._w.append(data, label, str(key), _bytes(metadata))
+        self.image_shapes.append((hdr["height"], hdr["width"], hdr["channels"]))
+        return index
+
+    def finalize(self) -> dict:
+        """Writes the index, renames the file into place; returns {file, records, bytes, file_hash, path}."""
+        self.summary = self._w.finalize()
+        return self.summary
+
+    def abort(self) -> None:
+        self._w.abort()
+
+    @property
+    def records(self) -> int:
+        return self._w.records
+
+    @property
+    def bytes_written(self) -> int:
+        return self._w.bytes_written
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._w.closed:
+            return
+        if exc_type is None:
+            self.finalize()
+        else:
+            self.abort()
+
+
+def _image_stats(shapes: Iterable[Tuple[int, int, int]]) -> dict:
+    shapes = list(shapes)
+    if not shapes:
+        return {}
+    hs = [s[0] for s in shapes]
+    ws = [s[1] for s in shapes]
+    channels: dict = {}
+    for s in shapes:
+        channels[str(s[2])] = channels.get(str(s[2]), 0) + 1
+    return {
+        "images": len(shapes),
+        "total_pixels": int(sum(h * w for h, w in zip(hs, ws))),
+        "width": {"min": min(ws), "max": max(ws), "mean": sum(ws) / len(ws)},
+        "height": {"min": min(hs), "max": max(hs), "mean": sum(hs) / len(hs)},
+        "channels": channels,
+    }
+
+
+def write_manifest(directory: PathLike, shards: Sequence[dict], classes: Sequence[str] = (),
+                   image_stats: Optional[dict] = None, extra: Optional[dict] = None) -> None:
+    """Commits a dataset: writes directory/manifest.json atomically, listing `shards`
+    (ShardWriter.finalize() results, in order) and the class names (label i = classes[i])."""
+    _l3.write_manifest(os.fspath(directory), list(shards), [str(c) for c in classes],
+                       json.dumps(image_stats or {}), json.dumps(extra or {}))
+
+
+class DatasetWriter:
+    """Builds a whole dataset directory: rolls shards at `shard_size` bytes and writes
+    the manifest on close().
+
+        with l3.DatasetWriter("out/", classes=["cat", "dog"]) as w:
+            w.add(image, label=0, key="cat/1.png")
+        l3.Dataset("out/")
+    """
+
+    def __init__(self, directory: PathLike, classes: Sequence[str] = (), shard_size: int = 256 << 20,
+                 tile_width: int = 0, tile_height: int = 0, effort: int = 1, threads: int = 1):
+        self._dir = os.fspath(directory)
+        os.makedirs(self._dir, exist_ok=True)
+        if os.path.exists(os.path.join(self._dir, "manifest.json")):
+            raise FileExistsError(f"{self._dir} already holds a committed dataset (manifest.json)")
+        self._classes = [str(c) for c in classes]
+        self._shard_size = int(shard_size)
+        self._enc = dict(tile_width=tile_width, tile_height=tile_height, effort=effort, threads=threads)
+        self._writer: Optional[ShardWriter] = None
+        self._shards: list = []
+        self._shapes: list = []
+        self._closed = False
+
+    def _open(self) -> ShardWriter:
+        if self._closed:
+            raise ValueError("the dataset writer is closed")
+        if self._writer is None:
+            name = f"shard-{len(self._shards):05d}.l3s"
+            self._writer = ShardWriter(os.path.join(self._dir, name), **self._enc)
+        return self._writer
+
+    def _roll(self) -> None:
+        if self._writer is not None:
+            self._shards.append(self._writer.finalize())
+            self._shapes.extend(self._writer.image_shapes)
+            self._writer = None
+
+    def add(self, image: Any, label: int = -1, key: str = "", metadata: BytesLike = b"") -> None:
+        if self._classes and label >= len(self._classes):
+            raise ValueError(f"label {label} has no class name ({len(self._classes)} classes)")
+        w = self._open()
+        w.add(image, label, key, metadata)
+        if w.bytes_written >= self._shard_size:
+            self._roll()
+
+    def close(self) -> str:
+        """Finalizes the last shard and writes the manifest; returns the directory."""
+        if self._closed:
+            return self._dir
+        self._roll()
+        write_manifest(self._dir, self._shards, self._classes, _image_stats(self._shapes))
+        self._closed = True
+        return self._dir
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def convert(src: PathLike, out: PathLike, shard_size: int = 256 << 20, threads: int = 0, strict: bool = False,
+            resume: bool = False, shuffle_seed: Optional[int] = None) -> dict:
+    """`l3pack convert SRC OUT`: a folder of class folders, a flat folder or a list file
+    (path,label lines) becomes a dataset directory. Returns the conversion report."""
+    return _l3.convert(os.fspath(src), os.fspath(out), int(shard_size), int(threads), bool(strict), bool(resume),
+                       -1 if shuffle_seed is None else int(shuffle_seed))
+
+
+# ---- the streaming loader ------------------------------------------------------------
+
+
+class Batch:
+    """One batch: `data` (numpy array, N x C x H x W or N x H x W x C), `labels` (int64),
+    `records` (uint64 dataset indices), `epoch`, `index`, `wait_seconds`.
+
+    Supports DLPack: torch.from_dlpack(batch) and np.from_dlpack(batch) share
+    `data`'s memory (no copy). Unpacks as `images, labels = batch`.
+    """
+
+    __slots__ = ("data", "labels", "records", "epoch", "index", "wait_seconds")
+
+    def __init__(self, data, labels, records, epoch, index, wait_seconds):
+        self.data = data
+        self.labels = labels
+        self.records = records
+        self.epoch = epoch
+        self.index = index
+        self.wait_seconds = wait_seconds
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.data.__dlpack_device__()
+
+    def __iter__(self):
+        return iter((self.data, self.labels))
+
+    def __len__(self) -> int:
+        return int(self.data.shape[0])
+
+    def __repr__(self) -> str:
+        return (f"l3.Batch(shape={tuple(self.data.shape)}, dtype={self.data.dtype}, epoch={self.epoch}, "
+                f"index={self.index})")
+
+
+def _pair(v, name) -> Tuple[float, float]:
+    if isinstance(v, (int, float)):
+        return float(v), float(v)
+    v = tuple(v)
+    if len(v) != 2:
+        raise ValueError(f"{name} must be a number or a pair; got {v!r}")
+    return float(v[0]), float(v[1])
+
+
+class Loader:
+    """Streams fixed-size training batches from a dataset (the C++ l3::Reader).
+
+    Every reader option is a keyword argument:
+      order:      shuffle=True, seed=0, epoch=0 (first epoch), block_size=0 (0: shuffle
+                  records; b: shuffle blocks of b consecutive records)
+      partition:  rank=0, world_size=1, drop_last=False (False: pad by wrapping so every
+                  rank gets the same batch count; True: drop the remainder)
+      pipeline:   workers=2 (decode threads), prefetch=2 (batches ahead), read_ahead=0
+      transform:  size=224 or (height, width), channels=3, crop="random_resized" |
+                  "center" | "full", scale=(0.08, 1.0), ratio=(3/4, 4/3),
+                  center_fraction=0.875, antialias=True, flip=0.5 (probability)
+      output:     layout="chw" | "hwc", dtype="float32" | "float16" | "uint8",
+                  normalize=True, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)
+      device:     "cpu" ("cuda" needs the CUDA decode path, see python/README.md)
+      echo=1, echo_window=0 (data echoing), cache_bytes=0 (RAM cache of compressed records)
+      errors:     on_error="raise" | "skip", max_replacements=64, verify=True
+                  (record checksums), verify_shard_hashes=False
+      copy=True:  each batch is copied out of the reader's ring of buffers into a buffer
+                  owned by the returned arrays (recycled once they are released), so a
+                  batch stays valid as long as you hold it. copy=False hands out the ring
+                  buffer itself: no copy, but the arrays are overwritten by a later batch
+                  (use only when each batch is consumed before the next is requested).
+
+    Iterating yields l3.Batch objects for one epoch; iterating again after the epoch
+    ended continues with the next epoch (or call set_epoch()). The GIL is released
+    while waiting for and copying a batch.
+    """
+
+    def __init__(self, path: PathLike, batch_size: int = 64, *, shuffle: bool = True, seed: int = 0,
+                 epoch: int = 0, block_size: int = 0, rank: int = 0, world_size: int = 1,
+                 drop_last: bool = False, workers: int = 2, prefetch: int = 2, read_ahead: int = 0,
+                 size: Union[int, Tuple[int, int]] = 224, channels: int = 3, crop: str = "random_resized",
+                 scale: Tuple[float, float] = (0.08, 1.0), ratio: Tuple[float, float] = (3 / 4, 4 / 3),
+                 center_fraction: float = 0.875, antialias: bool = True, flip: float = 0.5,
+                 layout: str = "chw", dtype: str = "float32", normalize: bool = True,
+                 mean: Sequence[float] = (0.485, 0.456, 0.406), std: Sequence[float] = (0.229, 0.224, 0.225),
+                 device: str = "cpu", echo: int = 1, echo_window: int = 0, cache_bytes: int = 0,
+                 on_error: str = "raise", max_replacements: int = 64, verify: bool = True,
+                 verify_shard_hashes: bool = False, copy: bool = True):
+        if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
+            raise ValueError(f"device must be 'cpu' or 'cuda'; got {device!r}")
+        if device != "cpu":
+            if not built_with_cuda:
+                raise ValueError("device='cuda': this l3 extension was built without CUDA (nvcc was not found "
+                                 "when it was built); use device='cpu' and move batches with tensor.to('cuda')")
+            raise ValueError("device='cuda': the GPU decode path of the Python loader is not available in this "
+                             "version; use device='cpu' and move batches with tensor.to('cuda', non_blocking=True)")
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
+        if isinstance(size, int):
+            height = width = size
+        else:
+            height, width = (int(v) for v in size)
+        ints = dict(batch_size=batch_size, workers=workers, prefetch=prefetch, read_ahead=read_ahead,
+                    seed=seed, block_size=block_size, epoch=epoch, world_size=world_size, rank=rank, echo=echo,
+                    echo_window=echo_window, cache_bytes=cache_bytes, max_replacements=max_replacements,
+                    width=width, height=height, channels=channels)
+        c = _l3._LoaderConfig()
+        for k, v in ints.items():
+            if int(v) < 0:
+                raise ValueError(f"{k} must be >= 0; got {v}")
+            setattr(c, k, int(v))
+        c.shuffle = bool(shuffle)
+        c.drop_last = bool(drop_last)
+        c.skip_errors = on_error == "skip"
+        c.verify = bool(verify)
+        c.verify_shard_hashes = bool(verify_shard_hashes)
+        c.crop = str(crop)
+        c.scale_min, c.scale_max = _pair(scale, "scale")
+        c.ratio_min, c.ratio_max = _pair(ratio, "ratio")
+        c.center_fraction = float(center_fraction)
+        c.antialias = bool(antialias)
+        c.flip_probability = float(flip)
+        c.layout = str(layout)
+        c.dtype = str(dtype)
+        c.normalize = bool(normalize)
+        c.mean = [float(v) for v in mean]
+        c.std = [float(v) for v in std]
+        c.copy = bool(copy)
+        self._path = os.fspath(path)
+        self._config = c
+        self._r = _l3._Reader(self._path, c)
+        self._ended = False
+        self.batch_size = int(batch_size)
+        self.device = device
+
+    # iteration
+    def __iter__(self):
+        if self._ended:
+            self.set_epoch(self.epoch + 1)
+        return self
+
+    def __next__(self) -> Batch:
+        b = self.next()
+        if b is None:
+            raise StopIteration
+        return b
+
+    def next(self) -> Optional[Batch]:
+        """The next batch of this rank's epoch, or None at its end."""
+        out = self._r.next()
+        if out is None:
+            self._ended = True
+            return None
+        return Batch(*out)
+
+    def __len__(self) -> int:
+        """Batches of this rank in the current epoch."""
+        return int(self._r.batches_in_epoch())
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts epoch `epoch` from its first batch."""
+        self._r.set_epoch(int(epoch))
+        self._ended = False
+
+    @property
+    def epoch(self) -> int:
+        return int(self._r.epoch())
+
+    # resume
+    def state(self) -> dict:
+        """Where the epoch stands (JSON-serialisable). restore(state) continues with exactly
+        the remaining samples, under any world size."""
+        return json.loads(self._r.state())
+
+    def restore(self, state: Union[dict, str]) -> None:
+        self._r.restore(state if isinstance(state, str) else json.dumps(state))
+        self._ended = False
+
+    # metrics
+    def stats(self) -> dict:
+        """The reader's stall metrics: batches, examples, wait_seconds, max_wait_seconds,
+        stalled_batches, busy seconds per stage, cache and error counts, images_per_second,
+        bottleneck."""
+        return json.loads(self._r.metrics_json())
+
+    def stats_summary(self) -> str:
+        return self._r.metrics_summary()
+
+    def reset_stats(self) -> None:
+        self._r.reset_metrics()
+
+    @property
+    def classes(self) -> list:
+        return self._r.classes()
+
+    @property
+    def dataset_size(self) -> int:
+        return int(self._r.dataset_size())
+
+    def close(self) -> None:
+        """Stops the worker threads (batches already returned stay valid)."""
+        self._r.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"l3.Loader({self._path!r}, batch_size={self.batch_size}, epoch={self.epoch})"

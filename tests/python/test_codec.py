@@ -1,0 +1,83 @@
+import numpy as np
+import pytest
+
+import l3
+from conftest import random_image
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 17), (17, 1), (33, 65), (97, 131)])
+def test_round_trip(channels, shape):
+    rng = np.random.default_rng(channels * 1000 + shape[0])
+    img = random_image(rng, shape[0], shape[1], channels)
+    data = l3.encode(img)
+    assert isinstance(data, bytes)
+    out = l3.decode(data)
+    assert out.dtype == np.uint8 and out.shape == (shape[0], shape[1], channels)
+    np.testing.assert_array_equal(out, img)
+    i = l3.info(data)
+    assert (i["height"], i["width"], i["channels"]) == (shape[0], shape[1], channels)
+    assert i["encoded_size"] == len(data)
+
+
+def test_round_trip_options_and_2d():
+    rng = np.random.default_rng(1)
+    gray = random_image(rng, 50, 70, 1)[:, :, 0]
+    for tw, th, effort, threads in [(16, 1, 0, 1), (256, 32, 1, 0), (64, 8, 1, 2)]:
+        data = l3.encode(gray, tile_width=tw, tile_height=th, effort=effort, threads=threads)
+        assert l3.info(data)["tile_width"] == tw
+        np.testing.assert_array_equal(l3.decode(data, threads=threads)[:, :, 0], gray)
+    # non-contiguous input (a transposed view) and bytearray / memoryview input
+    rgb = random_image(rng, 30, 20, 3)
+    view = rgb.transpose(1, 0, 2)
+    data = l3.encode(view)
+    np.testing.assert_array_equal(l3.decode(bytearray(data)), view)
+    np.testing.assert_array_equal(l3.decode(memoryview(data)), view)
+
+
+def test_deterministic_and_region():
+    img = random_image(np.random.default_rng(3), 80, 90, 3)
+    a, b = l3.encode(img, threads=1), l3.encode(img, threads=0)
+    assert a == b
+    np.testing.assert_array_equal(l3.decode_region(a, 10, 20, 33, 41), img[20:61, 10:43])
+
+
+def test_decoded_array_owns_its_memory():
+    img = random_image(np.random.default_rng(4), 20, 20, 3)
+    out = l3.decode(l3.encode(img))
+    del img
+    arr = np.asarray(out)
+    assert arr.base is not None  # held by the capsule owner, freed with the array
+    assert arr.flags.writeable
+    arr[0, 0, 0] ^= 1  # writable, ours
+
+
+def test_encode_rejects_bad_arrays():
+    with pytest.raises(ValueError, match="uint8"):
+        l3.encode(np.zeros((4, 4, 3), np.float32))
+    with pytest.raises(ValueError, match="channels"):
+        l3.encode(np.zeros((4, 4, 5), np.uint8))
+    with pytest.raises(ValueError, match="shape"):
+        l3.encode(np.zeros((4,), np.uint8))
+    with pytest.raises(ValueError, match="empty"):
+        l3.encode(np.zeros((0, 4, 3), np.uint8))
+    with pytest.raises(ValueError, match="tile"):
+        l3.encode(np.zeros((4, 4, 3), np.uint8), tile_width=17)
+    with pytest.raises(TypeError):
+        l3.decode("not bytes")
+
+
+def test_corrupt_streams_raise_data_error():
+    img = random_image(np.random.default_rng(5), 40, 40, 3)
+    data = bytearray(l3.encode(img))
+    with pytest.raises(l3.DataError, match="magic"):
+        l3.decode(b"XXXX" + bytes(data[4:]))
+    with pytest.raises(l3.DataError):
+        l3.decode(bytes(data[:20]))
+    bad = bytearray(data)
+    bad[-5] ^= 0xFF
+    with pytest.raises(l3.DataError, match="checksum"):
+        l3.decode(bytes(bad))
+    assert issubclass(l3.DataError, ValueError)
+    with pytest.raises(ValueError):  # callers may catch ValueError
+        l3.info(b"")
