@@ -17,6 +17,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -632,6 +633,38 @@ private:
   bool copy_ = true;
 };
 
+// The C++ reader driven by a C++ loop (no Python per batch): the baseline of
+// bench/bench_python.py for the bindings' overhead. Same options as a Loader;
+// touches one element per batch like the Python consumer does.
+nb::dict drain(const std::string& path, const LoaderConfig& cfg, std::uint64_t epochs, std::uint64_t warmup) {
+  std::uint64_t images = 0;
+  double seconds = 0, sink = 0;
+  std::string metrics;
+  {
+    nb::gil_scoped_release release;
+    l3::Reader r = l3::Reader::open(path, reader_options(cfg));
+    auto run_epoch = [&](std::uint64_t e, bool count) {
+      r.set_epoch(e);
+      while (const l3::Batch* b = r.next()) {
+        sink += static_cast<double>(*static_cast<const std::uint8_t*>(b->data));
+        if (count) images += b->size;
+      }
+    };
+    for (std::uint64_t e = 0; e < warmup; ++e) run_epoch(e, false);
+    r.reset_metrics();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::uint64_t e = 0; e < epochs; ++e) run_epoch(warmup + e, true);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    metrics = r.metrics().to_json();
+  }
+  nb::dict d;
+  d["images"] = images;
+  d["seconds"] = seconds;
+  d["metrics_json"] = metrics;
+  d["sink"] = sink;
+  return d;
+}
+
 bool cuda_available() {
 #ifdef L3_PY_HAVE_CUDA
   return true;
@@ -674,6 +707,8 @@ NB_MODULE(_l3, m) {
         "extra_json"_a = "{}");
   m.def("convert", &convert, "src"_a, "out"_a, "shard_size"_a, "threads"_a, "strict"_a, "resume"_a,
         "shuffle_seed"_a);
+
+  m.def("_drain", &drain, "path"_a, "config"_a, "epochs"_a, "warmup"_a);
 
   nb::class_<PyDataset>(m, "_Dataset")
       .def(nb::init<const std::string&, bool>(), "path"_a, "verify_shard_hashes"_a = false)
