@@ -56,7 +56,11 @@ done
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 commit="$(git -C "$root" rev-parse --short HEAD)"
-dirty=""; git -C "$root" diff --quiet HEAD -- reader bench/bench_reader.cpp codec format || dirty=" (uncommitted changes in reader/codec/format)"
+dirty=""
+for d in reader codec format common bench/bench_reader.cpp; do
+  git -C "$root" diff --quiet HEAD -- "$d" || dirty="$dirty $d"
+done
+[[ -z "$dirty" ]] || dirty=" (built with uncommitted changes in:$dirty)"
 "$py" - "$results" "$out" "$batch" "$workers" "$epochs" "$load" "$cpu" "$commit$dirty" <<'EOF'
 import json, sys, statistics, datetime, os
 res, out, batch, workers, epochs, load, cpu, commit = sys.argv[1:]

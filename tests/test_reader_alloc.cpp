@@ -33,6 +33,10 @@ public:
 };
 }  // namespace
 
+// GCC 12 sees malloc/free inside replaced operator new/delete as mismatched
+// when it inlines them into library code (sanitizer builds): a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t n) {
   (t_in_codec ? g_codec_news : g_news).fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;
@@ -40,6 +44,7 @@ void* operator new(std::size_t n) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 // Runs a warm-up epoch, then counts the reader's own allocations over epoch 1
 // (after its first batch: starting an epoch starts a scheduler thread).
