@@ -321,34 +321,36 @@ public:
     return s;
   }
 
-  l3::RecordView record(std::uint64_t i) const {
+  // verify: check the payload checksum (Verify::yes reads and hashes the payload).
+  l3::RecordView record(std::uint64_t i, l3::Verify verify = l3::Verify::yes) const {
     try {
-      return without_gil([&] { return ds_->record(i); });
+      return without_gil([&] { return ds_->record(i, verify); });
     } catch (const l3::Error& e) {
       throw with_context(e, context(i));
     }
   }
 
-  std::int64_t label(std::uint64_t i) const { return record(i).label; }
-  std::string key(std::uint64_t i) const { return std::string(record(i).key); }
+  // Label, key and metadata live in the shard index (checked on open): no payload read.
+  std::int64_t label(std::uint64_t i) const { return record(i, l3::Verify::no).label; }
+  std::string key(std::uint64_t i) const { return std::string(record(i, l3::Verify::no).key); }
   nb::bytes payload(std::uint64_t i) const {
     const l3::RecordView r = record(i);
     return nb::bytes(reinterpret_cast<const char*>(r.payload.data()), r.payload.size());
   }
   nb::bytes metadata(std::uint64_t i) const {
-    const l3::RecordView r = record(i);
+    const l3::RecordView r = record(i, l3::Verify::no);
     return nb::bytes(reinterpret_cast<const char*>(r.metadata.data()), r.metadata.size());
   }
   std::vector<std::string> keys() const {
     std::vector<std::string> out;
     out.reserve(ds_->size());
-    for (std::uint64_t i = 0; i < ds_->size(); ++i) out.emplace_back(record(i).key);
+    for (std::uint64_t i = 0; i < ds_->size(); ++i) out.emplace_back(record(i, l3::Verify::no).key);
     return out;
   }
   std::vector<std::int64_t> labels() const {
     std::vector<std::int64_t> out;
     out.reserve(ds_->size());
-    for (std::uint64_t i = 0; i < ds_->size(); ++i) out.push_back(ds_->record(i, l3::Verify::no).label);
+    for (std::uint64_t i = 0; i < ds_->size(); ++i) out.push_back(record(i, l3::Verify::no).label);
     return out;
   }
   nb::tuple get(std::uint64_t i, unsigned threads) const {
@@ -376,14 +378,20 @@ private:
 class PyShardWriter {
 public:
   explicit PyShardWriter(const std::string& path) : w_(std::make_unique<l3::ShardWriter>(path)) {}
+  // Calls from several Python threads are serialised (mu_, taken without the GIL).
   std::uint64_t append(nb::bytes payload, std::int64_t label, const std::string& key, nb::bytes metadata) {
-    l3::ShardWriter& w = writer();
-    return without_gil([&] { return w.append(as_span(payload), label, key, as_span(metadata)); });
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    return writer().append(as_span(payload), label, key, as_span(metadata));
   }
   nb::dict finalize() {
-    l3::ShardWriter& w = writer();
-    const l3::ShardSummary s = without_gil([&] { return w.finalize(); });
-    w_.reset();
+    l3::ShardSummary s;
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard lock(mu_);
+      s = writer().finalize();
+      w_.reset();
+    }
     nb::dict d;
     d["path"] = s.path.string();
     d["file"] = s.path.filename().string();
@@ -392,7 +400,11 @@ public:
     d["file_hash"] = s.file_hash;
     return d;
   }
-  void abort() { w_.reset(); }  // removes the temporary file
+  void abort() {  // removes the temporary file
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    w_.reset();
+  }
   std::uint64_t records() const { return w_ ? w_->records() : 0; }
   std::uint64_t bytes_written() const { return w_ ? w_->bytes_written() : 0; }
   bool closed() const { return !w_; }
@@ -402,6 +414,7 @@ private:
     if (!w_) l3::throw_error(l3::errc::invalid_argument, "shard writer is closed (finalized or aborted)");
     return *w_;
   }
+  std::mutex mu_;
   std::unique_ptr<l3::ShardWriter> w_;
 };
 
@@ -553,6 +566,10 @@ struct ReaderRef {
 };
 void free_reader_ref(void* p) noexcept { delete static_cast<ReaderRef*>(p); }
 
+// One consumer at a time: l3::Reader wants a single consumer thread, so every
+// call takes mu_ (after releasing the GIL, so a thread blocked in next() never
+// holds the GIL). Each call holds its own reference to the reader, so close()
+// from another thread cannot destroy it under a running call.
 class PyReader {
 public:
   PyReader(const std::string& path, const LoaderConfig& cfg) : copy_(cfg.copy) {
@@ -567,67 +584,83 @@ public:
 
   // (data, labels, records, epoch, index, wait_seconds) or None at the end of the epoch.
   nb::object next() {
-    l3::Reader& r = reader();
+    std::shared_ptr<l3::Reader> r = reader();
     PooledBuffer* buf = nullptr;
     const l3::Batch* b = nullptr;
+    std::vector<std::int64_t> labels;
+    std::vector<std::uint64_t> records;
+    l3::Batch meta;
     {
       nb::gil_scoped_release release;
-      b = r.next();
-      if (b && copy_) {
-        buf = take_pooled_buffer(pool_);
-        std::memcpy(buf->data, b->data, b->bytes);
+      std::lock_guard lock(mu_);
+      b = r->next();
+      if (b) {
+        meta = *b;
+        labels.assign(b->labels.begin(), b->labels.end());
+        records.assign(b->records.begin(), b->records.end());
+        if (copy_) {
+          buf = take_pooled_buffer(pool_);
+          std::memcpy(buf->data, b->data, b->bytes);
+        }
       }
     }
     if (!b) return nb::none();
     nb::capsule owner;
-    void* data = b->data;
+    void* data = meta.data;
     if (copy_) {
       owner = nb::capsule(buf, free_pooled_buffer);
       data = buf->data;
     } else {
-      owner = nb::capsule(new ReaderRef{reader_}, free_reader_ref);
+      owner = nb::capsule(new ReaderRef{r}, free_reader_ref);
     }
-    std::size_t shape[4];
-    if (b->layout == l3::Layout::chw) {
-      shape[0] = b->size; shape[1] = b->channels; shape[2] = b->height; shape[3] = b->width;
-    } else {
-      shape[0] = b->size; shape[1] = b->height; shape[2] = b->width; shape[3] = b->channels;
+    std::size_t shape[4] = {meta.size, meta.channels, meta.height, meta.width};
+    if (meta.layout == l3::Layout::hwc) {
+      shape[1] = meta.height;
+      shape[2] = meta.width;
+      shape[3] = meta.channels;
     }
-    nb::ndarray<nb::numpy> arr(data, 4, shape, owner, nullptr, dl_dtype(b->dtype), nb::device::cpu::value);
-    auto labels = owned_vector<std::int64_t>(b->labels.data(), b->labels.size());
-    auto records = owned_vector<std::uint64_t>(b->records.data(), b->records.size());
-    return nb::make_tuple(nb::cast(arr), labels, records, b->epoch, b->index, b->wait_seconds);
+    nb::ndarray<nb::numpy> arr(data, 4, shape, owner, nullptr, dl_dtype(meta.dtype), nb::device::cpu::value);
+    auto labels_arr = owned_vector<std::int64_t>(labels.data(), labels.size());
+    auto records_arr = owned_vector<std::uint64_t>(records.data(), records.size());
+    return nb::make_tuple(nb::cast(arr), labels_arr, records_arr, meta.epoch, meta.index, meta.wait_seconds);
   }
 
-  void set_epoch(std::uint64_t e) {
-    l3::Reader& r = reader();
-    without_gil([&] { r.set_epoch(e); });
+  template <class F>
+  auto locked(F&& f) {
+    std::shared_ptr<l3::Reader> r = reader();
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    return f(*r);
   }
-  std::uint64_t epoch() { return reader().epoch(); }
-  std::uint64_t batches_in_epoch() { return reader().batches_in_epoch(); }
-  std::string state() { return reader().state().to_json(); }
+
+  void set_epoch(std::uint64_t e) { locked([&](l3::Reader& r) { r.set_epoch(e); }); }
+  std::uint64_t epoch() { return locked([](l3::Reader& r) { return r.epoch(); }); }
+  std::uint64_t batches_in_epoch() { return locked([](l3::Reader& r) { return r.batches_in_epoch(); }); }
+  std::string state() { return locked([](l3::Reader& r) { return r.state().to_json(); }); }
   void restore(const std::string& json) {
     const l3::ReaderState st = l3::ReaderState::from_json(json);
-    l3::Reader& r = reader();
-    without_gil([&] { r.restore(st); });
+    locked([&](l3::Reader& r) { r.restore(st); });
   }
-  std::string metrics_json() { return reader().metrics().to_json(); }
-  std::string metrics_summary() { return reader().metrics().summary(); }
-  void reset_metrics() { reader().reset_metrics(); }
-  std::uint64_t dataset_size() { return reader().dataset().size(); }
-  std::vector<std::string> classes() { return reader().dataset().class_names(); }
+  std::string metrics_json() { return reader()->metrics().to_json(); }  // any thread
+  std::string metrics_summary() { return reader()->metrics().summary(); }
+  void reset_metrics() { locked([](l3::Reader& r) { r.reset_metrics(); }); }
+  std::uint64_t dataset_size() { return reader()->dataset().size(); }
+  std::vector<std::string> classes() { return reader()->dataset().class_names(); }
   void close() {
     std::shared_ptr<l3::Reader> r = std::move(reader_);
+    reader_.reset();
     nb::gil_scoped_release release;
-    r.reset();  // joins the worker threads (unless a borrowed array still holds it)
+    std::lock_guard lock(mu_);
+    r.reset();  // joins the worker threads (unless a borrowed array still holds the reader)
   }
   bool closed() const { return !reader_; }
 
 private:
-  l3::Reader& reader() {
+  std::shared_ptr<l3::Reader> reader() {
     if (!reader_) l3::throw_error(l3::errc::invalid_argument, "the loader is closed");
-    return *reader_;
+    return reader_;
   }
+  std::mutex mu_;
   std::shared_ptr<l3::Reader> reader_;
   std::shared_ptr<BufferPool> pool_;
   bool copy_ = true;

@@ -205,3 +205,49 @@ def test_closed_loader(small_dataset):
     ld.close()
     with pytest.raises(ValueError, match="closed"):
         ld.next()
+
+
+def test_concurrent_consumers_are_serialised(small_dataset):
+    import threading
+    d, _ = small_dataset
+    with loader(d, batch_size=2) as ld:
+        got, errors = [], []
+
+        def consume():
+            try:
+                while True:
+                    b = ld.next()
+                    if b is None:
+                        return
+                    got.extend(b.records.tolist())
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=consume) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and sorted(got) == list(range(40))
+
+
+def test_close_while_a_thread_waits(small_dataset):
+    import threading
+    d, _ = small_dataset
+    ld = loader(d, batch_size=2, workers=1)
+    out, closed = [], []
+
+    def consume():
+        try:
+            for b in ld:
+                out.extend(b.records.tolist())
+        except ValueError as e:
+            closed.append(str(e))
+
+    t = threading.Thread(target=consume)
+    t.start()
+    ld.close()  # a running next() keeps its reference; later calls raise
+    t.join()
+    assert len(out) == 40 or closed == ["the loader is closed"] or closed[0].endswith("the loader is closed")
+    with pytest.raises(ValueError, match="closed"):
+        ld.next()
