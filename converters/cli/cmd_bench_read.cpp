@@ -77,12 +77,16 @@ void add_bench_read_command(CLI::App& app) {
       {"random", CropMode::random_resized}, {"center", CropMode::center}, {"full", CropMode::full}};
   cmd->add_option("--mode", o.transform.crop, "Crop: random (random resized), center or full")
       ->transform(CLI::CheckedTransformer(modes, CLI::ignore_case))
-      ->capture_default_str();
+      ->option_text("random|center|full (default random)");
   const std::map<std::string, DType> dtypes{
       {"uint8", DType::uint8}, {"float32", DType::float32}, {"float16", DType::float16}};
-  cmd->add_option("--dtype", o.transform.dtype, "Output type")->transform(CLI::CheckedTransformer(dtypes));
+  cmd->add_option("--dtype", o.transform.dtype, "Output type")
+      ->transform(CLI::CheckedTransformer(dtypes))
+      ->option_text("uint8|float32|float16 (default float32)");
   const std::map<std::string, Layout> layouts{{"chw", Layout::chw}, {"hwc", Layout::hwc}};
-  cmd->add_option("--layout", o.transform.layout, "Output layout")->transform(CLI::CheckedTransformer(layouts));
+  cmd->add_option("--layout", o.transform.layout, "Output layout")
+      ->transform(CLI::CheckedTransformer(layouts))
+      ->option_text("chw|hwc (default chw)");
   cmd->add_option("--flip", o.transform.flip_probability, "Horizontal flip probability")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--epochs", args->epochs, "Epochs to read")->capture_default_str();
   cmd->add_option("--batches", args->max_batches, "Stop after this many batches (0: whole epochs)");
@@ -94,7 +98,8 @@ void add_bench_read_command(CLI::App& app) {
   cmd->add_option("--cache-mb", args->cache_mb, "RAM cache budget for compressed records, MB");
   const std::map<std::string, ErrorPolicy> policies{{"raise", ErrorPolicy::raise}, {"skip", ErrorPolicy::skip}};
   cmd->add_option("--on-error", o.on_error, "Corrupt record policy: raise or skip")
-      ->transform(CLI::CheckedTransformer(policies));
+      ->transform(CLI::CheckedTransformer(policies))
+      ->option_text("raise|skip (default raise)");
   cmd->add_flag("--no-verify", args->no_verify, "Do not check record checksums");
   cmd->add_flag("--json", args->json, "Print the metrics as one JSON object");
   cmd->callback([args] {
