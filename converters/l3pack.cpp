@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/common.hpp"
+#include "l3/bench_read_cli.hpp"
 
 namespace {
 
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
       "  l3pack convert photos/ ds/            folder (one subfolder per class) to a dataset\n"
       "  l3pack verify ds/ --source photos/    checksums, decodes, pixels vs the sources\n"
       "  l3pack info ds/ | ls ds/ | extract ds/ out/ | merge ds/ part0/ part1/\n"
+      "  l3pack bench photos/                  bytes and decode speed against PNG\n"
+      "  l3pack bench-read ds/ --crop 224      the streaming reader's throughput and stalls\n"
       "Run 'l3pack <command> --help' for a command's options.\n"
       "Exit status: 0 success, 1 bad data or I/O error, 2 bad command line.");
   l3::cli::add_encode_command(app);
@@ -44,6 +47,8 @@ int main(int argc, char** argv) {
   l3::cli::add_ls_command(app);
   l3::cli::add_extract_command(app);
   l3::cli::add_merge_command(app);
+  l3::cli::add_bench_command(app);
+  l3::cli::add_bench_read_command(app);
   // (cmd_bench_read: one line here when it lands)
   try {
     app.parse(argc, argv);

@@ -8,7 +8,8 @@
 # be installed the script fails.
 #
 # Environment:
-#   L3_PY_VENV      the virtual environment (default <repo>/.venv-ci, git-ignored)
+#   L3_PY_VENV      the virtual environment (default ~/.cache/l3/venv-ci: kept across
+#                   clones on one machine, so torch is downloaded once)
 #   PYTHON          interpreter that creates it (default python3; needs >= 3.9)
 #   L3_TORCH_INDEX  optional extra pip index for torch (for example
 #                   https://download.pytorch.org/whl/cpu for the small CPU wheels);
@@ -17,7 +18,7 @@
 #   PYTEST_ARGS     extra pytest arguments
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="${L3_PY_VENV:-$root/.venv-ci}"
+venv="${L3_PY_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/l3/venv-ci}"
 python="${PYTHON:-python3}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 

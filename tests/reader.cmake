@@ -5,8 +5,8 @@ l3_add_test(test_reader_transforms test_reader_transforms.cpp LIBS l3_reader LAB
 l3_add_test(test_reader_pipeline test_reader_pipeline.cpp LIBS l3_reader LABELS "reader;tsan")
 # Replaces global operator new to count allocations: its own executable.
 l3_add_test(test_reader_alloc test_reader_alloc.cpp LIBS l3_reader LABELS reader)
-if(TARGET l3_bench_read)
+if(TARGET l3pack)
   add_test(NAME test_reader_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_reader_cli.sh
-           $<TARGET_FILE:l3_bench_read> $<TARGET_FILE:test_reader_pipeline> ${PROJECT_BINARY_DIR})
+           $<TARGET_FILE:l3pack> $<TARGET_FILE:test_reader_pipeline> ${PROJECT_BINARY_DIR})
   set_tests_properties(test_reader_cli PROPERTIES LABELS reader)
 endif()

@@ -77,5 +77,6 @@ void add_verify_command(CLI::App& app);
 void add_ls_command(CLI::App& app);
 void add_extract_command(CLI::App& app);
 void add_merge_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace l3::cli
