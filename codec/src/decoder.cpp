@@ -134,7 +134,8 @@ int decode_raw(const std::uint8_t* tile, std::uint32_t size, int w, int h, int c
 // The decode loop is shift- and count-leading-zeros-heavy: on x86-64 a second
 // copy built for x86-64-v3 (BMI2 shlx/shrx, lzcnt) is picked at load time when
 // the CPU has them (+7% measured; the templates it calls are inlined into each copy).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+// Not under sanitizers: the ifunc resolver runs before their runtimes start.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define L3_DECODE_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define L3_DECODE_CLONES
@@ -170,25 +171,23 @@ template <class Job>
 std::pair<std::uint32_t, int> run_parallel(std::uint32_t count, unsigned threads, const Job& job) {
   std::atomic<std::uint32_t> next{0};
   std::atomic<std::uint32_t> first_bad{count};
-  std::vector<int> status_of(threads, core::kOk);
-  auto worker = [&](unsigned id) {
+  auto worker = [&] {
     for (std::uint32_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < count;) {
       if (i > first_bad.load(std::memory_order_relaxed)) break;
       const int st = job(i);
       if (st != core::kOk) {
         std::uint32_t cur = first_bad.load();
         while (i < cur && !first_bad.compare_exchange_weak(cur, i)) {}
-        status_of[id] = st;
         break;
       }
     }
   };
   if (threads <= 1) {
-    worker(0);
+    worker();
   } else {
     std::vector<std::jthread> pool;
-    for (unsigned id = 1; id < threads; ++id) pool.emplace_back(worker, id);
-    worker(0);
+    for (unsigned id = 1; id < threads; ++id) pool.emplace_back(worker);
+    worker();
   }
   const std::uint32_t bad = first_bad.load();
   if (bad == count) return {count, core::kOk};
@@ -226,7 +225,7 @@ void decode_into(const detail::ParsedImage& img, const Rect& region, const Mutab
     const std::uint32_t y0 = std::max(region.y, tr.y), y1 = std::min(region.y + region.height, tr.y + tr.height);
     TileOutput o{out.data + std::size_t(y0 - region.y) * stride + std::size_t(x0 - region.x) * info.channels, stride,
                  int(x0 - tr.x), int(y0 - tr.y), int(x1 - tr.x), int(y1 - tr.y)};
-    return decode_tile(img.bytes.data() + img.tile_offset[i], img.tile_size[i], int(tr.width), int(tr.height),
+    return decode_tile(img.bytes.data() + img.tile_offset[i], img.tile_size(i), int(tr.width), int(tr.height),
                        int(info.channels), o);
   };
   const auto [bad, status] = run_parallel(count, resolve_threads(options.threads, count), job);

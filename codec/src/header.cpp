@@ -80,19 +80,18 @@ ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limit
   const std::uint64_t table_end = core::kHeaderSize + 4 * tiles;  // < 2^40: no overflow
   if (bytes.size() < table_end) throw_error(errc::truncated, "stream ends inside the tile table");
   // spec §3: tile sizes, in raster order; the payload is exactly their sum.
+  thread_local std::vector<std::uint64_t> offsets;
+  if (with_table) offsets.resize(tiles + 1);
   std::uint64_t total = table_end;
-  if (with_table) {
-    img.tile_offset.resize(tiles);
-    img.tile_size.resize(tiles);
-  }
   for (std::uint64_t i = 0; i < tiles; ++i) {
     const std::uint32_t size = load_u32(&bytes[core::kHeaderSize + 4 * i]);
     if (size == 0) throw_error(errc::corrupt_tile_table, "tile " + std::to_string(i) + " has size 0");
-    if (with_table) {
-      img.tile_offset[i] = total;
-      img.tile_size[i] = size;
-    }
+    if (with_table) offsets[i] = total;
     total += size;
+  }
+  if (with_table) {
+    offsets[tiles] = total;
+    img.tile_offset = std::span<const std::uint64_t>(offsets.data(), tiles + 1);
   }
   if (total > bytes.size()) throw_error(errc::truncated, "stream ends inside tile data (" + std::to_string(bytes.size()) + " of " + std::to_string(total) + " bytes)");
   if (total < bytes.size()) throw_error(errc::corrupt_tile_table, std::to_string(bytes.size() - total) + " bytes after the last tile");

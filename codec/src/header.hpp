@@ -14,11 +14,15 @@ namespace l3::detail {
 struct ParsedImage {
   ImageInfo info;
   std::uint32_t tile_width_log2 = 0;
-  std::span<const std::uint8_t> bytes;      // the whole stream
-  std::vector<std::uint64_t> tile_offset;   // byte offset of each tile in `bytes`
-  std::vector<std::uint32_t> tile_size;     // byte size of each tile
+  std::span<const std::uint8_t> bytes;        // the whole stream
+  // With the table read: tile_count() + 1 byte offsets into `bytes`, tile i
+  // spanning [tile_offset[i], tile_offset[i + 1]). The storage is the parsing
+  // thread's, reused from call to call (no allocation in steady state), and
+  // stays valid until that thread parses the next image.
+  std::span<const std::uint64_t> tile_offset;
 
   std::uint32_t tile_count() const { return info.tiles_x * info.tiles_y; }
+  std::uint32_t tile_size(std::uint32_t i) const { return std::uint32_t(tile_offset[i + 1] - tile_offset[i]); }
   // Pixel rectangle of tile i, clipped to the image.
   Rect tile_rect(std::uint32_t i) const;
 };
