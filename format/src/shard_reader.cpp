@@ -81,6 +81,11 @@ Trailer check_trailer(std::span<const std::uint8_t> f, const ShardLimits& lim) {
 std::vector<std::uint8_t> zstd_decode(std::span<const std::uint8_t> stored, std::uint64_t size) {
   if (ZSTD_findFrameCompressedSize(stored.data(), stored.size()) != stored.size())
     fail(errc::corrupt_index, "zstd index is not exactly one zstd frame");
+  // A frame that declares another size can never decode to `size` bytes:
+  // reject it before allocating `size` (up to max_index_size) bytes.
+  const unsigned long long declared = ZSTD_getFrameContentSize(stored.data(), stored.size());
+  if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != size)
+    fail(errc::corrupt_index, "zstd index frame declares " + num(declared) + " bytes, trailer says " + num(size));
   std::vector<std::uint8_t> out(static_cast<std::size_t>(size));
   std::size_t n = ZSTD_decompress(out.data(), out.size(), stored.data(), stored.size());
   if (ZSTD_isError(n)) fail(errc::corrupt_index, std::string("zstd index: ") + ZSTD_getErrorName(n));
