@@ -1,0 +1,260 @@
+// Writes seed inputs for the fuzz targets: l3_fuzz_make_seeds SOURCE_DIR OUT_DIR
+// creates OUT_DIR/<target>/ files. The committed corpora (tests/fuzz/corpus/)
+// are these seeds plus JPEG/PNG variants (gen_seeds.sh), minimised with
+// libFuzzer's -merge=1.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <cstdio>
+#include <jpeglib.h>
+#include <xxhash.h>
+
+#include "l3/codec.hpp"
+#include "l3/dataset.hpp"
+#include "l3/image_io.hpp"
+#include "l3/shard.hpp"
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<std::uint8_t>;
+
+namespace {
+
+fs::path g_out;
+
+// Concatenation by += (GCC 12 -O3 reports a bogus -Wrestrict on "lit" + std::string).
+template <class... A> std::string cat(const A&... a) {
+  std::string s;
+  ((s += a), ...);
+  return s;
+}
+std::string num(std::uint64_t v) { return std::to_string(v); }
+
+void put(const std::string& target, const std::string& name, const Bytes& b) {
+  fs::create_directories(g_out / target);
+  std::ofstream(g_out / target / name, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+
+// pattern 0: smooth, 1: noise, 2: constant, 3: half flat half smooth.
+Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
+  Bytes px(std::size_t(w) * h * c);
+  std::uint32_t seed = 12345 + w * 7 + h * 13 + c;
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x)
+      for (std::uint32_t k = 0; k < c; ++k) {
+        seed = seed * 1103515245u + 12345u;
+        std::uint8_t v = 0;
+        switch (pattern) {
+          case 0: v = std::uint8_t(x * 3 + y * 2 + k * 40 + ((seed >> 16) & 3)); break;
+          case 1: v = std::uint8_t(seed >> 16); break;
+          case 2: v = std::uint8_t(17 * (k + 1)); break;
+          default: v = x < w / 2 ? std::uint8_t(200) : std::uint8_t(x + y * k); break;
+        }
+        px[(std::size_t(y) * w + x) * c + k] = v;
+      }
+  return px;
+}
+
+Bytes encode(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern, std::uint32_t tw, std::uint32_t th, int effort = 1) {
+  const Bytes px = pixels(w, h, c, pattern);
+  l3::EncodeOptions o;
+  o.tile_width = tw;
+  o.tile_height = th;
+  o.effort = effort;
+  return l3::encode(l3::ImageView{px.data(), w, h, c, 0}, o);
+}
+
+Bytes read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return Bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void codec_seeds() {
+  int n = 0;
+  for (std::uint32_t c = 1; c <= 4; ++c)
+    for (std::uint32_t tw : {16u, 32u, 64u, 128u, 256u})
+      for (std::uint32_t th : {1u, 7u, 32u}) {
+        const int pattern = int((c + tw / 16 + th) % 4);
+        const std::uint32_t w = tw == 256 ? 260 : tw + 5, h = th == 32 ? 34 : th * 2 + 1;
+        const Bytes enc = encode(w, h, c, pattern, tw, th);
+        const std::string name = cat("c", num(c), "_tw", num(tw), "_th", num(th));
+        put("decode", name, enc);
+        Bytes region = {std::uint8_t(n * 3), 0, std::uint8_t(n), 0, std::uint8_t(5 + n), 0, std::uint8_t(3 + n), 0};
+        region.insert(region.end(), enc.begin(), enc.end());
+        put("region", name, region);
+        ++n;
+      }
+  put("decode", "1x1", encode(1, 1, 3, 1, 0, 0));
+  put("decode", "effort0", encode(40, 9, 4, 0, 16, 4, 0));
+}
+
+void roundtrip_seeds() {
+  int n = 0;
+  for (std::uint8_t c = 0; c < 4; ++c)
+    for (std::uint8_t mode = 0; mode < 8; ++mode) {
+      const std::uint16_t w = std::uint16_t(1 + (n * 37) % 300);
+      Bytes b = {c, std::uint8_t(w), std::uint8_t(w >> 8), std::uint8_t((n * 11) % 40), std::uint8_t(n % 8),
+                 std::uint8_t((n * 5) % 33), mode};
+      for (int i = 0; i < 64; ++i) b.push_back(std::uint8_t(i * i + n));
+      put("roundtrip", cat("s", num(std::uint64_t(n++))), b);
+    }
+}
+
+void shard_seeds(const fs::path& src) {
+  for (const auto& e : fs::directory_iterator(src / "spec/vectors/shard")) {
+    if (e.path().extension() != ".l3s") continue;
+    const Bytes f = read_file(e.path());
+    const std::string stem = e.path().stem().string();
+    for (int mode : {0, 1, 3}) {
+      if (mode && stem.rfind("valid", 0) != 0) continue;  // repairs only on valid shards
+      Bytes b = {std::uint8_t(mode)};
+      b.insert(b.end(), f.begin(), f.end());
+      put("shard", cat(stem, "_m", num(std::uint64_t(mode))), b);
+    }
+  }
+  // Shards of real encoded images, raw and zstd index.
+  const fs::path tmp = fs::temp_directory_path() / "l3_fuzz_seed.l3s";
+  for (int enc = 0; enc < 2; ++enc) {
+    l3::ShardWriterOptions o;
+    o.index_encoding = enc ? l3::IndexEncoding::zstd : l3::IndexEncoding::raw;
+    {
+      l3::ShardWriter w(tmp, o);
+      const std::uint8_t meta[] = {1, 2, 3};
+      w.append(encode(20, 10, 3, 0, 16, 4), 0, "img/a.png", meta);
+      w.append(encode(9, 5, 1, 2, 16, 2), 7, "", {});
+      w.append(encode(33, 3, 4, 3, 32, 1), l3::kNoLabel, "k\xc3\xa9y", {});
+      w.finalize();
+    }
+    Bytes b = {std::uint8_t(enc ? 0 : 3)};
+    const Bytes f = read_file(tmp);
+    b.insert(b.end(), f.begin(), f.end());
+    put("shard", cat("images_", enc ? "zstd" : "raw"), b);
+    fs::remove(tmp);
+  }
+}
+
+// tests/crashers/shard/zstd_index_size_claim (FINDINGS.md F1): a zstd index
+// whose trailer claims 1 MiB decoded, with the trailer hash repaired.
+void shard_crashers() {
+  const fs::path tmp = fs::temp_directory_path() / "l3_fuzz_crasher.l3s";
+  l3::ShardWriterOptions o;
+  o.index_encoding = l3::IndexEncoding::zstd;
+  {
+    l3::ShardWriter w(tmp, o);
+    w.append(Bytes(100, 7), 0, "key-a");
+    w.finalize();
+  }
+  Bytes f = read_file(tmp);
+  fs::remove(tmp);
+  std::uint8_t* t = f.data() + f.size() - 64;
+  const std::uint64_t claim = std::uint64_t{1} << 20;
+  for (int i = 0; i < 8; ++i) t[16 + i] = std::uint8_t(claim >> (8 * i));  // index_size
+  const std::uint64_t h = XXH3_64bits(t, 48);
+  for (int i = 0; i < 8; ++i) t[48 + i] = std::uint8_t(h >> (8 * i));  // trailer_hash
+  Bytes b = {0};
+  b.insert(b.end(), f.begin(), f.end());
+  put("crashers/shard", "zstd_index_size_claim", b);
+}
+
+void manifest_seeds() {
+  l3::Manifest m;
+  m.shards.push_back({"shard-00000.l3s", 3, 4096, 0x0123456789abcdefull});
+  m.shards.push_back({"shard-00001.l3s", 0, 96, 0xfedcba9876543210ull});
+  m.classes = {"cat", "dog", "\xc3\xa9"};
+  m.image_stats = {{"mean", {1.5, 2, 3}}};
+  m.extra = {{"source", "fuzz"}};
+  const std::string s = l3::serialize_manifest(m);
+  put("manifest", "valid", Bytes(s.begin(), s.end()));
+  const std::string e = l3::serialize_manifest(l3::Manifest{});
+  put("manifest", "empty", Bytes(e.begin(), e.end()));
+  const std::string bad = "{\"format\":\"l3-dataset\",\"version\":2,\"shards\":[]}";
+  put("manifest", "bad_version", Bytes(bad.begin(), bad.end()));
+}
+
+// A small JPEG through libjpeg (channels 1 or 3).
+Bytes write_jpeg(const Bytes& px, std::uint32_t w, std::uint32_t h, int channels, bool progressive,
+                 unsigned restart, bool subsample) {
+  jpeg_compress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = w;
+  c.image_height = h;
+  c.input_components = channels;
+  c.in_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 80, TRUE);
+  if (progressive) jpeg_simple_progression(&c);
+  c.restart_interval = restart;
+  if (channels == 3 && !subsample)
+    for (int i = 0; i < 3; ++i) c.comp_info[i].h_samp_factor = c.comp_info[i].v_samp_factor = 1;
+  jpeg_start_compress(&c, TRUE);
+  for (std::uint32_t y = 0; y < h; ++y) {
+    JSAMPROW row = const_cast<JSAMPROW>(px.data() + std::size_t(y) * w * std::uint32_t(channels));
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  Bytes out(buf, buf + size);
+  jpeg_destroy_compress(&c);
+  std::free(buf);
+  return out;
+}
+
+void image_io_seeds(const fs::path& src) {
+  const l3::Image camera = l3::load_image(src / "bench/sample/camera.png");
+  const l3::Image coffee = l3::load_image(src / "bench/sample/coffee.png");
+  for (std::uint32_t c = 1; c <= 4; ++c) {
+    const l3::Image& from = c <= 2 ? camera : coffee;
+    const std::uint32_t w = 13, h = 9;
+    Bytes px(std::size_t(w) * h * c);
+    for (std::uint32_t y = 0; y < h; ++y)
+      for (std::uint32_t x = 0; x < w; ++x)
+        for (std::uint32_t k = 0; k < c; ++k) {
+          const std::uint32_t fk = (k == c - 1 && (c == 2 || c == 4)) ? 0 : k;  // alpha from channel 0
+          px[(std::size_t(y) * w + x) * c + k] =
+              from.pixels[(std::size_t(y + 200) * from.width + x + 200) * from.channels + fk % from.channels];
+        }
+    const l3::ImageView v{px.data(), w, h, c, 0};
+    put("image_io", cat("c", num(c), ".png"), l3::encode_png_bytes(v, 9));
+    put("image_io", cat("c", num(c), ".pnm"), l3::encode_pnm_bytes(v));
+  }
+  {
+    const Bytes gray = pixels(17, 9, 1, 0), rgb = pixels(24, 16, 3, 0);
+    put("image_io", "gray.jpg", write_jpeg(gray, 17, 9, 1, false, 0, false));
+    put("image_io", "rgb420.jpg", write_jpeg(rgb, 24, 16, 3, false, 0, true));
+    put("image_io", "rgb444_restart.jpg", write_jpeg(rgb, 24, 16, 3, false, 1, false));
+    put("image_io", "progressive.jpg", write_jpeg(rgb, 24, 16, 3, true, 0, true));
+  }
+  const std::string p2 = "P2\n# comment\n3 2\n255\n0 1 2\n3 4 255\n";
+  put("image_io", "p2.pgm", Bytes(p2.begin(), p2.end()));
+  const std::string p3 = "P3\n2 1\n255\n1 2 3 4 5 6\n";
+  put("image_io", "p3.ppm", Bytes(p3.begin(), p3.end()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s SOURCE_DIR OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const fs::path src = argv[1];
+  g_out = argv[2];
+  try {
+    codec_seeds();
+    roundtrip_seeds();
+    shard_seeds(src);
+    shard_crashers();
+    manifest_seeds();
+    image_io_seeds(src);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "make_seeds: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
