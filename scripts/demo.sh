@@ -13,6 +13,8 @@ ninja -C "$build" -j"$(nproc)" l3pack
 l3pack="$build/converters/l3pack"
 
 echo; echo "== convert bench/sample -> $out"
+echo "   (three of the six sample files are lossy JPEGs, smaller than any lossless form; the"
+echo "    lossless comparison with PNG of the same pixels is the last step)"
 rm -rf "$out"
 "$l3pack" convert "$root/bench/sample" "$out"
 echo; echo "== verify (checksums, decodes, and pixels against the source files)"

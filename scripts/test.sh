@@ -4,7 +4,8 @@
 #   2. the same suites under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the reader's concurrency tests under ThreadSanitizer;
 #   4. the CUDA targets compiled with nvcc for sm_80 and sm_90 (when nvcc exists);
-#   5. each libFuzzer target for FUZZ_SECONDS (default 60) (when present);
+#   5. the Python package: pip install . and pytest (scripts/test_python.sh);
+#   6. each libFuzzer target for FUZZ_SECONDS (default 60);
 # and prints one summary. Idempotent; run as root on Debian 12.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -60,6 +61,15 @@ if command -v nvcc >/dev/null; then
 else
   summary+=("SKIP  CUDA targets: nvcc not found")
 fi
+run_pytest() {  # the Python suite; adds pytest's counts to the totals
+  bash "$root/scripts/test_python.sh" 2>&1 | tee "$log"
+  local status=${PIPESTATUS[0]} line n
+  line="$(grep -E '^== test_python: summary:' "$log" | tail -n 1)"
+  n="$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+')"; tests_passed=$((tests_passed + ${n:-0}))
+  n="$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+')"; tests_failed=$((tests_failed + ${n:-0}))
+  return "$status"
+}
+stage "Python package (pip install ., pytest)" run_pytest
 if [[ -x "$root/tests/fuzz/run_fuzzers.sh" && "$fuzz_seconds" -gt 0 ]]; then
   stage "fuzzers (${fuzz_seconds} s each)" "$root/tests/fuzz/run_fuzzers.sh" "$fuzz_seconds"
 fi
