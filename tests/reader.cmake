@@ -10,3 +10,10 @@ if(TARGET l3pack)
            $<TARGET_FILE:l3pack> $<TARGET_FILE:test_reader_pipeline> ${PROJECT_BINARY_DIR})
   set_tests_properties(test_reader_cli PROPERTIES LABELS reader)
 endif()
+# The reader through the CUDA batch decoder's decomposition: emulated on the
+# CPU (always), and on the GPU (label gpu; skipped without a device).
+l3_add_test(test_reader_gpu_emu test_reader_gpu_emu.cpp LIBS l3_reader_emu LABELS reader)
+if(L3_HAVE_CUDA AND TARGET l3_reader_cuda)
+  l3_add_test(test_reader_gpu test_reader_gpu.cpp LIBS l3_reader_cuda LABELS gpu)
+  set_tests_properties(test_reader_gpu PROPERTIES SKIP_REGULAR_EXPRESSION "L3_GPU_SKIPPED")
+endif()

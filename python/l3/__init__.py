@@ -393,6 +393,16 @@ def _pair(v, name) -> Tuple[float, float]:
     return float(v[0]), float(v[1])
 
 
+def _cuda_index(device: str) -> int:
+    try:
+        k = int(str(device)[len("cuda:"):])
+    except ValueError:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {device!r}") from None
+    if k < 0:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {device!r}")
+    return k
+
+
 class Loader:
     """Streams fixed-size training batches from a dataset (the C++ l3::Reader).
 
@@ -407,7 +417,9 @@ class Loader:
                   center_fraction=0.875, antialias=True, flip=0.5 (probability)
       output:     layout="chw" | "hwc", dtype="float32" | "float16" | "uint8",
                   normalize=True, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)
-      device:     "cpu" ("cuda" needs the CUDA decode path, see python/README.md)
+      device:     "cpu", or "cuda" / "cuda:N": decode on that GPU (the CUDA batch decoder; transforms on the
+                  CPU; batches in pinned host memory, identical to "cpu" batches). ValueError naming why
+                  otherwise: "built without CUDA" or "no CUDA device"
       echo=1, echo_window=0 (data echoing), cache_bytes=0 (RAM cache of compressed records)
       errors:     on_error="raise" | "skip", max_replacements=64, verify=True
                   (record checksums), verify_shard_hashes=False
@@ -435,12 +447,20 @@ class Loader:
                  verify_shard_hashes: bool = False, copy: bool = True):
         if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
             raise ValueError(f"device must be 'cpu' or 'cuda'; got {device!r}")
+        device_index = -1
         if device != "cpu":
+            # device="cuda[:N]": crops decoded by the CUDA batch decoder, transforms on the CPU,
+            # batches in pinned host memory (move them with tensor.to("cuda", non_blocking=True)).
             if not built_with_cuda:
                 raise ValueError("device='cuda': this l3 extension was built without CUDA (nvcc was not found "
                                  "when it was built); use device='cpu' and move batches with tensor.to('cuda')")
-            raise ValueError("device='cuda': the GPU decode path of the Python loader is not available in this "
-                             "version; use device='cpu' and move batches with tensor.to('cuda', non_blocking=True)")
+            device_index = 0 if device == "cuda" else _cuda_index(device)
+            n = int(_l3.cuda_device_count())
+            if n == 0:
+                raise ValueError("device='cuda': no CUDA device is available to this process (the extension "
+                                   "was built with CUDA); use device='cpu'")
+            if device_index >= n:
+                raise ValueError(f"device={device!r}: only {n} CUDA device(s)")
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
         if isinstance(size, int):
@@ -473,6 +493,7 @@ class Loader:
         c.mean = [float(v) for v in mean]
         c.std = [float(v) for v in std]
         c.copy = bool(copy)
+        c.device = device_index
         self._path = os.fspath(path)
         self._config = c
         self._r = _l3._Reader(self._path, c)

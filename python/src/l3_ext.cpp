@@ -33,6 +33,9 @@
 #include "l3/error.hpp"
 #include "l3/image_io.hpp"
 #include "l3/reader.hpp"
+#ifdef L3_PY_HAVE_CUDA
+#include "l3/reader_backend_cuda.hpp"
+#endif
 #include "l3/shard.hpp"
 
 namespace nb = nanobind;
@@ -482,6 +485,7 @@ struct LoaderConfig {
   std::string layout = "chw", dtype = "float32";
   std::vector<float> mean{0.485f, 0.456f, 0.406f}, std{0.229f, 0.224f, 0.225f};
   bool copy = true;
+  int device = -1;  // -1: decode on the CPU; >= 0: CUDA device index (the CUDA decode backend)
 };
 
 l3::ReaderOptions reader_options(const LoaderConfig& c) {
@@ -546,6 +550,18 @@ l3::ReaderOptions reader_options(const LoaderConfig& c) {
   for (int k = 0; k < 3; ++k) {
     t.mean[k] = c.mean[static_cast<std::size_t>(k)];
     t.std[k] = c.std[static_cast<std::size_t>(k)];
+  }
+  if (c.device >= 0) {
+#ifdef L3_PY_HAVE_CUDA
+    // Decode on the GPU (l3/reader_backend_cuda.hpp): crops decoded by the
+    // CUDA batch decoder, copied back; transforms on the CPU into pinned
+    // batch buffers (host memory).
+    if (l3::cuda_device_count() == 0) l3::throw_error(l3::errc::device_error, "device='cuda': no CUDA device");
+    o.decoder = l3::make_cuda_decode_backend(c.device, nullptr, o.limits);
+    o.allocator = l3::make_cuda_pinned_allocator();
+#else
+    l3::throw_error(l3::errc::invalid_argument, "device='cuda': this l3 extension was built without CUDA");
+#endif
   }
   return o;
 }
@@ -726,6 +742,13 @@ NB_MODULE(_l3, m) {
   });
 
   m.attr("built_with_cuda") = cuda_available();
+  m.def("cuda_device_count", [] {
+#ifdef L3_PY_HAVE_CUDA
+    return l3::cuda_device_count();
+#else
+    return 0;
+#endif
+  }, "CUDA devices usable by the loader (0 when built without CUDA)");
 
   m.def("encode", &encode, "image"_a, "tile_width"_a = 0, "tile_height"_a = 0, "effort"_a = 1, "threads"_a = 1);
   m.def("decode", &decode, "data"_a, "threads"_a = 1, "verify_checksum"_a = true);
@@ -803,7 +826,8 @@ NB_MODULE(_l3, m) {
       .def_rw("dtype", &LoaderConfig::dtype)
       .def_rw("mean", &LoaderConfig::mean)
       .def_rw("std", &LoaderConfig::std)
-      .def_rw("copy", &LoaderConfig::copy);
+      .def_rw("copy", &LoaderConfig::copy)
+      .def_rw("device", &LoaderConfig::device);
 
   nb::class_<PyReader>(m, "_Reader")
       .def(nb::init<const std::string&, const LoaderConfig&>(), "path"_a, "config"_a)

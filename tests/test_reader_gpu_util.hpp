@@ -1,0 +1,102 @@
+// Shared by test_reader_gpu_emu.cpp and test_reader_gpu.cpp: run a Reader
+// under two decode backends and compare everything it yields.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "l3/reader.hpp"
+#include "test_reader_util.hpp"
+
+namespace l3test {
+
+// Everything one epoch yields, batch by batch: bytes, labels, records, or the
+// error code of a batch that raised.
+struct Outcome {
+  std::vector<std::vector<std::uint8_t>> data;
+  std::vector<std::vector<std::int64_t>> labels;
+  std::vector<std::vector<std::uint64_t>> records;
+  std::vector<l3::errc> errors;  // per batch; ok when it arrived
+  std::uint64_t corrupt = 0, replaced = 0, raised = 0;
+};
+
+inline Outcome run_epoch(std::shared_ptr<const l3::Dataset> ds, l3::ReaderOptions o,
+                         std::shared_ptr<l3::DecodeBackend> backend, std::uint64_t epoch = 0,
+                         std::shared_ptr<l3::BatchAllocator> allocator = nullptr) {
+  o.decoder = std::move(backend);
+  o.allocator = std::move(allocator);
+  o.epoch = epoch;
+  l3::Reader r(std::move(ds), o);
+  Outcome out;
+  for (;;) {
+    try {
+      const l3::Batch* b = r.next();
+      if (!b) break;
+      const auto* p = static_cast<const std::uint8_t*>(b->data);
+      out.data.emplace_back(p, p + b->bytes);
+      out.labels.emplace_back(b->labels.begin(), b->labels.end());
+      out.records.emplace_back(b->records.begin(), b->records.end());
+      out.errors.push_back(l3::errc::ok);
+    } catch (const l3::Error& e) {
+      out.data.emplace_back();
+      out.labels.emplace_back();
+      out.records.emplace_back();
+      out.errors.push_back(e.code());
+    }
+  }
+  const l3::Metrics m = r.metrics();
+  out.corrupt = m.corrupt;
+  out.replaced = m.replaced;
+  out.raised = m.raised;
+  return out;
+}
+
+inline void check_same(const Outcome& a, const Outcome& b) {
+  REQUIRE(a.data.size() == b.data.size());
+  for (std::size_t i = 0; i < a.data.size(); ++i) {
+    CAPTURE(i);
+    CHECK(a.errors[i] == b.errors[i]);
+    CHECK(a.records[i] == b.records[i]);
+    CHECK(a.labels[i] == b.labels[i]);
+    CHECK(a.data[i] == b.data[i]);  // byte-identical tensors
+  }
+  CHECK(a.corrupt == b.corrupt);
+  CHECK(a.replaced == b.replaced);
+  CHECK(a.raised == b.raised);
+}
+
+// Reader configurations covering crops, flips, layouts, dtypes, normalisation.
+inline std::vector<std::pair<std::string, l3::ReaderOptions>> backend_configs() {
+  std::vector<std::pair<std::string, l3::ReaderOptions>> v;
+  l3::ReaderOptions o;
+  o.batch_size = 4;
+  o.workers = 2;
+  o.prefetch = 2;
+  o.seed = 23;
+  o.transform.width = 20;
+  o.transform.height = 16;
+  o.transform.flip_probability = 0.5;
+  o.transform.dtype = l3::DType::uint8;
+  o.transform.layout = l3::Layout::hwc;
+  v.emplace_back("random resized crop, flip, uint8 hwc", o);
+  o.transform.dtype = l3::DType::float32;
+  o.transform.layout = l3::Layout::chw;
+  o.transform.normalize = true;
+  o.transform.scale_min = 0.05;
+  o.transform.scale_max = 0.3;  // small crops: few tiles decoded
+  v.emplace_back("small crops, flip, float32 chw normalised", o);
+  o.transform.crop = l3::CropMode::center;
+  o.transform.center_fraction = 0;  // exact crop through the region decode
+  o.transform.dtype = l3::DType::float16;
+  o.echo = 2;
+  v.emplace_back("centre crop, float16, echo 2", o);
+  o = v[0].second;
+  o.transform.crop = l3::CropMode::full;  // whole image decoded
+  v.emplace_back("full image resize", o);
+  return v;
+}
+
+}  // namespace l3test
