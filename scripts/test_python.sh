@@ -60,9 +60,14 @@ say "pip install . (build dir $build_dir)"
 cd "$root/tests/python"
 "$py" -c 'import l3, l3.torch; print("l3", l3.__version__, "from", l3.__file__, "cuda:", l3.built_with_cuda)' \
   || die "import l3"
+# GPU tests run where a CUDA device is; elsewhere they are deselected (and
+# counted as such below), never skipped or passed.
+gpus="$("$py" -c 'import l3; print(l3._l3.cuda_device_count() if l3.built_with_cuda else 0)' 2>/dev/null || echo 0)"
+if [[ "$gpus" -gt 0 ]]; then select="not no_gpu"; else select="not gpu"; fi
+say "CUDA devices: $gpus; running tests marked: $select"
 log="$(mktemp)"
 set +e
-"$py" -m pytest -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} "$root/tests/python" 2>&1 | tee "$log"
+"$py" -m pytest -q -p no:cacheprovider -rs -m "$select" ${PYTEST_ARGS:-} "$root/tests/python" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 summary="$(grep -E '^=*.* (passed|failed|error)' "$log" | tail -n 1 || true)"

@@ -26,6 +26,7 @@ def test_cuda_device_count_is_consistent_with_the_build():
         assert n == 0
 
 
+@pytest.mark.no_gpu
 @pytest.mark.skipif(HAVE_GPU, reason="a CUDA device is present: the error path does not apply")
 def test_cuda_without_a_usable_device_names_why(small_dataset):
     d, _ = small_dataset
@@ -37,6 +38,7 @@ def test_cuda_without_a_usable_device_names_why(small_dataset):
         loader(d, device="cuda:x")
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA device (l3 built with CUDA and a GPU present)")
 @pytest.mark.parametrize("kw", [
     dict(),
