@@ -12,6 +12,7 @@
 
 #include "l3/cuda/batch_decoder.hpp"
 #include "l3/reader_backend_cuda.hpp"
+#include "slot_copy.hpp"
 
 namespace l3 {
 namespace {
@@ -71,14 +72,7 @@ public:
       // Host-side rejections are in the slot; tile errors in the device statuses.
       const errc e = s.status != errc::ok ? s.status : (i < status.size() ? status[i] : errc::ok);
       if (e != errc::ok) throw_error(e, "CUDA batch decode");
-      const MutableImageView& out = jobs[i].out;
-      if (!out.data) throw_error(errc::invalid_argument, "output buffer is null");
-      if (out.width != s.width || out.height != s.height || out.channels != s.channels)
-        throw_error(errc::invalid_argument, "output shape does not match the region");
-      const std::size_t row = std::size_t{s.width} * s.channels;
-      const std::size_t stride = out.stride ? out.stride : row;
-      if (stride < row) throw_error(errc::invalid_argument, "output stride smaller than a row");
-      for (std::uint32_t y = 0; y < s.height; ++y) std::memcpy(out.data + y * stride, staging_ + s.offset + y * row, row);
+      detail::copy_slot(s, staging_ + s.offset, jobs[i].out);
     }
   }
 

@@ -7,6 +7,7 @@
 
 #include "l3/cuda/emulation.hpp"
 #include "l3/reader_backend_cuda.hpp"
+#include "slot_copy.hpp"
 
 namespace l3 {
 namespace {
@@ -26,15 +27,7 @@ public:
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const cuda::ImageSlot& s = b.slots[i];
       if (s.status != errc::ok) throw_error(s.status, "wavefront decode (emulated)");
-      const MutableImageView& out = jobs[i].out;
-      if (!out.data) throw_error(errc::invalid_argument, "output buffer is null");
-      if (out.width != s.width || out.height != s.height || out.channels != s.channels)
-        throw_error(errc::invalid_argument, "output shape does not match the region");
-      const std::size_t row = std::size_t{s.width} * s.channels;
-      const std::size_t stride = out.stride ? out.stride : row;
-      if (stride < row) throw_error(errc::invalid_argument, "output stride smaller than a row");
-      for (std::uint32_t y = 0; y < s.height; ++y)
-        std::memcpy(out.data + y * stride, b.pixels.data() + s.offset + y * row, row);
+      detail::copy_slot(s, b.pixels.data() + s.offset, jobs[i].out);
     }
   }
 
