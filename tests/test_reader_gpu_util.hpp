@@ -1,9 +1,11 @@
-// Shared by test_reader_gpu_emu.cpp and test_reader_gpu.cpp: run a Reader
-// under two decode backends and compare everything it yields.
+// Shared by test_reader_gpu_emu.cpp, test_reader_gpu.cpp and
+// test_reader_gpu_batch.cpp: run a Reader under two backends and compare
+// everything it yields.
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,20 +25,27 @@ struct Outcome {
   std::uint64_t corrupt = 0, replaced = 0, raised = 0;
 };
 
-inline Outcome run_epoch(std::shared_ptr<const l3::Dataset> ds, l3::ReaderOptions o,
-                         std::shared_ptr<l3::DecodeBackend> backend, std::uint64_t epoch = 0,
-                         std::shared_ptr<l3::BatchAllocator> allocator = nullptr) {
-  o.decoder = std::move(backend);
-  o.allocator = std::move(allocator);
+// The bytes of a batch as host memory; device batches need a fetcher that
+// copies them back (test_reader_gpu_batch.cpp).
+using FetchBytes = std::function<std::vector<std::uint8_t>(const l3::Batch&)>;
+
+inline std::vector<std::uint8_t> host_bytes(const l3::Batch& b) {
+  REQUIRE(b.device < 0);
+  const auto* p = static_cast<const std::uint8_t*>(b.data);
+  return {p, p + b.bytes};
+}
+
+// One epoch of a reader configured by `o` (its backends already set).
+inline Outcome run_reader(std::shared_ptr<const l3::Dataset> ds, l3::ReaderOptions o, std::uint64_t epoch,
+                          const FetchBytes& fetch = host_bytes, void* consumer_stream = nullptr) {
   o.epoch = epoch;
   l3::Reader r(std::move(ds), o);
   Outcome out;
   for (;;) {
     try {
-      const l3::Batch* b = r.next();
+      const l3::Batch* b = r.next(consumer_stream);
       if (!b) break;
-      const auto* p = static_cast<const std::uint8_t*>(b->data);
-      out.data.emplace_back(p, p + b->bytes);
+      out.data.push_back(fetch(*b));
       out.labels.emplace_back(b->labels.begin(), b->labels.end());
       out.records.emplace_back(b->records.begin(), b->records.end());
       out.errors.push_back(l3::errc::ok);
@@ -52,6 +61,22 @@ inline Outcome run_epoch(std::shared_ptr<const l3::Dataset> ds, l3::ReaderOption
   out.replaced = m.replaced;
   out.raised = m.raised;
   return out;
+}
+
+inline Outcome run_epoch(std::shared_ptr<const l3::Dataset> ds, l3::ReaderOptions o,
+                         std::shared_ptr<l3::DecodeBackend> backend, std::uint64_t epoch = 0,
+                         std::shared_ptr<l3::BatchAllocator> allocator = nullptr) {
+  o.decoder = std::move(backend);
+  o.allocator = std::move(allocator);
+  return run_reader(std::move(ds), std::move(o), epoch);
+}
+
+// The reader in batch mode: whole windows through `backend`.
+inline Outcome run_epoch_batch(std::shared_ptr<const l3::Dataset> ds, l3::ReaderOptions o,
+                               std::shared_ptr<l3::BatchBackend> backend, std::uint64_t epoch = 0,
+                               const FetchBytes& fetch = host_bytes, void* consumer_stream = nullptr) {
+  o.batch_backend = std::move(backend);
+  return run_reader(std::move(ds), std::move(o), epoch, fetch, consumer_stream);
 }
 
 inline void check_same(const Outcome& a, const Outcome& b) {

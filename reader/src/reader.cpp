@@ -2,12 +2,19 @@
 // and the run's bookkeeping; three condition variables wake the scheduler
 // (space), the workers (work) and the consumer (ready). Stage work (fetching,
 // decoding, resizing, assembling) runs outside the lock.
+//
+// Batch mode (ReaderOptions::batch_backend): the scheduler hands whole echo
+// windows to one batch thread, which plans every record's copies on the host
+// and has the backend decode and transform the window at once (in device
+// memory for the CUDA backend); replacements of corrupt records (skip policy)
+// go to the backend in further, smaller rounds.
 #include "l3/reader.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -137,6 +144,8 @@ struct Reader::Impl {
   std::vector<Slot> ring;
   std::vector<Task> queue;
   std::size_t q_head = 0, q_count = 0;
+  std::deque<std::vector<Task>> windows;  // batch mode: whole windows, at most one queued
+  std::vector<Task> spare_window;         // batch mode: a processed window's vector, for reuse
   std::uint32_t in_flight = 0;
   bool stopping = false, shutdown = false;
   std::exception_ptr fatal;  // scheduler failure
@@ -166,8 +175,8 @@ struct Reader::Impl {
     if (window_examples % opt.echo != 0)
       throw_error(errc::invalid_argument, "echo window * batch size must be a multiple of echo");
     fresh_per_window = window_examples / opt.echo;
-    if (!opt.decoder) opt.decoder = make_cpu_decode_backend(1, opt.limits);
-    if (!opt.allocator) opt.allocator = make_cpu_batch_allocator();
+    if (!opt.decoder && !opt.batch_backend) opt.decoder = make_cpu_decode_backend(1, opt.limits);
+    if (!opt.allocator && !opt.batch_backend) opt.allocator = make_cpu_batch_allocator();
     if (opt.read_ahead == 0) opt.read_ahead = 2 * opt.batch_size;
     if (opt.cache_bytes) cache = std::make_unique<RecordCache>(opt.cache_bytes);
     example_size = example_bytes(opt.transform);
@@ -175,7 +184,8 @@ struct Reader::Impl {
     ring.resize(std::size_t{window_batches} + opt.prefetch);
     try {
       for (Slot& s : ring) {
-        s.data = opt.allocator->allocate(example_size * opt.batch_size, 64);
+        s.data = opt.batch_backend ? opt.batch_backend->allocate(example_size * opt.batch_size)
+                                   : opt.allocator->allocate(example_size * opt.batch_size, 64);
         s.labels.resize(opt.batch_size);
         s.records.resize(opt.batch_size);
         Batch& b = s.batch;
@@ -187,6 +197,8 @@ struct Reader::Impl {
         b.width = opt.transform.width;
         b.layout = opt.transform.layout;
         b.dtype = opt.transform.dtype;
+        b.device = opt.batch_backend && opt.batch_backend->memory() == BatchMemory::device
+                       ? opt.batch_backend->device() : -1;
         b.labels = s.labels;
         b.records = s.records;
       }
@@ -195,7 +207,11 @@ struct Reader::Impl {
       throw;
     }
     queue.resize(opt.read_ahead);
-    for (std::uint32_t i = 0; i < opt.workers; ++i) workers.emplace_back([this] { worker_loop(); });
+    if (opt.batch_backend) {
+      workers.emplace_back([this] { batch_loop(); });
+    } else {
+      for (std::uint32_t i = 0; i < opt.workers; ++i) workers.emplace_back([this] { worker_loop(); });
+    }
     start_run(opt.epoch, 0, 0);
   }
 
@@ -211,8 +227,14 @@ struct Reader::Impl {
   }
 
   void free_ring() {
-    for (Slot& s : ring)
-      if (s.data) opt.allocator->deallocate(s.data, example_size * opt.batch_size, 64);
+    for (Slot& s : ring) {
+      if (!s.data) continue;
+      if (opt.batch_backend) {
+        opt.batch_backend->deallocate(s.data, example_size * opt.batch_size);
+      } else {
+        opt.allocator->deallocate(s.data, example_size * opt.batch_size, 64);
+      }
+    }
   }
 
   // ---- runs -------------------------------------------------------------------
@@ -227,7 +249,9 @@ struct Reader::Impl {
     std::unique_lock lock(m_);
     q_head = q_count = 0;  // queued tasks are dropped
     for (Task& t : queue) t = Task{};
+    windows.clear();
     cv_space_.wait(lock, [&] { return in_flight == 0; });
+    if (held && opt.batch_backend) opt.batch_backend->release(held->data, nullptr);
     held = nullptr;
     for (Slot& s : ring) {
       s.state = SlotState::free;
@@ -285,8 +309,9 @@ struct Reader::Impl {
 
   void scheduler_loop() {
     try {
-      const std::uint64_t windows = run.plan.steps();
-      for (std::uint64_t w = 0; w < windows; ++w) {
+      const std::uint64_t steps = run.plan.steps();
+      std::vector<Task> window;  // batch mode: the window's tasks
+      for (std::uint64_t w = 0; w < steps; ++w) {
         const std::uint64_t first_k = w == 0 ? run.skip : 0;
         {  // claim the window's batch slots
           std::unique_lock lock(m_);
@@ -315,11 +340,24 @@ struct Reader::Impl {
           t.fresh = fi;
           t.record = run.order[run.plan.position(w * fresh_per_window + f)];
           fetch(t.record, t, true);
+          if (opt.batch_backend) {
+            window.push_back(std::move(t));
+            continue;
+          }
           std::unique_lock lock(m_);
           cv_space_.wait(lock, [&] { return stopping || q_count < queue.size(); });
           if (stopping) return;
           queue[(q_head + q_count) % queue.size()] = std::move(t);
           ++q_count;
+          lock.unlock();
+          cv_work_.notify_one();
+        }
+        if (opt.batch_backend) {  // the whole window to the batch thread
+          std::unique_lock lock(m_);
+          cv_space_.wait(lock, [&] { return stopping || windows.empty(); });
+          if (stopping) return;
+          windows.push_back(std::move(window));
+          window = std::move(spare_window);
           lock.unlock();
           cv_work_.notify_one();
         }
@@ -361,11 +399,12 @@ struct Reader::Impl {
     }
   }
 
-  // Decodes `payload` once and writes every live copy into its slot.
-  void produce(std::uint64_t seed_record, std::uint64_t record, std::span<const std::uint8_t> payload,
-               std::int64_t label, WorkerScratch& ws) {
-    auto t0 = Clock::now();
-    const ImageInfo info = read_info(payload, opt.limits);
+  // Reads the header and draws every copy's plan from the RNG of
+  // `seed_record` (the record whose place this is, also when a replacement
+  // fills it); returns the union of the live copies' boxes.
+  Rect plan_record(std::uint64_t seed_record, std::span<const std::uint8_t> payload, WorkerScratch& ws,
+                   ImageInfo& info) {
+    info = read_info(payload, opt.limits);
     if (opt.transform.channels == 1 && info.channels > 2)
       throw_error(errc::unsupported, "one output channel needs gray images");
     xf::Box u{};
@@ -377,14 +416,38 @@ struct Reader::Impl {
       u = any ? xf::union_box(u, ws.plans[c].box) : ws.plans[c].box;
       any = true;
     }
-    if (!any) return;
-    const std::size_t stride = std::size_t(u.w) * info.channels;
-    ws.decoded.resize(stride * static_cast<std::size_t>(u.h));
-    const DecodeJob job{payload,
-                        Rect{static_cast<std::uint32_t>(u.x), static_cast<std::uint32_t>(u.y),
-                             static_cast<std::uint32_t>(u.w), static_cast<std::uint32_t>(u.h)},
-                        MutableImageView{ws.decoded.data(), static_cast<std::uint32_t>(u.w),
-                                         static_cast<std::uint32_t>(u.h), info.channels, stride}};
+    return Rect{static_cast<std::uint32_t>(u.x), static_cast<std::uint32_t>(u.y), static_cast<std::uint32_t>(u.w),
+                static_cast<std::uint32_t>(u.h)};
+  }
+
+  // Where copy c of `t` goes: ws.dest_*; false when no copy is live (restore
+  // skipped all the batches they belong to).
+  bool destinations(const Task& t, WorkerScratch& ws) {
+    bool any = false;
+    for (std::uint32_t c = 0; c < opt.echo; ++c) {
+      const std::uint64_t off = example_offset(t.window, t.fresh, c);
+      const std::uint64_t k = off / opt.batch_size;
+      const bool live = !(t.window == 0 && k < run.skip);
+      ws.dest_live[c] = live;
+      any = any || live;
+      if (live) {
+        ws.dest_seq[c] = static_cast<std::uint32_t>((t.window * window_batches + k - run.skip) % ring.size());
+        ws.dest_slot[c] = static_cast<std::uint32_t>(off % opt.batch_size);
+      }
+    }
+    return any;
+  }
+
+  // Decodes `payload` once and writes every live copy into its slot.
+  void produce(std::uint64_t seed_record, std::uint64_t record, std::span<const std::uint8_t> payload,
+               std::int64_t label, WorkerScratch& ws) {
+    auto t0 = Clock::now();
+    ImageInfo info;
+    const Rect region = plan_record(seed_record, payload, ws, info);
+    const std::size_t stride = std::size_t{region.width} * info.channels;
+    ws.decoded.resize(stride * region.height);
+    const DecodeJob job{payload, region,
+                        MutableImageView{ws.decoded.data(), region.width, region.height, info.channels, stride}};
     opt.decoder->decode(std::span<const DecodeJob>(&job, 1));
     counters.decode_ns.fetch_add(elapsed_ns(t0), std::memory_order_relaxed);
 
@@ -398,32 +461,46 @@ struct Reader::Impl {
       counters.transform_ns.fetch_add(
           static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()),
           std::memory_order_relaxed);
-      // Each (slot, offset) is written by exactly one task; the slot is not
-      // read before its count reaches zero under m_.
-      Slot& s = ring[ws.dest_seq[c] % ring.size()];
-      const std::uint32_t k = ws.dest_slot[c];
-      assemble(ws.hwc.data(), opt.transform, static_cast<std::uint8_t*>(s.data) + std::size_t{k} * example_size);
-      s.labels[k] = label;
-      s.records[k] = record;
+      assemble(ws.hwc.data(), opt.transform, example_dst(ws, c));
       counters.assemble_ns.fetch_add(elapsed_ns(t1), std::memory_order_relaxed);
+    }
+    label_copies(ws, record, label);
+  }
+
+  // Each (slot, offset) is written by exactly one task; the slot is not read
+  // before its count reaches zero under m_.
+  std::uint8_t* example_dst(const WorkerScratch& ws, std::uint32_t c) {
+    Slot& s = ring[ws.dest_seq[c] % ring.size()];
+    return static_cast<std::uint8_t*>(s.data) + std::size_t{ws.dest_slot[c]} * example_size;
+  }
+  void label_copies(const WorkerScratch& ws, std::uint64_t record, std::int64_t label) {
+    for (std::uint32_t c = 0; c < opt.echo; ++c) {
+      if (!ws.dest_live[c]) continue;
+      Slot& s = ring[ws.dest_seq[c] % ring.size()];
+      s.labels[ws.dest_slot[c]] = label;
+      s.records[ws.dest_slot[c]] = record;
     }
   }
 
-  void process(Task& t, WorkerScratch& ws) {
-    // Destinations of the copies.
-    bool any = false;
+  // Counts the task's live copies into their slots (under m_) and wakes the
+  // consumer for a slot that is complete.
+  void settle(const WorkerScratch& ws, const std::exception_ptr& error, bool replaced) {
+    std::lock_guard lock(m_);
     for (std::uint32_t c = 0; c < opt.echo; ++c) {
-      const std::uint64_t off = example_offset(t.window, t.fresh, c);
-      const std::uint64_t k = off / opt.batch_size;
-      const bool live = !(t.window == 0 && k < run.skip);
-      ws.dest_live[c] = live;
-      any = any || live;
-      if (live) {
-        ws.dest_seq[c] = static_cast<std::uint32_t>((t.window * window_batches + k - run.skip) % ring.size());
-        ws.dest_slot[c] = static_cast<std::uint32_t>(off % opt.batch_size);
+      if (!ws.dest_live[c]) continue;
+      Slot& s = ring[ws.dest_seq[c] % ring.size()];
+      if (error && !s.error) s.error = error;
+      if (c == 0) ++s.fresh; else ++s.echoed;
+      if (--s.remaining == 0) {
+        s.state = SlotState::ready;
+        cv_ready_.notify_all();
       }
     }
-    if (!any) return;
+    if (replaced) counters.replaced.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void process(Task& t, WorkerScratch& ws) {
+    if (!destinations(t, ws)) return;
     std::exception_ptr error;
     bool replaced = false;
     try {
@@ -439,28 +516,25 @@ struct Reader::Impl {
     } catch (...) {
       error = std::current_exception();
     }
-    std::lock_guard lock(m_);
-    for (std::uint32_t c = 0; c < opt.echo; ++c) {
-      if (!ws.dest_live[c]) continue;
-      Slot& s = ring[ws.dest_seq[c] % ring.size()];
-      if (error && !s.error) s.error = error;
-      if (c == 0) ++s.fresh; else ++s.echoed;
-      if (--s.remaining == 0) {
-        s.state = SlotState::ready;
-        cv_ready_.notify_all();
-      }
-    }
-    if (replaced) counters.replaced.fetch_add(1, std::memory_order_relaxed);
+    settle(ws, error, replaced);
+  }
+
+  // The record that stands in for `t` at attempt a >= 1 (skip policy): the
+  // a-th next record of this rank's sequence; none past the attempt limit.
+  bool replacement(const Task& t, std::uint64_t a, std::uint64_t& record) const {
+    const std::uint64_t length = run.plan.length();
+    if (a > opt.max_replacements || a >= std::max<std::uint64_t>(length, 2)) return false;
+    const std::uint64_t j = t.window * fresh_per_window + t.fresh;
+    record = run.order[run.plan.position((j + a) % length)];
+    return true;
   }
 
   // Skip policy: the next valid record of this rank's sequence fills the slots.
   std::exception_ptr replace(const Task& t, WorkerScratch& ws, bool& replaced) {
-    const std::uint64_t length = run.plan.length();
-    const std::uint64_t j = t.window * fresh_per_window + t.fresh;
     std::exception_ptr last;
-    for (std::uint64_t a = 1; a <= opt.max_replacements && a < std::max<std::uint64_t>(length, 2); ++a) {
-      Task r;
-      r.record = run.order[run.plan.position((j + a) % length)];
+    Task r;
+    for (std::uint64_t a = 1; replacement(t, a, r.record); ++a) {
+      r.read_error = nullptr;
       fetch(r.record, r, false);
       try {
         if (r.read_error) std::rethrow_exception(r.read_error);
@@ -478,11 +552,161 @@ struct Reader::Impl {
     return last ? last : std::make_exception_ptr(Error(errc::corrupt_tile, "no valid replacement record"));
   }
 
+  // ---- batch mode (one thread drives the BatchBackend) -------------------------
+
+  // One record of a window on its way through the backend.
+  struct Pending {
+    WorkerScratch ws;             // plans and destinations of the copies
+    Task task;                    // the scheduled record
+    Task candidate;               // what fills its slots now: the record itself or a replacement
+    std::uint64_t attempt = 0;    // replacements tried
+    Rect region{};
+    bool done = false, replaced = false;
+    std::exception_ptr error;
+  };
+
+  // The batch thread's buffers, reused from window to window.
+  struct BatchScratch {
+    std::vector<Pending> pending;
+    std::vector<RecordJob> records;
+    std::vector<ExampleJob> examples;
+    std::vector<std::size_t> owner;  // pending index of each record job
+    std::vector<errc> status;
+  };
+
+  void batch_loop() {
+    BatchScratch bs;
+    std::vector<Task> window;
+    for (;;) {
+      {
+        std::unique_lock lock(m_);
+        cv_work_.wait(lock, [&] { return shutdown || !windows.empty(); });
+        if (windows.empty()) return;  // shutdown
+        window = std::move(windows.front());
+        windows.pop_front();
+        ++in_flight;
+      }
+      cv_space_.notify_all();
+      process_window(window, bs);
+      {
+        std::lock_guard lock(m_);
+        --in_flight;
+        window.clear();
+        spare_window = std::move(window);  // the scheduler fills it again
+      }
+      cv_space_.notify_all();
+    }
+  }
+
+  // A failure of p's candidate: the skip policy moves on to the next
+  // replacement record; otherwise (or when none is left) p ends with the error.
+  void candidate_failed(Pending& p, std::exception_ptr error, errc code) {
+    if (opt.on_error != ErrorPolicy::skip || !is_data_error(code)) {
+      p.error = std::move(error);
+      p.done = true;
+      return;
+    }
+    counters.corrupt.fetch_add(1, std::memory_order_relaxed);
+    p.error = std::move(error);
+    std::uint64_t record = 0;
+    if (!replacement(p.task, ++p.attempt, record)) {
+      if (p.attempt == 1)  // no replacement was tried (as replace() says)
+        p.error = std::make_exception_ptr(Error(errc::corrupt_tile, "no valid replacement record"));
+      p.done = true;
+      return;
+    }
+    p.candidate = Task{};
+    p.candidate.record = record;
+    fetch(record, p.candidate, false);
+  }
+
+  void process_window(std::vector<Task>& tasks, BatchScratch& bs) {
+    std::vector<Pending>& pending = bs.pending;
+    std::vector<RecordJob>& records = bs.records;
+    std::vector<ExampleJob>& examples = bs.examples;
+    std::vector<std::size_t>& owner = bs.owner;
+    std::vector<errc>& status = bs.status;
+    if (pending.size() < tasks.size()) pending.resize(tasks.size());
+    std::size_t n = 0;
+    for (Task& t : tasks) {
+      Pending& p = pending[n];
+      p.ws.plans.resize(opt.echo);
+      p.ws.dest_seq.resize(opt.echo);
+      p.ws.dest_slot.resize(opt.echo);
+      p.ws.dest_live.resize(opt.echo);
+      if (!destinations(t, p.ws)) continue;
+      p.task = std::move(t);
+      p.candidate = p.task;
+      p.attempt = 0;
+      p.done = p.replaced = false;
+      p.error = nullptr;
+      ++n;
+    }
+    for (;;) {  // rounds: the window, then replacements of what failed
+      const auto t0 = Clock::now();
+      records.clear();
+      examples.clear();
+      owner.clear();
+      for (std::size_t i = 0; i < n; ++i) {
+        Pending& p = pending[i];
+        while (!p.done) {  // host checks; a failing candidate moves on to the next
+          try {
+            if (p.candidate.read_error) std::rethrow_exception(p.candidate.read_error);
+            ImageInfo info;
+            p.region = plan_record(p.task.record, p.candidate.payload, p.ws, info);
+            break;
+          } catch (const Error& e) {
+            candidate_failed(p, std::current_exception(), e.code());
+          } catch (...) {
+            p.error = std::current_exception();
+            p.done = true;
+          }
+        }
+        if (p.done) continue;
+        const auto r = static_cast<std::uint32_t>(records.size());
+        records.push_back({p.candidate.payload, p.region});
+        owner.push_back(i);
+        for (std::uint32_t c = 0; c < opt.echo; ++c)
+          if (p.ws.dest_live[c]) examples.push_back({r, p.ws.plans[c], example_dst(p.ws, c)});
+      }
+      if (records.empty()) break;
+      status.assign(records.size(), errc::ok);
+      std::exception_ptr fatal_error;
+      try {
+        opt.batch_backend->run(records, examples, opt.transform, status);
+      } catch (...) {
+        fatal_error = std::current_exception();
+      }
+      counters.decode_ns.fetch_add(elapsed_ns(t0), std::memory_order_relaxed);
+      for (std::size_t r = 0; r < records.size(); ++r) {
+        Pending& p = pending[owner[r]];
+        if (fatal_error) {  // not a record's fault: every record of the round raises it
+          p.error = fatal_error;
+          p.done = true;
+        } else if (status[r] == errc::ok) {
+          label_copies(p.ws, p.candidate.record, p.candidate.label);
+          p.replaced = p.attempt > 0;
+          p.error = nullptr;
+          p.done = true;
+        } else {
+          candidate_failed(p, std::make_exception_ptr(Error(status[r], "batch decode")), status[r]);
+        }
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      Pending& p = pending[i];
+      settle(p.ws, p.error, p.replaced);
+    }
+  }
+
   // ---- consumer ---------------------------------------------------------------
 
-  const Batch* next() {
+  const Batch* next(void* consumer_stream) {
     std::unique_lock lock(m_);
     if (held) {
+      // Before the slot can be claimed again: its next writes wait for the
+      // consumer's work on it (device batches).
+      if (opt.batch_backend) opt.batch_backend->release(held->data, consumer_stream);
       held->state = SlotState::free;
       held = nullptr;
       lock.unlock();
@@ -593,7 +817,7 @@ Reader::~Reader() = default;
 Reader::Reader(Reader&&) noexcept = default;
 Reader& Reader::operator=(Reader&&) noexcept = default;
 
-const Batch* Reader::next() { return impl_->next(); }
+const Batch* Reader::next(void* consumer_stream) { return impl_->next(consumer_stream); }
 
 void Reader::set_epoch(std::uint64_t epoch) { impl_->start_run(epoch, 0, 0); }
 

@@ -87,6 +87,10 @@ struct ReaderOptions {
   TransformOptions transform{};
   std::shared_ptr<DecodeBackend> decoder;    // null: CPU (l3::decode_region)
   std::shared_ptr<BatchAllocator> allocator; // null: CPU (aligned new)
+  // Non-null: whole windows are decoded AND transformed by this backend (the
+  // CUDA batch backend: batches in device memory); `decoder`, `allocator` and
+  // `workers` are then unused (one thread drives the backend).
+  std::shared_ptr<BatchBackend> batch_backend;
 };
 
 // One batch: a contiguous tensor and its labels. Valid until the next call of
@@ -102,6 +106,7 @@ struct Batch {
   std::uint64_t epoch = 0;
   std::uint64_t index = 0;     // batch number within this rank's epoch
   double wait_seconds = 0;     // how long next() waited for this batch
+  int device = -1;             // CUDA device that holds `data`; -1: host memory
 };
 
 // Where an epoch stands, for exact resume. Serialises to a small JSON object.
@@ -161,7 +166,11 @@ public:
 
   // The next batch of this rank's epoch, or nullptr at its end. Throws the
   // l3::Error of a corrupt record under ErrorPolicy::raise.
-  const Batch* next();
+  // Device batches (Batch::device >= 0): `consumer_stream` is the CUDA stream
+  // (cudaStream_t) on which the consumer enqueued its reads of the batch the
+  // previous next() returned; that buffer is refilled only after the work has
+  // run (nullptr: the legacy default stream). Ignored for host batches.
+  const Batch* next(void* consumer_stream = nullptr);
   // Starts epoch `epoch` from its first position (the pipeline restarts).
   void set_epoch(std::uint64_t epoch);
   std::uint64_t epoch() const noexcept;

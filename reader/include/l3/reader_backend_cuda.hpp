@@ -35,11 +35,27 @@ namespace l3 {
 
 std::shared_ptr<DecodeBackend> make_emulated_wavefront_backend(Limits limits = {});
 
+// The CUDA batch backend's decomposition on the CPU (l3_reader_emu, always
+// built): records through l3::cuda::emu::decode_batch (the decode kernel's
+// plan, scans and per-warp code), then the transform kernels' per-thread code
+// (l3/batch_transform_core.hpp: one weight-table thread per output column and
+// row, one resample thread per output pixel) looped on the CPU, with the
+// table offsets from an exclusive scan as on the device. Host memory; slow; a
+// reference for the kernels, run by CI.
+std::shared_ptr<BatchBackend> make_emulated_gpu_batch_backend(Limits limits = {});
+
 #ifdef L3_READER_HAVE_CUDA
 // CUDA devices usable by this process; 0 when the driver finds none (or fails).
 int cuda_device_count() noexcept;
 std::shared_ptr<DecodeBackend> make_cuda_decode_backend(int device = 0, CUstream_st* stream = nullptr,
                                                         Limits limits = {});
+// Decode and transform on the GPU (one BatchDecoder launch for the window's
+// records, then the transform kernels of l3/batch_transform_core.hpp);
+// batches in device memory of `device`, written on `stream` (null: a
+// non-blocking stream the backend owns). Byte-identical to the CPU pipeline
+// (the transform kernels are built with --fmad=false).
+std::shared_ptr<BatchBackend> make_cuda_batch_backend(int device = 0, CUstream_st* stream = nullptr,
+                                                      Limits limits = {});
 // cudaHostAlloc / cudaFreeHost (portable pinned memory).
 std::shared_ptr<BatchAllocator> make_cuda_pinned_allocator();
 #endif

@@ -1,0 +1,229 @@
+// The reader in batch mode (ReaderOptions::batch_backend) with the emulated
+// GPU batch backend (the CUDA batch backend's decode and transform kernels run
+// on the CPU) against the reader's CPU pipeline: byte-identical batches for
+// every transform configuration, the same outcome for bad records under both
+// error policies, exact resume, and the release of device buffers. Always
+// built and run (no GPU needed).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "l3/reader_backend_cuda.hpp"
+#include "test_reader_gpu_util.hpp"
+
+using namespace l3;
+
+namespace {
+
+std::shared_ptr<const Dataset> synth(const std::string& name, const l3test::SynthSpec& spec = {}) {
+  const auto dir = l3test::reader_dir(name);
+  l3test::write_synth_dataset(dir, spec);
+  return std::make_shared<const Dataset>(Dataset::open(dir));
+}
+
+void check_same_as_cpu(std::shared_ptr<const Dataset> ds, const ReaderOptions& o, std::uint64_t epoch = 0) {
+  const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend(), epoch);
+  const auto b = l3test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend(), epoch);
+  CHECK(a.data.size() >= 3);  // 40 records: 3 batches for one rank of 3
+  l3test::check_same(a, b);
+}
+
+// Forwards to the emulated backend and records release() calls.
+class CountingBackend final : public BatchBackend {
+public:
+  std::shared_ptr<BatchBackend> inner = make_emulated_gpu_batch_backend();
+  std::atomic<int> runs{0}, releases{0};
+  std::atomic<void*> last_stream{nullptr};
+  const char* name() const noexcept override { return "counting"; }
+  BatchMemory memory() const noexcept override { return inner->memory(); }
+  void* allocate(std::size_t bytes) override { return inner->allocate(bytes); }
+  void deallocate(void* p, std::size_t bytes) noexcept override { inner->deallocate(p, bytes); }
+  void run(std::span<const RecordJob> r, std::span<const ExampleJob> e, const TransformOptions& o,
+           std::span<errc> s) override {
+    ++runs;
+    inner->run(r, e, o, s);
+  }
+  void release(void* buffer, void* stream) noexcept override {
+    CHECK(buffer != nullptr);
+    ++releases;
+    last_stream = stream;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("batch mode: the emulated GPU batch backend yields the CPU pipeline's batches byte for byte") {
+  auto ds = synth("batch_emu_configs");
+  for (const auto& [what, o] : l3test::backend_configs()) {
+    CAPTURE(what);
+    for (std::uint64_t epoch : {0u, 1u}) {
+      CAPTURE(epoch);
+      check_same_as_cpu(ds, o, epoch);
+    }
+  }
+}
+
+TEST_CASE("batch mode: more transform configurations") {
+  auto ds = synth("batch_emu_more");
+  ReaderOptions base = l3test::backend_configs()[0].second;
+  SUBCASE("upscaling without antialias, hwc float32 unnormalised") {
+    ReaderOptions o = base;
+    o.transform.width = 130;  // larger than every image (40..90)
+    o.transform.height = 97;
+    o.transform.crop = CropMode::full;
+    o.transform.antialias = false;
+    o.transform.dtype = DType::float32;
+    o.transform.normalize = false;
+    check_same_as_cpu(ds, o);
+  }
+  SUBCASE("strong antialiased shrink, chw float16, flip always") {
+    ReaderOptions o = base;
+    o.transform.width = 7;
+    o.transform.height = 5;
+    o.transform.flip_probability = 1.0;
+    o.transform.layout = Layout::chw;
+    o.transform.dtype = DType::float16;
+    check_same_as_cpu(ds, o);
+  }
+  SUBCASE("echo 3 over windows of 2 batches (shuffle buffer), batch 6") {
+    ReaderOptions o = base;
+    o.batch_size = 6;
+    o.echo = 3;
+    o.echo_window = 2;
+    check_same_as_cpu(ds, o, 1);
+  }
+  SUBCASE("rank 2 of 3, drop remainder, block shuffle") {
+    ReaderOptions o = base;
+    o.world_size = 3;
+    o.rank = 2;
+    o.remainder = Remainder::drop;
+    o.block_size = 4;
+    check_same_as_cpu(ds, o, 2);
+  }
+}
+
+TEST_CASE("batch mode: one output channel: gray sources decode, colour sources fail as on the CPU") {
+  auto ds = synth("batch_emu_channels");  // mixed: gray, RGB, RGBA
+  ReaderOptions o = l3test::backend_configs()[0].second;
+  o.transform.channels = 1;
+  for (const ErrorPolicy policy : {ErrorPolicy::raise, ErrorPolicy::skip}) {
+    CAPTURE(policy == ErrorPolicy::skip);
+    o.on_error = policy;
+    const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend());
+    const auto b = l3test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend());
+    l3test::check_same(a, b);
+    std::size_t failed = 0;
+    for (errc e : a.errors) failed += e != errc::ok;
+    CHECK(failed > 0);  // colour records are refused (unsupported is a caller error: it raises)
+  }
+}
+
+TEST_CASE("batch mode: corrupt records give the CPU pipeline's outcome under both policies") {
+  const auto dir = l3test::reader_dir("batch_emu_corrupt");
+  l3test::write_synth_dataset(dir);
+  for (const std::uint64_t r : {13u, 14u, 27u}) {  // 13 and 14: a run of bad records for skip
+    std::size_t tail = 0;
+    {
+      const Dataset clean = Dataset::open(dir);
+      tail = clean.record(r).payload.size() - 5;  // tile data, past header and table
+    }
+    l3test::corrupt_record(dir, r, tail);
+  }
+  auto ds = std::make_shared<const Dataset>(Dataset::open(dir));
+  for (const Verify verify : {Verify::yes, Verify::no}) {
+    for (const ErrorPolicy policy : {ErrorPolicy::raise, ErrorPolicy::skip}) {
+      for (const std::uint32_t max_replacements : {64u, 0u}) {
+        CAPTURE(verify == Verify::yes);
+        CAPTURE(policy == ErrorPolicy::skip);
+        CAPTURE(max_replacements);
+        ReaderOptions o = l3test::backend_configs()[1].second;
+        o.verify = verify;
+        o.on_error = policy;
+        o.max_replacements = max_replacements;
+        o.shuffle = false;  // 13 and 14 next to each other: a replacement that fails too
+        const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend());
+        const auto b = l3test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend());
+        l3test::check_same(a, b);
+        if (policy == ErrorPolicy::skip && max_replacements > 0) {
+          CHECK(b.corrupt == 4);  // 13, 14 (also as 13's first replacement), 27
+          CHECK(b.replaced == 3);
+          CHECK(b.raised == 0);
+        } else {
+          CHECK(b.raised > 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("batch mode: a run resumed from state() yields exactly the rest, also under another world size") {
+  auto ds = synth("batch_emu_resume");
+  ReaderOptions o = l3test::backend_configs()[1].second;
+  o.world_size = 1;
+  const auto full = l3test::run_epoch(ds, o, make_cpu_decode_backend(), 1);
+  REQUIRE(full.data.size() >= 8);
+  ReaderOptions ob = o;
+  ob.batch_backend = make_emulated_gpu_batch_backend();
+  ob.epoch = 1;
+  ReaderState st;
+  {
+    Reader r(ds, ob);
+    for (int i = 0; i < 3; ++i) REQUIRE(r.next() != nullptr);
+    st = r.state();
+  }
+  Reader resumed(ds, ob);
+  resumed.restore(st);
+  std::size_t k = 3;
+  while (const Batch* b = resumed.next()) {
+    REQUIRE(k < full.data.size());
+    CHECK(l3test::host_bytes(*b) == full.data[k]);
+    CHECK(std::vector<std::uint64_t>(b->records.begin(), b->records.end()) == full.records[k]);
+    ++k;
+  }
+  CHECK(k == full.data.size());
+
+  // The same state under world size 2: the two ranks together deliver every
+  // remaining record exactly once (pad may repeat a few at the very end).
+  std::vector<std::uint64_t> rest, seen;
+  for (std::size_t i = 3; i < full.records.size(); ++i) rest.insert(rest.end(), full.records[i].begin(), full.records[i].end());
+  for (std::uint32_t rank = 0; rank < 2; ++rank) {
+    ReaderOptions o2 = ob;
+    o2.world_size = 2;
+    o2.rank = rank;
+    o2.remainder = Remainder::drop;
+    Reader r(ds, o2);
+    r.restore(st);
+    while (const Batch* b = r.next()) seen.insert(seen.end(), b->records.begin(), b->records.end());
+  }
+  std::sort(rest.begin(), rest.end());
+  std::sort(seen.begin(), seen.end());
+  CHECK(std::includes(rest.begin(), rest.end(), seen.begin(), seen.end()));
+  CHECK(seen.size() + 2 * o.batch_size > rest.size());  // drop loses less than one batch per rank
+}
+
+TEST_CASE("batch mode: every batch buffer handed out is released with the consumer's stream") {
+  auto ds = synth("batch_emu_release");
+  auto counting = std::make_shared<CountingBackend>();
+  ReaderOptions o = l3test::backend_configs()[0].second;
+  int token = 0;  // stands in for a cudaStream_t
+  const auto out = l3test::run_epoch_batch(ds, o, counting, 0, l3test::host_bytes, &token);
+  const std::size_t n = out.data.size();
+  REQUIRE(n >= 5);
+  CHECK(counting->runs.load() > 0);
+  // next() releases the previous batch: n batches, then the call that returns
+  // nullptr releases the last one.
+  CHECK(counting->releases.load() == static_cast<int>(n));
+  CHECK(counting->last_stream.load() == &token);
+  // The batches say where they live.
+  Reader r(ds, [&] {
+    ReaderOptions x = o;
+    x.batch_backend = counting;
+    return x;
+  }());
+  const Batch* b = r.next();
+  REQUIRE(b);
+  CHECK(b->device == -1);
+  CHECK(r.metrics().busy.decode >= 0);
+}
