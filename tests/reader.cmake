@@ -18,4 +18,11 @@ l3_add_test(test_reader_batch_emu test_reader_batch_emu.cpp LIBS l3_reader_emu L
 if(L3_HAVE_CUDA AND TARGET l3_reader_cuda)
   l3_add_test(test_reader_gpu test_reader_gpu.cpp LIBS l3_reader_cuda LABELS gpu)
   set_tests_properties(test_reader_gpu PROPERTIES SKIP_REGULAR_EXPRESSION "L3_GPU_SKIPPED")
+  # Batch mode with the CUDA batch backend (decode and transforms on the GPU)
+  # against the CPU pipeline and the emulation; xxhash re-checksums damaged
+  # streams so that only the device's tile decode finds the damage.
+  pkg_check_modules(L3_GPU_TEST_XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+  l3_add_test(test_reader_gpu_batch test_reader_gpu_batch.cpp
+    LIBS l3_reader_cuda PkgConfig::L3_GPU_TEST_XXHASH LABELS gpu)
+  set_tests_properties(test_reader_gpu_batch PROPERTIES SKIP_REGULAR_EXPRESSION "L3_GPU_SKIPPED")
 endif()
