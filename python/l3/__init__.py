@@ -6,6 +6,8 @@
     ds = l3.Dataset("out/")             # ds[i] -> (image, label)
     for batch in l3.Loader("out/", batch_size=64, size=224):
         x = torch.from_dlpack(batch)    # zero copy; batch.labels: int64 numpy
+    # device="cuda": decode and transforms on the GPU; torch.from_dlpack(batch) is a
+    # CUDA tensor on the batch's device memory (no copy), valid until the next batch.
 
 Errors: ValueError for bad arguments (IndexError for an index out of range),
 l3.DataError (a ValueError) for invalid streams, shards or manifests, OSError
@@ -24,7 +26,7 @@ from ._l3 import DataError
 
 __all__ = [
     "DataError", "encode", "decode", "decode_region", "info", "load_image", "Dataset", "Loader",
-    "Batch", "ShardWriter", "DatasetWriter", "write_manifest", "convert", "built_with_cuda",
+    "Batch", "DeviceArray", "ShardWriter", "DatasetWriter", "write_manifest", "convert", "built_with_cuda",
 ]
 __version__ = "0.1.0"
 
@@ -349,23 +351,160 @@ def convert(src: PathLike, out: PathLike, shard_size: int = 256 << 20, threads: 
 # ---- the streaming loader ------------------------------------------------------------
 
 
-class Batch:
-    """One batch: `data` (numpy array, N x C x H x W or N x H x W x C), `labels` (int64),
-    `records` (uint64 dataset indices), `epoch`, `index`, `wait_seconds`.
+_KDL_CUDA = 2  # DLPack device type of CUDA memory
 
-    Supports DLPack: torch.from_dlpack(batch) and np.from_dlpack(batch) share
-    `data`'s memory (no copy). Unpacks as `images, labels = batch`.
+
+def _consumer_stream(stream: Any) -> Optional[int]:
+    """A DLPack consumer `stream` of a CUDA array -> the cudaStream_t value the loader
+    orders the buffer's refill after (0: the legacy default stream), or None (nothing
+    to record: stream=-1)."""
+    if stream is None:
+        return 0  # DLPack: None means the legacy default stream for CUDA
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        try:
+            stream = int(stream)  # objects with __index__ / __int__ (a numpy integer)
+        except (TypeError, ValueError):
+            raise TypeError(f"__dlpack__: stream must be None or an int; got {type(stream).__name__}") from None
+    if stream == -1:
+        return None  # the consumer asks for no synchronisation: nothing to record
+    if stream == 1:
+        return 0  # the legacy default stream
+    if stream == 0:
+        raise ValueError("__dlpack__: stream=0 is ambiguous for CUDA (DLPack); pass None or 1 (legacy default "
+                         "stream), 2 (per-thread default stream) or a cudaStream_t")
+    if stream < 0:
+        raise ValueError(f"__dlpack__: invalid CUDA stream {stream}")
+    return stream  # 2 (cudaStreamPerThread) or a cudaStream_t
+
+
+class _Handoff:
+    """The loader's side of the DLPack hand-off of device batches: which batch is out
+    (serial) and the consumer streams its arrays were exported to (recorded by
+    DeviceArray.__dlpack__, passed to the reader by the next next())."""
+
+    __slots__ = ("serial", "streams")
+
+    def __init__(self):
+        self.serial = 0
+        self.streams: list = []
+
+    def record(self, serial: int, stream: Optional[int]) -> None:
+        if serial != self.serial:
+            raise BufferError("this CUDA batch was handed back to the loader (by a later next(), set_epoch(), "
+                              "restore() or close()) and its memory is being refilled: export each batch "
+                              "(torch.from_dlpack) before requesting the next one")
+        if stream is not None and stream not in self.streams:
+            self.streams.append(stream)
+
+    def take(self) -> list:
+        """Ends the current batch's hand-off; returns its consumer streams."""
+        streams, self.streams = self.streams, []
+        self.serial += 1
+        return streams
+
+
+class DeviceArray:
+    """A batch tensor in CUDA device memory (Loader(device="cuda")), exposed through DLPack.
+
+    torch.from_dlpack(array) (or of its l3.Batch) returns a CUDA tensor on this
+    memory, no copy. The memory is the loader's: it is refilled by a later batch,
+    so use the tensor (enqueue your work on it) before the next iteration, or
+    clone it. The batch is complete when it is handed out (the loader waited for
+    the GPU work that wrote it), so no synchronisation is needed before use.
+    __dlpack__(stream=s) records the consumer's stream s (torch passes its
+    current stream); the next iteration refills the buffer only after the work
+    enqueued on s until then has run. DLPack stream values: None or 1 = the
+    legacy default stream, 2 = the per-thread default stream, any other
+    positive int = a cudaStream_t; -1 (no synchronisation) records nothing.
     """
 
-    __slots__ = ("data", "labels", "records", "epoch", "index", "wait_seconds")
+    __slots__ = ("_a", "_handoff", "_serial")
 
-    def __init__(self, data, labels, records, epoch, index, wait_seconds):
+    def __init__(self, handle, handoff: _Handoff, serial: int):
+        self._a = handle
+        self._handoff = handoff
+        self._serial = serial
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(self._a.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self._a.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._a.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._a.nbytes)
+
+    @property
+    def device(self) -> str:
+        return f"cuda:{self._a.device}"
+
+    @property
+    def device_id(self) -> int:
+        return int(self._a.device)
+
+    def data_ptr(self) -> int:
+        """The device address of the first element."""
+        return int(self._a.ptr)
+
+    @property
+    def valid(self) -> bool:
+        """False once the loader moved on (the memory may be refilled): __dlpack__ then raises."""
+        return self._serial == self._handoff.serial
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (_KDL_CUDA, int(self._a.device))
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None):
+        if copy:
+            raise BufferError("__dlpack__(copy=True): l3 hands out device batches without copying; "
+                              "clone the tensor instead")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"__dlpack__: the batch is on {self.__dlpack_device__()}, not {tuple(dl_device)}")
+        self._handoff.record(self._serial, _consumer_stream(stream))
+        # An unversioned DLPack capsule (max_version is accepted; consumers take both kinds).
+        return self._a.capsule()
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError("an l3 CUDA batch lives in device memory: use torch.from_dlpack(batch) "
+                        "(then .cpu() for a host copy)")
+
+    def __len__(self) -> int:
+        return int(self._a.shape[0])
+
+    def __repr__(self) -> str:
+        return f"l3.DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device!r})"
+
+
+class Batch:
+    """One batch: `data` (N x C x H x W or N x H x W x C), `labels` (int64 numpy),
+    `records` (uint64 dataset indices), `epoch`, `index`, `wait_seconds`, `device`
+    (-1: host memory; N: CUDA device N).
+
+    `data` is a numpy array for host batches and an l3.DeviceArray (CUDA memory)
+    for device="cuda". Supports DLPack: torch.from_dlpack(batch) and
+    np.from_dlpack(batch) (host batches) share `data`'s memory (no copy); on
+    CUDA torch.from_dlpack(batch) gives a CUDA tensor (torch's current stream is
+    recorded: see DeviceArray). Unpacks as `images, labels = batch`.
+    """
+
+    __slots__ = ("data", "labels", "records", "epoch", "index", "wait_seconds", "device")
+
+    def __init__(self, data, labels, records, epoch, index, wait_seconds, device=-1):
         self.data = data
         self.labels = labels
         self.records = records
         self.epoch = epoch
         self.index = index
         self.wait_seconds = wait_seconds
+        self.device = device
 
     def __dlpack__(self, *args, **kwargs):
         return self.data.__dlpack__(*args, **kwargs)
@@ -380,8 +519,9 @@ class Batch:
         return int(self.data.shape[0])
 
     def __repr__(self) -> str:
+        where = "" if self.device < 0 else f", device='cuda:{self.device}'"
         return (f"l3.Batch(shape={tuple(self.data.shape)}, dtype={self.data.dtype}, epoch={self.epoch}, "
-                f"index={self.index})")
+                f"index={self.index}{where})")
 
 
 def _pair(v, name) -> Tuple[float, float]:
@@ -417,17 +557,23 @@ class Loader:
                   center_fraction=0.875, antialias=True, flip=0.5 (probability)
       output:     layout="chw" | "hwc", dtype="float32" | "float16" | "uint8",
                   normalize=True, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)
-      device:     "cpu", or "cuda" / "cuda:N": decode on that GPU (the CUDA batch decoder; transforms on the
-                  CPU; batches in pinned host memory, identical to "cpu" batches). ValueError naming why
-                  otherwise: "built without CUDA" or "no CUDA device"
+      device:     "cpu", or "cuda" / "cuda:N": decode and transform on that GPU (the CUDA batch
+                  backend); batches stay in device memory (batch.data is an l3.DeviceArray;
+                  torch.from_dlpack(batch) is a CUDA tensor, no copy, valid until the next batch:
+                  see DeviceArray for the stream semantics), byte-identical to "cpu" batches.
+                  ValueError naming why otherwise: "built without CUDA" or "no CUDA device"
       echo=1, echo_window=0 (data echoing), cache_bytes=0 (RAM cache of compressed records)
       errors:     on_error="raise" | "skip", max_replacements=64, verify=True
                   (record checksums), verify_shard_hashes=False
-      copy=True:  each batch is copied out of the reader's ring of buffers into a buffer
-                  owned by the returned arrays (recycled once they are released), so a
-                  batch stays valid as long as you hold it. copy=False hands out the ring
-                  buffer itself: no copy, but the arrays are overwritten by a later batch
-                  (use only when each batch is consumed before the next is requested).
+      copy:       host batches (default True): each batch is copied out of the reader's ring
+                  of buffers into a buffer owned by the returned arrays (recycled once they
+                  are released), so a batch stays valid as long as you hold it. copy=False
+                  hands out the ring buffer itself: no copy, but the arrays are overwritten
+                  by a later batch (use only when each batch is consumed before the next is
+                  requested). Device batches are never copied (copy=True is refused).
+      _emulated_gpu=True (testing/reference, with device="cpu"): batches made by the CUDA
+                  batch backend's decomposition run on the CPU (host memory, numpy; exact but
+                  slow), so the batch mode's Python side runs without a GPU.
 
     Iterating yields l3.Batch objects for one epoch; iterating again after the epoch
     ended continues with the next epoch (or call set_epoch()). The GIL is released
@@ -444,13 +590,14 @@ class Loader:
                  mean: Sequence[float] = (0.485, 0.456, 0.406), std: Sequence[float] = (0.229, 0.224, 0.225),
                  device: str = "cpu", echo: int = 1, echo_window: int = 0, cache_bytes: int = 0,
                  on_error: str = "raise", max_replacements: int = 64, verify: bool = True,
-                 verify_shard_hashes: bool = False, copy: bool = True):
+                 verify_shard_hashes: bool = False, copy: Optional[bool] = None, _emulated_gpu: bool = False):
         if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
             raise ValueError(f"device must be 'cpu' or 'cuda'; got {device!r}")
         device_index = -1
+        if _emulated_gpu and device != "cpu":
+            raise ValueError("_emulated_gpu runs the GPU backend's decomposition on the CPU: use device='cpu'")
         if device != "cpu":
-            # device="cuda[:N]": crops decoded by the CUDA batch decoder, transforms on the CPU,
-            # batches in pinned host memory (move them with tensor.to("cuda", non_blocking=True)).
+            # device="cuda[:N]": decode and transforms by the CUDA batch backend; batches in device memory.
             if not built_with_cuda:
                 raise ValueError("device='cuda': this l3 extension was built without CUDA (nvcc was not found "
                                  "when it was built); use device='cpu' and move batches with tensor.to('cuda')")
@@ -461,6 +608,11 @@ class Loader:
                                    "was built with CUDA); use device='cpu'")
             if device_index >= n:
                 raise ValueError(f"device={device!r}: only {n} CUDA device(s)")
+            if copy:
+                raise ValueError("device='cuda': batches stay in the loader's device memory and are never copied "
+                                 "(copy=True); clone the tensor to keep a batch past the next iteration")
+        if copy is None:
+            copy = True
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
         if isinstance(size, int):
@@ -494,8 +646,10 @@ class Loader:
         c.std = [float(v) for v in std]
         c.copy = bool(copy)
         c.device = device_index
+        c.emulated_gpu = bool(_emulated_gpu)
         self._path = os.fspath(path)
         self._config = c
+        self._handoff = _Handoff()
         self._r = _l3._Reader(self._path, c)
         self._ended = False
         self.batch_size = int(batch_size)
@@ -514,12 +668,22 @@ class Loader:
         return b
 
     def next(self) -> Optional[Batch]:
-        """The next batch of this rank's epoch, or None at its end."""
-        out = self._r.next()
+        """The next batch of this rank's epoch, or None at its end. A device batch handed
+        out before is handed back: its buffer is refilled once the work its consumers
+        enqueued on their streams (recorded by __dlpack__) has run."""
+        out = self._r.next(self._handoff.take())
         if out is None:
             self._ended = True
             return None
-        return Batch(*out)
+        data, labels, records, epoch, index, wait_seconds, device = out
+        if device >= 0:
+            data = DeviceArray(data, self._handoff, self._handoff.serial)
+        return Batch(data, labels, records, epoch, index, wait_seconds, device)
+
+    def _hand_back(self) -> None:
+        # set_epoch / restore / close hand the current device batch back without a stream
+        # to order its refill after: wait here for the work its consumers enqueued.
+        self._r.wait_streams(self._handoff.take())
 
     def __len__(self) -> int:
         """Batches of this rank in the current epoch."""
@@ -527,6 +691,7 @@ class Loader:
 
     def set_epoch(self, epoch: int) -> None:
         """Starts epoch `epoch` from its first batch."""
+        self._hand_back()
         self._r.set_epoch(int(epoch))
         self._ended = False
 
@@ -541,6 +706,7 @@ class Loader:
         return json.loads(self._r.state())
 
     def restore(self, state: Union[dict, str]) -> None:
+        self._hand_back()
         self._r.restore(state if isinstance(state, str) else json.dumps(state))
         self._ended = False
 
@@ -566,7 +732,9 @@ class Loader:
         return int(self._r.dataset_size())
 
     def close(self) -> None:
-        """Stops the worker threads (batches already returned stay valid)."""
+        """Stops the worker threads (host batches already returned stay valid; a device
+        batch stays allocated while a tensor uses it)."""
+        self._hand_back()
         self._r.close()
 
     def __enter__(self):

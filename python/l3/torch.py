@@ -7,6 +7,13 @@ IterableDataset: whole batches from l3.Loader (decode, crop, resize, flip and
     (rank, worker). Use with DataLoader(ds, batch_size=None, num_workers=k) and
     call ds.set_epoch(e) before each epoch (like DistributedSampler).
 
+    device="cuda": decode and transforms on the GPU; images come out as CUDA
+    tensors on the batch's device memory (no copy) and labels are moved to the
+    same device. Iterate in the training process (num_workers=0; CUDA does not
+    survive fork, so DataLoader workers are refused with ValueError). A batch is
+    valid until the next one is requested: use it (enqueue the step) before the
+    next iteration, or clone it.
+
 Dataset: map-style, ds[i] -> (uint8 tensor C x H x W, label), for torch samplers
     and your own transforms.
 
@@ -29,10 +36,30 @@ import l3 as _l3
 
 __all__ = ["IterableDataset", "Dataset", "to_tensors"]
 
+_CUDA_WORKERS = ("device='cuda' decodes on the GPU in the training process: use DataLoader(num_workers=0) "
+                 "(CUDA cannot run in forked DataLoader workers, and the loader's own threads already "
+                 "feed the GPU)")
+
 
 def to_tensors(batch: "_l3.Batch") -> Tuple[torch.Tensor, torch.Tensor]:
-    """(images, labels) torch tensors sharing the batch's memory (DLPack, no copy)."""
-    return torch.from_dlpack(batch.data), torch.from_numpy(batch.labels)
+    """(images, labels) torch tensors; images share the batch's memory (DLPack, no copy).
+
+    A CUDA batch (Loader(device="cuda")) gives a CUDA tensor: torch.from_dlpack
+    passes torch's current stream of the batch's device, which the loader records
+    (the buffer is refilled only after the work enqueued on that stream before the
+    next batch is requested). The labels are then copied to the same device
+    (asynchronously, on that stream). Call it with the stream current on which you
+    will use the batch.
+    """
+    images = torch.from_dlpack(batch.data)
+    labels = torch.from_numpy(batch.labels)
+    if images.is_cuda:
+        labels = labels.to(images.device, non_blocking=True)
+    return images, labels
+
+
+def _is_cuda(device: Any) -> bool:
+    return str(device) != "cpu"
 
 
 def _distributed() -> Tuple[int, int]:
@@ -66,6 +93,9 @@ class IterableDataset(tud.IterableDataset):
         for k in ("copy",):
             if k in loader_kwargs:
                 raise ValueError(f"{k!r} is chosen by the adapter")
+        self.cuda = _is_cuda(loader_kwargs.get("device", "cpu"))
+        if self.cuda and int(num_workers) > 0:
+            raise ValueError(_CUDA_WORKERS)
         self.path = os.fspath(path)
         self.batch_size = int(batch_size)
         self.rank = rank
@@ -113,10 +143,14 @@ class IterableDataset(tud.IterableDataset):
         return steps * nw
 
     def __iter__(self):
+        if self.cuda and tud.get_worker_info() is not None:
+            raise ValueError(_CUDA_WORKERS)
         part, parts, _ = self._partition()
         workers = self.workers if self.workers is not None else (1 if tud.get_worker_info() else 2)
+        # Host batches are copied out of the reader's ring (each stays valid while held);
+        # CUDA batches are the loader's device buffers (valid until the next one).
         loader = _l3.Loader(self.path, self.batch_size, rank=part, world_size=parts, epoch=self.epoch,
-                            workers=workers, copy=True, **self.loader_kwargs)
+                            workers=workers, copy=not self.cuda, **self.loader_kwargs)
         try:
             n = self._size
             step_span = parts * self.batch_size

@@ -33,8 +33,9 @@
 #include "l3/error.hpp"
 #include "l3/image_io.hpp"
 #include "l3/reader.hpp"
-#ifdef L3_PY_HAVE_CUDA
 #include "l3/reader_backend_cuda.hpp"
+#ifdef L3_PY_HAVE_CUDA
+#include <cuda_runtime_api.h>
 #endif
 #include "l3/shard.hpp"
 
@@ -485,7 +486,12 @@ struct LoaderConfig {
   std::string layout = "chw", dtype = "float32";
   std::vector<float> mean{0.485f, 0.456f, 0.406f}, std{0.229f, 0.224f, 0.225f};
   bool copy = true;
-  int device = -1;  // -1: decode on the CPU; >= 0: CUDA device index (the CUDA decode backend)
+  // -1: the CPU pipeline; >= 0: CUDA device index: the CUDA batch backend
+  // (decode and transforms on the GPU, batches in device memory).
+  int device = -1;
+  // Test/reference mode: the CUDA batch backend's decomposition run on the CPU
+  // (make_emulated_gpu_batch_backend; host batches; slow but exact).
+  bool emulated_gpu = false;
 };
 
 l3::ReaderOptions reader_options(const LoaderConfig& c) {
@@ -551,14 +557,17 @@ l3::ReaderOptions reader_options(const LoaderConfig& c) {
     t.mean[k] = c.mean[static_cast<std::size_t>(k)];
     t.std[k] = c.std[static_cast<std::size_t>(k)];
   }
+  if (c.emulated_gpu) {
+    if (c.device >= 0)
+      l3::throw_error(l3::errc::invalid_argument, "the emulated GPU backend runs on the CPU: use device='cpu'");
+    o.batch_backend = l3::make_emulated_gpu_batch_backend(o.limits);
+  }
   if (c.device >= 0) {
 #ifdef L3_PY_HAVE_CUDA
-    // Decode on the GPU (l3/reader_backend_cuda.hpp): crops decoded by the
-    // CUDA batch decoder, copied back; transforms on the CPU into pinned
-    // batch buffers (host memory).
+    // Decode and transform on the GPU (l3/reader_backend_cuda.hpp): whole
+    // windows through the CUDA batch backend; batches in device memory.
     if (l3::cuda_device_count() == 0) l3::throw_error(l3::errc::device_error, "device='cuda': no CUDA device");
-    o.decoder = l3::make_cuda_decode_backend(c.device, nullptr, o.limits);
-    o.allocator = l3::make_cuda_pinned_allocator();
+    o.batch_backend = l3::make_cuda_batch_backend(c.device, nullptr, o.limits);
 #else
     l3::throw_error(l3::errc::invalid_argument, "device='cuda': this l3 extension was built without CUDA");
 #endif
@@ -575,12 +584,63 @@ nb::dlpack::dtype dl_dtype(l3::DType d) {
   return nb::dtype<float>();
 }
 
-// Owner of a borrowed (copy=False) batch array: keeps the reader (and so its
-// ring of buffers) alive; the bytes are overwritten by a later batch.
+// Owner of a borrowed batch array (copy=False, and every device batch): keeps
+// the reader (and so its ring of buffers, host or device memory) alive; the
+// bytes are overwritten by a later batch.
 struct ReaderRef {
   std::shared_ptr<l3::Reader> reader;
 };
 void free_reader_ref(void* p) noexcept { delete static_cast<ReaderRef*>(p); }
+
+// Consumer streams of a device batch, as the Python layer collects them from
+// __dlpack__(stream=...): cudaStream_t values, 0 for the legacy default stream.
+using StreamList = std::vector<std::uintptr_t>;
+
+void* as_stream(std::uintptr_t s) noexcept { return reinterpret_cast<void*>(s); }
+
+// Blocks until the work enqueued so far on each stream has run (the GIL is
+// released by the caller). Without CUDA there are no device batches, so no
+// consumer streams either.
+void sync_streams(const StreamList& streams) {
+#ifdef L3_PY_HAVE_CUDA
+  for (std::uintptr_t s : streams) {
+    const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(as_stream(s)));
+    if (e != cudaSuccess)
+      l3::throw_error(l3::errc::device_error, std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e));
+  }
+#else
+  (void)streams;
+#endif
+}
+
+// A batch in device memory (l3.DeviceArray wraps it): capsule() returns a new
+// DLPack capsule (kDLCUDA, the batch's device) on every call; each capsule
+// keeps the reader, and so the device buffer, allocated until the consumer's
+// tensor is freed. Zero copy: the capsule points at the reader's buffer.
+class PyDeviceArray {
+public:
+  PyDeviceArray(nb::ndarray<> array, const l3::Batch& b, const std::size_t* shape)
+      : array_(std::move(array)),
+        ptr_(reinterpret_cast<std::uintptr_t>(b.data)),
+        device_(b.device),
+        dtype_(l3::dtype_name(b.dtype)),
+        shape_(nb::make_tuple(shape[0], shape[1], shape[2], shape[3])),
+        nbytes_(b.bytes) {}
+  nb::ndarray<> capsule() const { return array_; }
+  std::uintptr_t ptr() const { return ptr_; }
+  int device() const { return device_; }
+  std::string dtype() const { return dtype_; }
+  nb::tuple shape() const { return shape_; }
+  std::size_t nbytes() const { return nbytes_; }
+
+private:
+  nb::ndarray<> array_;
+  std::uintptr_t ptr_ = 0;
+  int device_ = 0;
+  std::string dtype_;
+  nb::tuple shape_;
+  std::size_t nbytes_ = 0;
+};
 
 // One consumer at a time: l3::Reader wants a single consumer thread, so every
 // call takes mu_ (after releasing the GIL, so a thread blocked in next() never
@@ -598,8 +658,12 @@ public:
     pool_->max_free = opt.prefetch + 4;
   }
 
-  // (data, labels, records, epoch, index, wait_seconds) or None at the end of the epoch.
-  nb::object next() {
+  // (data, labels, records, epoch, index, wait_seconds, device) or None at the
+  // end of the epoch. data: a numpy array for host batches (device -1), a
+  // _DeviceArray for device batches (device >= 0, never copied).
+  // streams: the consumer streams of the previous batch when it was a device
+  // batch (its buffer is refilled only after their work so far has run).
+  nb::object next(const StreamList& streams) {
     std::shared_ptr<l3::Reader> r = reader();
     PooledBuffer* buf = nullptr;
     const l3::Batch* b = nullptr;
@@ -609,36 +673,63 @@ public:
     {
       nb::gil_scoped_release release;
       std::lock_guard lock(mu_);
-      b = r->next();
+      void* consumer = nullptr;
+      if (held_device_ && !streams.empty()) {
+        // Reader::next orders the refill after one stream: wait for the others here.
+        sync_streams(StreamList(streams.begin(), streams.end() - 1));
+        consumer = as_stream(streams.back());
+      }
+      held_device_ = false;
+      b = r->next(consumer);
       if (b) {
         meta = *b;
+        held_device_ = b->device >= 0;
         labels.assign(b->labels.begin(), b->labels.end());
         records.assign(b->records.begin(), b->records.end());
-        if (copy_) {
+        if (copy_ && b->device < 0) {
           buf = take_pooled_buffer(pool_);
           std::memcpy(buf->data, b->data, b->bytes);
         }
       }
     }
     if (!b) return nb::none();
-    nb::capsule owner;
-    void* data = meta.data;
-    if (copy_) {
-      owner = nb::capsule(buf, free_pooled_buffer);
-      data = buf->data;
-    } else {
-      owner = nb::capsule(new ReaderRef{r}, free_reader_ref);
-    }
     std::size_t shape[4] = {meta.size, meta.channels, meta.height, meta.width};
     if (meta.layout == l3::Layout::hwc) {
       shape[1] = meta.height;
       shape[2] = meta.width;
       shape[3] = meta.channels;
     }
-    nb::ndarray<nb::numpy> arr(data, 4, shape, owner, nullptr, dl_dtype(meta.dtype), nb::device::cpu::value);
     auto labels_arr = owned_vector<std::int64_t>(labels.data(), labels.size());
     auto records_arr = owned_vector<std::uint64_t>(records.data(), records.size());
-    return nb::make_tuple(nb::cast(arr), labels_arr, records_arr, meta.epoch, meta.index, meta.wait_seconds);
+    nb::object data;
+    if (meta.device >= 0) {
+      nb::capsule owner(new ReaderRef{r}, free_reader_ref);
+      nb::ndarray<> arr(meta.data, 4, shape, owner, nullptr, dl_dtype(meta.dtype), nb::device::cuda::value,
+                        meta.device);
+      data = nb::cast(PyDeviceArray(std::move(arr), meta, shape), nb::rv_policy::move);
+    } else {
+      nb::capsule owner;
+      void* ptr = meta.data;
+      if (copy_) {
+        owner = nb::capsule(buf, free_pooled_buffer);
+        ptr = buf->data;
+      } else {
+        owner = nb::capsule(new ReaderRef{r}, free_reader_ref);
+      }
+      nb::ndarray<nb::numpy> arr(ptr, 4, shape, owner, nullptr, dl_dtype(meta.dtype), nb::device::cpu::value);
+      data = nb::cast(arr);
+    }
+    return nb::make_tuple(data, labels_arr, records_arr, meta.epoch, meta.index, meta.wait_seconds, meta.device);
+  }
+
+  // Waits for the consumer streams of the batch last returned when it is a
+  // device batch: set_epoch(), restore() and close() hand its buffer back
+  // without a stream to order the refill after.
+  void wait_streams(const StreamList& streams) {
+    if (streams.empty()) return;
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mu_);
+    if (held_device_) sync_streams(streams);
   }
 
   template <class F>
@@ -649,13 +740,21 @@ public:
     return f(*r);
   }
 
-  void set_epoch(std::uint64_t e) { locked([&](l3::Reader& r) { r.set_epoch(e); }); }
+  void set_epoch(std::uint64_t e) {
+    locked([&](l3::Reader& r) {
+      held_device_ = false;
+      r.set_epoch(e);
+    });
+  }
   std::uint64_t epoch() { return locked([](l3::Reader& r) { return r.epoch(); }); }
   std::uint64_t batches_in_epoch() { return locked([](l3::Reader& r) { return r.batches_in_epoch(); }); }
   std::string state() { return locked([](l3::Reader& r) { return r.state().to_json(); }); }
   void restore(const std::string& json) {
     const l3::ReaderState st = l3::ReaderState::from_json(json);
-    locked([&](l3::Reader& r) { r.restore(st); });
+    locked([&](l3::Reader& r) {
+      held_device_ = false;
+      r.restore(st);
+    });
   }
   std::string metrics_json() { return reader()->metrics().to_json(); }  // any thread
   std::string metrics_summary() { return reader()->metrics().summary(); }
@@ -667,6 +766,7 @@ public:
     reader_.reset();
     nb::gil_scoped_release release;
     std::lock_guard lock(mu_);
+    held_device_ = false;
     r.reset();  // joins the worker threads (unless a borrowed array still holds the reader)
   }
   bool closed() const { return !reader_; }
@@ -680,6 +780,7 @@ private:
   std::shared_ptr<l3::Reader> reader_;
   std::shared_ptr<BufferPool> pool_;
   bool copy_ = true;
+  bool held_device_ = false;  // the batch last returned lives in device memory
 };
 
 // The C++ reader driven by a C++ loop (no Python per batch): the baseline of
@@ -695,7 +796,8 @@ nb::dict drain(const std::string& path, const LoaderConfig& cfg, std::uint64_t e
     auto run_epoch = [&](std::uint64_t e, bool count) {
       r.set_epoch(e);
       while (const l3::Batch* b = r.next()) {
-        sink += static_cast<double>(*static_cast<const std::uint8_t*>(b->data));
+        // Device batches are not touched from the host (no consumer reads them).
+        if (b->device < 0) sink += static_cast<double>(*static_cast<const std::uint8_t*>(b->data));
         if (count) images += b->size;
       }
     };
@@ -827,11 +929,21 @@ NB_MODULE(_l3, m) {
       .def_rw("mean", &LoaderConfig::mean)
       .def_rw("std", &LoaderConfig::std)
       .def_rw("copy", &LoaderConfig::copy)
-      .def_rw("device", &LoaderConfig::device);
+      .def_rw("device", &LoaderConfig::device)
+      .def_rw("emulated_gpu", &LoaderConfig::emulated_gpu);
+
+  nb::class_<PyDeviceArray>(m, "_DeviceArray")
+      .def("capsule", &PyDeviceArray::capsule, "A new DLPack capsule of the batch (kDLCUDA; no copy)")
+      .def_prop_ro("ptr", &PyDeviceArray::ptr)
+      .def_prop_ro("device", &PyDeviceArray::device)
+      .def_prop_ro("dtype", &PyDeviceArray::dtype)
+      .def_prop_ro("shape", &PyDeviceArray::shape)
+      .def_prop_ro("nbytes", &PyDeviceArray::nbytes);
 
   nb::class_<PyReader>(m, "_Reader")
       .def(nb::init<const std::string&, const LoaderConfig&>(), "path"_a, "config"_a)
-      .def("next", &PyReader::next)
+      .def("next", &PyReader::next, "streams"_a = StreamList{})
+      .def("wait_streams", &PyReader::wait_streams, "streams"_a)
       .def("set_epoch", &PyReader::set_epoch)
       .def("epoch", &PyReader::epoch)
       .def("batches_in_epoch", &PyReader::batches_in_epoch)
