@@ -1,4 +1,4 @@
-// Per-thread code of the batch transform kernels (spec/reader.md §GPU
+// Per-thread code of the batch transform kernels (spec/cuda.md §6 Batch
 // transforms), written once for the CUDA kernels (reader/src/batch_backend_cuda.cu)
 // and their CPU emulation (reader/src/batch_backend_emu.cpp).
 //
