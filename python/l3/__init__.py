@@ -612,7 +612,7 @@ class Loader:
                 raise ValueError("device='cuda': batches stay in the loader's device memory and are never copied "
                                  "(copy=True); clone the tensor to keep a batch past the next iteration")
         if copy is None:
-            copy = True
+            copy = device_index < 0  # host batches are copied by default; device batches never
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
         if isinstance(size, int):
