@@ -483,13 +483,17 @@ struct Reader::Impl {
   }
 
   // Counts the task's live copies into their slots (under m_) and wakes the
-  // consumer for a slot that is complete.
-  void settle(const WorkerScratch& ws, const std::exception_ptr& error, bool replaced) {
+  // consumer for a slot that is complete. `error` is handed over: the worker's
+  // reference is dropped under m_, so the exception object is freed by the
+  // consumer (which reads it), never by a worker racing with that read. The
+  // caller has dropped its other references (Task::read_error) before.
+  void settle(const WorkerScratch& ws, std::exception_ptr&& error, bool replaced) {
     std::lock_guard lock(m_);
+    const std::exception_ptr handed = std::move(error);
     for (std::uint32_t c = 0; c < opt.echo; ++c) {
       if (!ws.dest_live[c]) continue;
       Slot& s = ring[ws.dest_seq[c] % ring.size()];
-      if (error && !s.error) s.error = error;
+      if (handed && !s.error) s.error = handed;
       if (c == 0) ++s.fresh; else ++s.echoed;
       if (--s.remaining == 0) {
         s.state = SlotState::ready;
@@ -516,7 +520,8 @@ struct Reader::Impl {
     } catch (...) {
       error = std::current_exception();
     }
-    settle(ws, error, replaced);
+    t.read_error = nullptr;
+    settle(ws, std::move(error), replaced);
   }
 
   // The record that stands in for `t` at attempt a >= 1 (skip policy): the
@@ -695,7 +700,8 @@ struct Reader::Impl {
     }
     for (std::size_t i = 0; i < n; ++i) {
       Pending& p = pending[i];
-      settle(p.ws, p.error, p.replaced);
+      p.task.read_error = p.candidate.read_error = nullptr;
+      settle(p.ws, std::move(p.error), p.replaced);
     }
   }
 
