@@ -38,10 +38,13 @@ public:
       cudaGetLastError();
       previous_ = -1;
     }
-    if (previous_ != device) error_ = cudaSetDevice(device);
+    if (previous_ != device) {
+      error_ = cudaSetDevice(device);
+      changed_ = error_ == cudaSuccess && previous_ >= 0;
+    }
   }
   ~DeviceScope() {
-    if (previous_ >= 0 && error_ == cudaSuccess) cudaSetDevice(previous_);
+    if (changed_) cudaSetDevice(previous_);
   }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
@@ -49,6 +52,7 @@ public:
 
 private:
   int previous_ = -1;
+  bool changed_ = false;
   cudaError_t error_ = cudaSuccess;
 };
 
