@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# End-to-end reader benchmark on a CUDA machine: `l3pack bench-read --device
+# cuda` (decode and transforms on the GPU, batches in device memory) against
+# the PyTorch DataLoader (ImageFolder of PNGs, PIL, torchvision transforms on
+# CPU workers) and, for reference, the l3 reader on the CPU (`--device cpu`).
+# Same photos, batch size and transforms (RandomResizedCrop 224 + flip p=0.5
+# + normalise, float32 CHW); the pipelines alternate `--rounds` times in one
+# run. Before timing, the GPU reader tests must pass (batches byte-identical
+# to the CPU pipeline). Writes bench/results/reader-gpu-<gpu name>.md.
+#
+#   bench/run_reader_gpu_bench.sh [--build DIR] [--python PY] [--batch 64]
+#                                 [--workers N] [--epochs 8] [--rounds 2] [--device 0] [--out FILE]
+# PY must import torch, torchvision and PIL. --workers: the torch DataLoader's
+# and the l3 CPU reader's worker count (default: all cores).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+build="$root/build-reader-gpu-bench"
+py="${L3_TORCH_PYTHON:-python3}"
+batch=64 workers="$(nproc)" epochs=8 rounds=2 device=0 out=""
+while (($#)); do
+  case "$1" in
+    --build) build="$2"; shift 2 ;;
+    --python) py="$2"; shift 2 ;;
+    --batch) batch="$2"; shift 2 ;;
+    --workers) workers="$2"; shift 2 ;;
+    --epochs) epochs="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --device) device="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    *) echo "run_reader_gpu_bench: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+command -v nvidia-smi >/dev/null || { echo "run_reader_gpu_bench: nvidia-smi not found (needs a CUDA machine)" >&2; exit 1; }
+gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader -i "$device" | head -1)"
+gpu_driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i "$device" | head -1)"
+[[ -n "$out" ]] || out="$here/results/reader-gpu-$(echo "$gpu_name" | tr ' /' '--').md"
+
+[[ -d "$here/corpus/photos" ]] || "$here/fetch_corpus.sh"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_BUILD_BENCH=OFF >/dev/null
+ninja -C "$build" l3pack test_reader_gpu test_reader_gpu_batch
+# Correctness first: the GPU batches must equal the CPU pipeline's, and the
+# tests must have run (not skipped for want of a device).
+log="$(mktemp)"
+results="$(mktemp)"
+trap 'rm -f "$log" "$results"' EXIT
+(cd "$build" && CUDA_VISIBLE_DEVICES="$device" ctest -R 'test_reader_gpu' --output-on-failure | tee "$log")
+if grep -q 'Skipped' "$log"; then
+  echo "run_reader_gpu_bench: GPU tests skipped (no usable device?)" >&2
+  exit 1
+fi
+
+# ImageFolder: <class>/<file>, class = file-name prefix (as run_reader_bench.sh);
+# the l3 dataset is converted from the same folder.
+folder="$here/work/reader-imagefolder"
+if [[ ! -d "$folder" ]]; then
+  mkdir -p "$folder"
+  for f in "$here"/corpus/photos/*.png; do
+    b="$(basename "$f")"; c="${b%%_*}"
+    mkdir -p "$folder/$c"; ln -s "$f" "$folder/$c/$b"
+  done
+fi
+dataset="$here/work/reader-gpu-dataset"
+if [[ ! -f "$dataset/manifest.json" ]]; then
+  rm -rf "$dataset"
+  "$build/converters/l3pack" convert "$folder" "$dataset" --strict
+fi
+
+l3pack="$build/converters/l3pack"
+common=(--batch "$batch" --crop 224 --mode random --dtype float32 --layout chw --flip 0.5 --json)
+l3_run() {  # pipeline name, then bench-read options; one JSON line on stdout
+  local name="$1"; shift
+  # One warm-up pass (CUDA context, page cache), then the timed epochs.
+  "$l3pack" bench-read "$dataset" "${common[@]}" --epochs 1 "$@" >/dev/null
+  "$l3pack" bench-read "$dataset" "${common[@]}" --epochs "$epochs" "$@" |
+    "$py" -c 'import json, sys; m = json.loads(sys.stdin.readline()); print(json.dumps({"pipeline": sys.argv[1], "images": m["examples"], "seconds": m["wall_seconds"], "images_per_second": m["images_per_second"], "bottleneck": m["bottleneck"], "metrics": m}))' "$name"
+}
+for ((r = 1; r <= rounds; r++)); do
+  echo "round $r: torch" >&2
+  "$py" "$here/bench_reader_torch.py" "$folder" --batch "$batch" --workers "$workers" --epochs "$epochs" >>"$results"
+  echo "round $r: l3 gpu" >&2
+  l3_run l3-gpu --device "cuda:$device" >>"$results"
+  echo "round $r: l3 cpu" >&2
+  l3_run l3-cpu --device cpu --workers "$workers" >>"$results"
+done
+
+load="$(cut -d' ' -f1-3 /proc/loadavg)"
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+commit="$(git -C "$root" rev-parse --short HEAD)"
+dirty=""
+for d in reader cuda codec format common converters; do
+  git -C "$root" diff --quiet HEAD -- "$d" || dirty="$dirty $d"
+done
+[[ -z "$dirty" ]] || dirty=" (built with uncommitted changes in:$dirty)"
+"$py" - "$results" "$out" "$batch" "$workers" "$epochs" "$load" "$cpu" "$commit$dirty" "$gpu_name" "$gpu_driver" <<'EOF'
+import json, sys, statistics, datetime, os
+res, out, batch, workers, epochs, load, cpu, commit, gpu, driver = sys.argv[1:]
+rows = [json.loads(l) for l in open(res) if l.startswith("{")]
+by = {"l3-gpu": [], "l3-cpu": [], "torch": []}
+for r in rows: by[r["pipeline"]].append(r)
+med = {k: statistics.median(r["images_per_second"] for r in v) for k, v in by.items()}
+lines = []
+lines.append(f"# Reader benchmark on a GPU: l3 reader with --device cuda vs PyTorch DataLoader ({gpu})\n")
+lines.append(f"- date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; commit {commit}")
+lines.append(f"- GPU: {gpu} (driver {driver}); CPU: {cpu}, {os.cpu_count()} hardware threads; load average at the end: {load}")
+lines.append(f"- images: bench/corpus/photos ({by['torch'][0]['records']} photos), converted with `l3pack convert` (default codec options)")
+lines.append(f"- all: RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4/3, bilinear antialiased) + horizontal flip p=0.5 + "
+             f"normalise (ImageNet mean/std), float32 CHW batches of {batch}, {epochs} timed epochs after a warm-up")
+lines.append("- l3-gpu: `l3pack bench-read --device cuda` (one BatchDecoder launch per window, transform kernels; batches "
+             "in device memory, never copied to the host; checksums verified); the GPU reader tests passed first "
+             "(batches byte-identical to the CPU pipeline)")
+lines.append(f"- l3-cpu: `l3pack bench-read --device cpu --workers {workers}` (decode of the crop box and transforms on CPU workers)")
+lines.append(f"- torch: `bench_reader_torch.py` (torch {by['torch'][0].get('torch', '?')}, ImageFolder of the PNG files, PIL, "
+             f"DataLoader shuffle=True, {workers} persistent workers; batches stay in host memory, so a training loop "
+             "would add a host-to-device copy to torch's time)\n")
+lines.append("| round | pipeline | images | seconds | images/s | bound by |")
+lines.append("|---:|---|---:|---:|---:|---|")
+n = 0
+for r in rows:
+    if r["pipeline"] == "torch": n += 1
+    lines.append(f"| {n} | {r['pipeline']} | {r['images']} | {r['seconds']:.2f} | {r['images_per_second']:.1f} | "
+                 f"{r.get('bottleneck', '-')} |")
+lines.append("")
+lines.append(f"Median images/s: l3-gpu {med['l3-gpu']:.1f}, l3-cpu {med['l3-cpu']:.1f}, torch {med['torch']:.1f}: "
+             f"**l3-gpu / torch = {med['l3-gpu'] / med['torch']:.2f}x**, l3-gpu / l3-cpu = {med['l3-gpu'] / med['l3-cpu']:.2f}x")
+m = by["l3-gpu"][-1]["metrics"]
+b = m["busy_seconds"]
+lines.append("")
+lines.append(f"l3-gpu stage busy seconds (last round): read {b['read']:.2f}, decode {b['decode']:.2f}, "
+             f"transform {b['transform']:.2f}, assemble {b['assemble']:.2f}; consumer waited {m['wait_seconds']:.2f} s "
+             f"of {m['wall_seconds']:.2f} s; bound by {m['bottleneck']}.")
+os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+open(out, "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
+echo "written: $out" >&2
