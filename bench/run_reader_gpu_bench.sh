@@ -10,12 +10,14 @@
 #
 #   bench/run_reader_gpu_bench.sh [--build DIR] [--python PY] [--batch 64]
 #                                 [--workers N] [--epochs 8] [--rounds 2] [--device 0] [--out FILE]
-# PY must import torch, torchvision and PIL. --workers: the torch DataLoader's
-# and the l3 CPU reader's worker count (default: all cores).
+# PY should import torch, torchvision and PIL (without them the torch rows are
+# left out, with a warning). --workers: the torch DataLoader's and the l3 CPU
+# reader's worker count (default: all cores). Environment: BUILD_DIR (default
+# <repo>/build-reader-gpu-bench), JOBS (default all cores), as run_cuda_bench.sh.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-build="$root/build-reader-gpu-bench"
+build="${BUILD_DIR:-$root/build-reader-gpu-bench}"
 py="${L3_TORCH_PYTHON:-python3}"
 batch=64 workers="$(nproc)" epochs=8 rounds=2 device=0 out=""
 while (($#)); do
@@ -38,14 +40,14 @@ gpu_driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i "$d
 [[ -n "$out" ]] || out="$here/results/reader-gpu-$(echo "$gpu_name" | tr ' /' '--').md"
 
 [[ -d "$here/corpus/photos" ]] || "$here/fetch_corpus.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_BUILD_BENCH=OFF >/dev/null
-ninja -C "$build" l3pack test_reader_gpu test_reader_gpu_batch
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_BUILD_BENCH=ON >/dev/null
+ninja -C "$build" -j"${JOBS:-$(nproc)}" l3pack test_reader_gpu test_reader_gpu_batch
 # Correctness first: the GPU batches must equal the CPU pipeline's, and the
 # tests must have run (not skipped for want of a device).
 log="$(mktemp)"
 results="$(mktemp)"
 trap 'rm -f "$log" "$results"' EXIT
-(cd "$build" && CUDA_VISIBLE_DEVICES="$device" ctest -R 'test_reader_gpu' --output-on-failure | tee "$log")
+(cd "$build" && CUDA_VISIBLE_DEVICES="$device" ctest -R '^test_reader_gpu(_batch)?$' --output-on-failure | tee "$log")
 if grep -q 'Skipped' "$log"; then
   echo "run_reader_gpu_bench: GPU tests skipped (no usable device?)" >&2
   exit 1
@@ -76,9 +78,17 @@ l3_run() {  # pipeline name, then bench-read options; one JSON line on stdout
   "$l3pack" bench-read "$dataset" "${common[@]}" --epochs "$epochs" "$@" |
     "$py" -c 'import json, sys; m = json.loads(sys.stdin.readline()); print(json.dumps({"pipeline": sys.argv[1], "images": m["examples"], "seconds": m["wall_seconds"], "images_per_second": m["images_per_second"], "bottleneck": m["bottleneck"], "metrics": m}))' "$name"
 }
+torch=1
+if ! "$py" -c 'import torch, torchvision, PIL' 2>/dev/null; then
+  echo "run_reader_gpu_bench: WARNING: $py cannot import torch, torchvision and PIL: no torch rows" >&2
+  torch=0
+fi
 for ((r = 1; r <= rounds; r++)); do
-  echo "round $r: torch" >&2
-  "$py" "$here/bench_reader_torch.py" "$folder" --batch "$batch" --workers "$workers" --epochs "$epochs" >>"$results"
+  echo "{\"round\": $r}" >>"$results"
+  if ((torch)); then
+    echo "round $r: torch" >&2
+    "$py" "$here/bench_reader_torch.py" "$folder" --batch "$batch" --workers "$workers" --epochs "$epochs" >>"$results"
+  fi
   echo "round $r: l3 gpu" >&2
   l3_run l3-gpu --device "cuda:$device" >>"$results"
   echo "round $r: l3 cpu" >&2
@@ -93,37 +103,49 @@ for d in reader cuda codec format common converters; do
   git -C "$root" diff --quiet HEAD -- "$d" || dirty="$dirty $d"
 done
 [[ -z "$dirty" ]] || dirty=" (built with uncommitted changes in:$dirty)"
-"$py" - "$results" "$out" "$batch" "$workers" "$epochs" "$load" "$cpu" "$commit$dirty" "$gpu_name" "$gpu_driver" <<'EOF'
+"$py" - "$results" "$out" "$batch" "$workers" "$epochs" "$load" "$cpu" "$commit$dirty" "$gpu_name" "$gpu_driver" "$folder" <<'EOF'
 import json, sys, statistics, datetime, os
-res, out, batch, workers, epochs, load, cpu, commit, gpu, driver = sys.argv[1:]
-rows = [json.loads(l) for l in open(res) if l.startswith("{")]
+res, out, batch, workers, epochs, load, cpu, commit, gpu, driver, folder = sys.argv[1:]
+photos = sum(1 for _, _, files in os.walk(folder, followlinks=True) for f in files if f.endswith(".png"))
+rows, n = [], 0
+for l in open(res):
+    if not l.startswith("{"): continue
+    r = json.loads(l)
+    if "round" in r: n = r["round"]
+    else: rows.append(dict(r, round=n))
 by = {"l3-gpu": [], "l3-cpu": [], "torch": []}
 for r in rows: by[r["pipeline"]].append(r)
-med = {k: statistics.median(r["images_per_second"] for r in v) for k, v in by.items()}
+med = {k: statistics.median(r["images_per_second"] for r in v) for k, v in by.items() if v}
+has_torch = "torch" in med
 lines = []
 lines.append(f"# Reader benchmark on a GPU: l3 reader with --device cuda vs PyTorch DataLoader ({gpu})\n")
 lines.append(f"- date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; commit {commit}")
 lines.append(f"- GPU: {gpu} (driver {driver}); CPU: {cpu}, {os.cpu_count()} hardware threads; load average at the end: {load}")
-lines.append(f"- images: bench/corpus/photos ({by['torch'][0]['records']} photos), converted with `l3pack convert` (default codec options)")
+lines.append(f"- images: bench/corpus/photos ({photos} photos), converted with `l3pack convert` (default codec options)")
 lines.append(f"- all: RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4/3, bilinear antialiased) + horizontal flip p=0.5 + "
              f"normalise (ImageNet mean/std), float32 CHW batches of {batch}, {epochs} timed epochs after a warm-up")
 lines.append("- l3-gpu: `l3pack bench-read --device cuda` (one BatchDecoder launch per window, transform kernels; batches "
              "in device memory, never copied to the host; checksums verified); the GPU reader tests passed first "
              "(batches byte-identical to the CPU pipeline)")
 lines.append(f"- l3-cpu: `l3pack bench-read --device cpu --workers {workers}` (decode of the crop box and transforms on CPU workers)")
-lines.append(f"- torch: `bench_reader_torch.py` (torch {by['torch'][0].get('torch', '?')}, ImageFolder of the PNG files, PIL, "
-             f"DataLoader shuffle=True, {workers} persistent workers; batches stay in host memory, so a training loop "
-             "would add a host-to-device copy to torch's time)\n")
+if has_torch:
+    lines.append(f"- torch: `bench_reader_torch.py` (torch {by['torch'][0].get('torch', '?')}, ImageFolder of the PNG files, PIL, "
+                 f"DataLoader shuffle=True, {workers} persistent workers; batches stay in host memory, so a training loop "
+                 "would add a host-to-device copy to torch's time)\n")
+else:
+    lines.append("- torch: not measured (torch, torchvision or PIL missing)\n")
 lines.append("| round | pipeline | images | seconds | images/s | bound by |")
 lines.append("|---:|---|---:|---:|---:|---|")
-n = 0
 for r in rows:
-    if r["pipeline"] == "torch": n += 1
-    lines.append(f"| {n} | {r['pipeline']} | {r['images']} | {r['seconds']:.2f} | {r['images_per_second']:.1f} | "
+    lines.append(f"| {r['round']} | {r['pipeline']} | {r['images']} | {r['seconds']:.2f} | {r['images_per_second']:.1f} | "
                  f"{r.get('bottleneck', '-')} |")
 lines.append("")
-lines.append(f"Median images/s: l3-gpu {med['l3-gpu']:.1f}, l3-cpu {med['l3-cpu']:.1f}, torch {med['torch']:.1f}: "
-             f"**l3-gpu / torch = {med['l3-gpu'] / med['torch']:.2f}x**, l3-gpu / l3-cpu = {med['l3-gpu'] / med['l3-cpu']:.2f}x")
+summary = f"Median images/s: l3-gpu {med['l3-gpu']:.1f}, l3-cpu {med['l3-cpu']:.1f}"
+if has_torch:
+    summary += f", torch {med['torch']:.1f}: **l3-gpu / torch = {med['l3-gpu'] / med['torch']:.2f}x**,"
+else:
+    summary += ":"
+lines.append(summary + f" l3-gpu / l3-cpu = {med['l3-gpu'] / med['l3-cpu']:.2f}x")
 m = by["l3-gpu"][-1]["metrics"]
 b = m["busy_seconds"]
 lines.append("")
