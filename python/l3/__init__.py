@@ -16,6 +16,7 @@ for files that cannot be read or written.
 from __future__ import annotations
 
 import json
+import operator
 import os
 from typing import Any, Iterable, Optional, Sequence, Tuple, Union
 
@@ -362,8 +363,8 @@ def _consumer_stream(stream: Any) -> Optional[int]:
         return 0  # DLPack: None means the legacy default stream for CUDA
     if isinstance(stream, bool) or not isinstance(stream, int):
         try:
-            stream = int(stream)  # objects with __index__ / __int__ (a numpy integer)
-        except (TypeError, ValueError):
+            stream = operator.index(stream)  # integer types (a numpy integer)
+        except TypeError:
             raise TypeError(f"__dlpack__: stream must be None or an int; got {type(stream).__name__}") from None
     if stream == -1:
         return None  # the consumer asks for no synchronisation: nothing to record
