@@ -115,7 +115,7 @@ struct BatchDecoder::Impl {
   cudaEvent_t staged = nullptr;  // the last copies out of h_stage are done
   cudaEvent_t done = nullptr;    // the last decode (and its status copy) is done
   bool staged_pending = false, done_pending = false;
-  Stream last_stream = nullptr;
+  Stream last_stream = nullptr;  // where `done` was recorded
   std::uint32_t last_images = 0;
   bool last_captured = false;
 
@@ -125,8 +125,10 @@ struct BatchDecoder::Impl {
   }
   ~Impl() {
     // Buffers may still be in use by enqueued work: wait for it (this
-    // decoder's event only) before freeing.
-    if (done_pending && !last_captured) cudaEventSynchronize(done);
+    // decoder's event only) before freeing. `done` is only ever recorded
+    // outside capture, so it is the last uncaptured decode even when a
+    // captured one came after it.
+    if (done_pending) cudaEventSynchronize(done);
     d_input.release();
     d_meta.release();
     d_work.release();
@@ -147,7 +149,22 @@ struct BatchDecoder::Impl {
   // makes the pinned staging buffer writable.
   void begin(Stream stream, bool captured) {
     if (done_pending && stream != last_stream && !captured) check(cudaStreamWaitEvent(stream, done, 0), "cudaStreamWaitEvent");
-    if (staged_pending && !captured) check(cudaEventSynchronize(staged), "cudaEventSynchronize");
+    if (staged_pending) {
+      if (!captured) {
+        check(cudaEventSynchronize(staged), "cudaEventSynchronize");
+      } else {
+        // The host is about to overwrite h_stage while the previous
+        // (uncaptured) call's upload from it may still be in flight. `staged`
+        // was recorded outside the capture, so waiting on it is legal, but in
+        // global/thread-local capture mode an event wait would invalidate the
+        // capture: wait in relaxed mode for this thread.
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        check(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
+        const cudaError_t e = cudaEventSynchronize(staged);
+        check(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
+        check(e, "cudaEventSynchronize");
+      }
+    }
     staged_pending = false;
   }
 
@@ -204,7 +221,13 @@ struct BatchDecoder::Impl {
     result.output_bytes = plan.output_bytes;
     result.d_status = d_status;
     result.slots = std::move(plan.slots);
-    if (n == 0) return result;
+    if (n == 0) {
+      // Nothing enqueued; status() of this call is empty (not the previous
+      // call's statuses). `done` still covers the previous call's work.
+      last_images = 0;
+      last_captured = false;
+      return result;
+    }
     check(cudaMemcpyAsync(d_keys, d_meta.at<char>(meta.keys), n * sizeof(std::uint64_t), cudaMemcpyDeviceToDevice, stream),
           "cudaMemcpyAsync");
     check(detail::scan_counts(d_meta.at<wavefront::ImageCounts>(meta.counts), d_first, n, d_scratch, work.scratch_bytes,
@@ -226,9 +249,13 @@ struct BatchDecoder::Impl {
           "cudaMemcpyAsync");
     // Under capture an event recorded here could not be waited on outside
     // the graph: the caller orders its replays itself.
-    if (!captured) check(cudaEventRecord(done, stream), "cudaEventRecord");
-    done_pending = !captured;
-    last_stream = stream;
+    // `done` keeps covering the last uncaptured call (the destructor and a
+    // later call on another stream must still wait for it).
+    if (!captured) {
+      check(cudaEventRecord(done, stream), "cudaEventRecord");
+      done_pending = true;
+      last_stream = stream;  // the stream `done` was recorded on
+    }
     last_images = n;
     last_captured = captured;
     return result;
