@@ -111,7 +111,9 @@ cudaError_t gather_tiles(const BatchView& view, std::uint32_t* d_tile_size, std:
                          std::uint32_t tiles, void* d_scratch, std::size_t scratch_bytes, cudaStream_t stream) {
   if (tiles == 0) return cudaSuccess;
   constexpr unsigned kThreads = 256;
-  gather_kernel<<<(tiles + kThreads - 1) / kThreads, kThreads, 0, stream>>>(view, d_tile_size, tiles);
+  // Block counts in 64 bits: tiles + kThreads - 1 wraps for tiles near 2^32.
+  const auto blocks = static_cast<unsigned>((std::uint64_t{tiles} + kThreads - 1) / kThreads);
+  gather_kernel<<<blocks, kThreads, 0, stream>>>(view, d_tile_size, tiles);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   ArenaAllocator alloc{static_cast<char*>(d_scratch), scratch_bytes};
   return thrust_call([&] {
@@ -122,7 +124,7 @@ cudaError_t gather_tiles(const BatchView& view, std::uint32_t* d_tile_size, std:
 
 cudaError_t launch_decode(const BatchView& view, std::uint32_t jobs, std::uint64_t* d_keys, cudaStream_t stream) {
   if (jobs == 0) return cudaSuccess;
-  const std::uint32_t blocks = (jobs + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const auto blocks = static_cast<std::uint32_t>((std::uint64_t{jobs} + kWarpsPerBlock - 1) / kWarpsPerBlock);
   decode_kernel<<<blocks, kDecodeThreads, 0, stream>>>(view, jobs, d_keys);
   return cudaGetLastError();
 }
@@ -131,7 +133,8 @@ cudaError_t launch_finalize(const std::uint64_t* d_keys, std::int32_t* d_status,
                             cudaStream_t stream) {
   if (images == 0) return cudaSuccess;
   constexpr unsigned kThreads = 256;
-  finalize_kernel<<<(images + kThreads - 1) / kThreads, kThreads, 0, stream>>>(d_keys, d_status, images);
+  const auto blocks = static_cast<unsigned>((std::uint64_t{images} + kThreads - 1) / kThreads);
+  finalize_kernel<<<blocks, kThreads, 0, stream>>>(d_keys, d_status, images);
   return cudaGetLastError();
 }
 
