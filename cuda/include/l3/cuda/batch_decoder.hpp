@@ -22,7 +22,10 @@
 //   - CUDA graph capture: decode() may be captured once the buffers are large
 //     enough (reserve() or a warm-up call, made outside the capture). The graph
 //     replays the copies from this decoder's pinned staging buffer and the
-//     kernels; status() is not available under capture (read d_status).
+//     kernels; status() is not available under capture (read d_status). The
+//     one host wait under capture: a captured decode first waits (in relaxed
+//     capture mode) for the previous uncaptured decode's upload out of the
+//     staging buffer, which it is about to overwrite.
 #pragma once
 
 #include <cstdint>
