@@ -12,20 +12,21 @@
 
 #include "l3/cuda/batch_decoder.hpp"
 #include "l3/reader_backend_cuda.hpp"
+#include "cuda_scope.hpp"
 #include "slot_copy.hpp"
 
 namespace l3 {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw_error(errc::device_error, std::string(what) + ": " + cudaGetErrorString(e));
-}
+using detail::DeviceScope;
+void check(cudaError_t e, const char* what) { detail::check_cuda(e, what); }
 
 class CudaDecodeBackend final : public DecodeBackend {
 public:
   CudaDecodeBackend(int device, cudaStream_t stream, Limits limits) : device_(device) {
     options_.limits = limits;
-    check(cudaSetDevice(device_), "cudaSetDevice");
+    const DeviceScope scope(device_);  // the constructing thread's device is left as it was
+    check(scope.error(), "cudaSetDevice");
     if (stream) {
       stream_ = stream;
     } else {
@@ -35,6 +36,7 @@ public:
     decoder_ = std::make_unique<cuda::BatchDecoder>();
   }
   ~CudaDecodeBackend() override {
+    const DeviceScope scope(device_);  // the buffers and the stream are device_'s
     if (stream_) cudaStreamSynchronize(stream_);
     decoder_.reset();
     if (staging_) cudaFreeHost(staging_);
@@ -48,7 +50,8 @@ public:
   void decode(std::span<const DecodeJob> jobs) override {
     if (jobs.empty()) return;
     std::lock_guard lock(m_);  // one BatchDecoder, one stream: calls take turns
-    check(cudaSetDevice(device_), "cudaSetDevice");  // the calling thread's current device
+    const DeviceScope scope(device_);  // the calling thread's current device, restored after
+    check(scope.error(), "cudaSetDevice");
     images_.resize(jobs.size());
     for (std::size_t i = 0; i < jobs.size(); ++i) images_[i] = {jobs[i].encoded, jobs[i].region};
     const cuda::BatchResult r = decoder_->decode(std::span<const cuda::HostImage>(images_), options_, stream_);

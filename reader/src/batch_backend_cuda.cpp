@@ -14,47 +14,19 @@
 
 #include "batch_backend_cuda.hpp"
 #include "batch_plan.hpp"
+#include "cuda_scope.hpp"
 #include "l3/cuda/batch_decoder.hpp"
 #include "l3/reader_backend_cuda.hpp"
 
 namespace l3 {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw_error(errc::device_error, std::string(what) + ": " + cudaGetErrorString(e));
-}
+using detail::DeviceScope;
+void check(cudaError_t e, const char* what) { detail::check_cuda(e, what); }
 
 constexpr std::uint64_t kAlign = 256;
 std::uint64_t align_up(std::uint64_t v) { return (v + kAlign - 1) & ~(kAlign - 1); }
 std::uint64_t grown(std::uint64_t need, std::uint64_t cap) { return align_up(std::max(need, cap + cap / 2)); }
-
-// Makes `device` current for the calling thread and restores the previous
-// one (run() and release() are called from the reader's and the consumer's
-// threads, whose current devices are theirs).
-class DeviceScope {
-public:
-  explicit DeviceScope(int device) noexcept {
-    if (cudaGetDevice(&previous_) != cudaSuccess) {
-      cudaGetLastError();
-      previous_ = -1;
-    }
-    if (previous_ != device) {
-      error_ = cudaSetDevice(device);
-      changed_ = error_ == cudaSuccess && previous_ >= 0;
-    }
-  }
-  ~DeviceScope() {
-    if (changed_) cudaSetDevice(previous_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-  cudaError_t error() const noexcept { return error_; }
-
-private:
-  int previous_ = -1;
-  bool changed_ = false;
-  cudaError_t error_ = cudaSuccess;
-};
 
 // Offsets of the parts of the per-window work buffer (device) and of its
 // staged head (pinned host): descriptors and record indices are uploaded in
