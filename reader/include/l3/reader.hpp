@@ -126,8 +126,11 @@ struct ReaderState {
   bool operator==(const ReaderState&) const = default;
 };
 
+// Busy seconds summed over threads. Batch mode: `decode` is the backend's
+// whole run (decode, transforms and assembly of a window, on the device) plus
+// the host's planning; transform and assemble stay 0.
 struct StageTimes {
-  double read = 0, decode = 0, transform = 0, assemble = 0;  // busy seconds summed over threads
+  double read = 0, decode = 0, transform = 0, assemble = 0;
 };
 
 struct Metrics {
