@@ -16,14 +16,18 @@
 #              pkg-config at it;
 #     build    Release build of everything, CUDA for sm_90 (the H100/H200);
 #     test     the whole ctest suite, GPU tests included (label gpu);
-#     sanitize compute-sanitizer memcheck, racecheck and synccheck over the
-#              GPU tests (a shortened set of cases);
+#     sanitize compute-sanitizer: memcheck over the three GPU test programs,
+#              racecheck and synccheck over test_cuda_gpu;
 #     bench    bench/run_cuda_bench.sh (decode throughput against the CPU
 #              decoder, libpng and nvJPEG) and bench/run_reader_gpu_bench.sh
 #              (the reader's GPU path against the PyTorch PNG pipeline);
 #     python   pip install . with CUDA, then the Python GPU tests.
 # Each step's output is in $OUT/<step>.log; results land in bench/results/
 # and are copied to $OUT. Commit them here after fetching.
+# A device call runs at most 10 minutes and a machine stays warm only ~30 s
+# between calls, so split the work and let each call rebuild incrementally:
+#   run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test sanitize")
+#   run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build bench python")
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 kit="$root/.gpukit"
@@ -104,6 +108,7 @@ step_sanitize() {
   for t in tests/test_cuda_gpu tests/test_reader_gpu tests/test_reader_gpu_batch; do
     [[ -x "$build/$t" ]] || continue
     for tool in memcheck racecheck synccheck; do
+      [[ "$tool" != memcheck && "$t" != tests/test_cuda_gpu ]] && continue
       echo "== compute-sanitizer --tool $tool $t"
       compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/$t"
     done
@@ -150,5 +155,5 @@ device() {
 case "${1:-}" in
   prepare) prepare ;;
   device) shift; device "$@" ;;
-  *) sed -n '2,27p' "${BASH_SOURCE[0]}"; exit 2 ;;
+  *) sed -n '2,33p' "${BASH_SOURCE[0]}"; exit 2 ;;
 esac
