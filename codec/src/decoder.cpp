@@ -27,17 +27,31 @@ struct TileOutput {
   int x0, y0, x1, y1;
 };
 
+// The decode loop is shift- and count-leading-zeros-heavy: on x86-64 a second
+// copy built for x86-64-v3 (BMI2 shlx/shrx, lzcnt) is picked at load time when
+// the CPU has them. The attribute goes on each row loop instantiation: a callee
+// of a cloned function that is not inlined is built for the baseline only.
+// Not under sanitizers: the ifunc resolver runs before their runtimes start.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define L3_DECODE_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define L3_DECODE_CLONES
+#endif
+
+// Helpers of the row loops are forced inline so that they get the clone's target.
+#define L3_DECODE_INLINE inline __attribute__((always_inline))
+
 // Converts decoded plane values of columns [x0, x1) to pixels (spec §5),
 // reporting values that no 8-bit pixel maps to.
 template <int CH, std::uint8_t kTransform>
-bool planes_to_pixels(const int (*vals)[CH], int x0, int x1, std::uint8_t* out) {
+L3_DECODE_INLINE bool planes_to_pixels(const int (*vals)[CH], int x0, int x1, std::uint8_t* out) {
   std::uint32_t bits = 0;
   for (int c = x0; c < x1; ++c, out += CH) bits |= core::inverse_transform_bits(kTransform, CH, vals[c], out);
   return bits <= 255u;
 }
 
 template <int CH>
-bool row_to_pixels(std::uint8_t transform, const int (*vals)[CH], int x0, int x1, std::uint8_t* out) {
+L3_DECODE_INLINE bool row_to_pixels(std::uint8_t transform, const int (*vals)[CH], int x0, int x1, std::uint8_t* out) {
   switch (transform) {
     case core::kTransformSubtractGreen: return planes_to_pixels<CH, core::kTransformSubtractGreen>(vals, x0, x1, out);
     case core::kTransformYCoCgR: return planes_to_pixels<CH, core::kTransformYCoCgR>(vals, x0, x1, out);
@@ -49,7 +63,7 @@ bool row_to_pixels(std::uint8_t transform, const int (*vals)[CH], int x0, int x1
 // right of x1 are never needed by the rows above them, so a crop stops early;
 // a full decode also checks that every row stream is consumed exactly.
 template <int CH, std::uint8_t kPred>
-int decode_coded_rows(const std::uint8_t* tile, const CodedTileParams& params, const TileOutput& o) {
+L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTileParams& params, const TileOutput& o) {
   // A local copy: the compiler then knows the row stores below cannot alias
   // the parameters, and keeps them in registers.
   const CodedTileParams t = params;
@@ -131,17 +145,6 @@ int decode_raw(const std::uint8_t* tile, std::uint32_t size, int w, int h, int c
   return core::kOk;
 }
 
-// The decode loop is shift- and count-leading-zeros-heavy: on x86-64 a second
-// copy built for x86-64-v3 (BMI2 shlx/shrx, lzcnt) is picked at load time when
-// the CPU has them (+7% measured; the templates it calls are inlined into each copy).
-// Not under sanitizers: the ifunc resolver runs before their runtimes start.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define L3_DECODE_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define L3_DECODE_CLONES
-#endif
-
-L3_DECODE_CLONES
 int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int channels, const TileOutput& o) {
   switch (tile[0] & 3) {
     case core::kTileConstant: return decode_constant(tile, size, channels, o);
