@@ -17,7 +17,6 @@ namespace {
 
 using core::CodedTileParams;
 using core::LaneState;
-using core::Neighbours;
 
 // Where decoded pixels of one tile go: the pixels of tile-local rectangle
 // [x0, x1) x [y0, y1) are written at `out` (which addresses tile pixel (x0, y0)).
@@ -41,21 +40,219 @@ struct TileOutput {
 // Helpers of the row loops are forced inline so that they get the clone's target.
 #define L3_DECODE_INLINE inline __attribute__((always_inline))
 
+// The planes of one pixel as a 4-lane vector (lanes >= channels unused): the
+// prediction step computes all planes at once (GCC/Clang vector extensions;
+// SSE2 in the baseline build, AVX2-era min/max in the x86-64-v3 clone).
+typedef int V4 __attribute__((vector_size(16)));
+
+L3_DECODE_INLINE V4 vmin(V4 a, V4 b) { return a < b ? a : b; }
+L3_DECODE_INLINE V4 vmax(V4 a, V4 b) { return a > b ? a : b; }
+
 // Converts decoded plane values of columns [x0, x1) to pixels (spec §5),
 // reporting values that no 8-bit pixel maps to.
 template <int CH, std::uint8_t kTransform>
-L3_DECODE_INLINE bool planes_to_pixels(const int (*vals)[CH], int x0, int x1, std::uint8_t* out) {
+L3_DECODE_INLINE bool planes_to_pixels(const V4* vals, int x0, int x1, std::uint8_t* out) {
   std::uint32_t bits = 0;
-  for (int c = x0; c < x1; ++c, out += CH) bits |= core::inverse_transform_bits(kTransform, CH, vals[c], out);
+  for (int c = x0; c < x1; ++c, out += CH) {
+    int v[CH];
+    for (int p = 0; p < CH; ++p) v[p] = vals[c][p];
+    bits |= core::inverse_transform_bits(kTransform, CH, v, out);
+  }
   return bits <= 255u;
 }
 
 template <int CH>
-L3_DECODE_INLINE bool row_to_pixels(std::uint8_t transform, const int (*vals)[CH], int x0, int x1, std::uint8_t* out) {
+L3_DECODE_INLINE bool row_to_pixels(std::uint8_t transform, const V4* vals, int x0, int x1, std::uint8_t* out) {
   switch (transform) {
     case core::kTransformSubtractGreen: return planes_to_pixels<CH, core::kTransformSubtractGreen>(vals, x0, x1, out);
     case core::kTransformYCoCgR: return planes_to_pixels<CH, core::kTransformYCoCgR>(vals, x0, x1, out);
     default: return planes_to_pixels<CH, core::kTransformNone>(vals, x0, x1, out);
+  }
+}
+
+// Loops over the planes of a pixel must unroll: the neighbour arrays then
+// live in registers.
+#if defined(__clang__)
+#define L3_PLANES _Pragma("unroll")
+#elif defined(__GNUC__)
+#define L3_PLANES _Pragma("GCC unroll 4")
+#else
+#define L3_PLANES
+#endif
+
+// Rice decode (spec §7.2) for the CPU row loop; the same values as
+// core::read_rice, in fewer instructions on the common path.
+L3_DECODE_INLINE std::uint32_t read_rice_cpu(core::BitReader& br, int k) {
+  if (br.avail < int(core::kEscapeZeros + core::kEscapeBits)) br.refill();  // a symbol is at most 30 bits
+  // `| 1` keeps the count defined (no zero test) and changes nothing: a count
+  // of 63 or 64 is an escape either way.
+  const int q = core::clz64(br.buf | 1);
+  if (q < int(core::kEscapeZeros)) [[likely]] {
+    // buf << q starts with the terminating one, then the k low bits: shifting
+    // k + 1 bits down gives (1 << k) + low, and (q - 1) << k (mod 2^32)
+    // turns that into (q << k) + low.
+    const std::uint32_t u = std::uint32_t((br.buf << q) >> (63 - k)) + ((std::uint32_t(q) - 1u) << k);
+    br.consume(q + 1 + k);
+    return u;
+  }
+  const std::uint32_t u = std::uint32_t((br.buf << core::kEscapeZeros) >> (64 - core::kEscapeBits));
+  br.consume(int(core::kEscapeZeros + core::kEscapeBits));
+  return u;
+}
+
+// The CPU decodes a row in two passes (the CUDA decoder and core::decode_pixel
+// do it in one): residual codes depend only on the bit stream and on other
+// codes (Rice parameters and zero runs, spec §6.2 and §6.4), never on plane
+// values, so
+//   1. decode_row_codes walks the row stream and writes the codes, a serial
+//      scalar loop with few live values;
+//   2. reconstruct_row turns codes into plane values (prediction, spec §6.1),
+//      all planes of a pixel at once in vector lanes.
+// Code rows have CS ints per pixel: 3 planes are padded to 4 so that a pixel's
+// codes load as one vector.
+template <int CH>
+inline constexpr int kCodeStride = CH == 3 ? 4 : CH;
+
+// Per tile: the codes of the current row and what the next row needs of them
+// (spec §6.2, §6.4), prepared in one vectorisable pass per row. Column 0 of
+// `code` and `pix_or` stands for x = -1 and holds a copy of column 0 (the edge
+// rule of spec §6.3); the others are indexed by column.
+template <int CH>
+struct CodeRows {
+  static constexpr int kCols = 1 << core::kMaxTileWidthLog2;
+  static constexpr int CS = kCodeStride<CH>;
+  int code[kCols + 1][CS];  // this row's codes, at index c + 1
+  int pix_or[kCols + 1];    // OR of the planes' codes of each pixel, at index c + 1
+  int ctx[kCols][CS];       // u(N) + (u(NW) >> 1): the activity of the row below, less its W term
+  int any[kCols];           // nonzero when a code of N or NW (any plane) is, for the row below
+};
+
+// After a row is decoded: fills in column -1 and prepares ctx / any for the row below.
+template <int CH>
+L3_DECODE_INLINE void prepare_up_context(CodeRows<CH>& rows, int x1) {
+  constexpr int CS = CodeRows<CH>::CS;
+  for (int p = 0; p < CS; ++p) rows.code[0][p] = rows.code[1][p];
+  rows.pix_or[0] = rows.pix_or[1];
+  const int* u = &rows.code[1][0];
+  int* ctx = &rows.ctx[0][0];
+  for (int i = 0; i < x1 * CS; ++i) ctx[i] = u[i] + (u[i - CS] >> 1);
+  for (int c = 0; c < x1; ++c) rows.any[c] = rows.pix_or[c + 1] | rows.pix_or[c];
+}
+
+// Pass 1: the residual codes of columns [0, x1) of one row, the CPU
+// counterpart of the code half of core::decode_pixel. kFirstRow: the tile's
+// first row, where N = NW = W (spec §6.3), so the activity is
+// u(W) + u(W) + (u(W) >> 1) and only W's codes decide a run.
+template <int CH, bool kFirstRow>
+L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, CodeRows<CH>& rows, int x1) {
+  // W's codes at column 0: a copy of N's (zero at the tile's first pixel).
+  int uw[CH];
+  int or_w = 0;
+  L3_PLANES for (int p = 0; p < CH; ++p) {
+    uw[p] = kFirstRow ? 0 : rows.code[1][p];
+    or_w |= uw[p];
+  }
+  for (int c = 0; c < x1; ++c) {
+    // Zero runs (spec §6.4), as in core::decode_pixel. The sum of the
+    // neighbours' codes is zero exactly when their OR is (codes are >= 0).
+    bool zero = false;
+    if (s.run_left > 0) {
+      zero = true;
+      if (--s.run_left == 0) s.blocked = true;
+    } else if (t.run_mode && !s.blocked) {
+      if ((or_w | (kFirstRow ? 0 : rows.any[c])) == 0) {
+        const int run = int(read_rice_cpu(s.br, t.run_k));
+        if (run > t.width - c) s.error = true;
+        if (run > 0) {
+          zero = true;
+          s.run_left = run - 1;
+          if (s.run_left == 0) s.blocked = true;
+        }
+      }
+    } else {
+      s.blocked = false;
+    }
+    int or_c = 0;
+    L3_PLANES for (int p = 0; p < CH; ++p) {
+      const int a = kFirstRow ? uw[p] + uw[p] + (uw[p] >> 1) : uw[p] + rows.ctx[c][p];
+      std::uint32_t u = 0;
+      if (!zero) u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a));
+      rows.code[c + 1][p] = int(u);
+      uw[p] = int(u);
+      or_c |= int(u);
+    }
+    rows.pix_or[c + 1] = or_c;
+    if (!zero) s.blocked = false;
+    or_w = or_c;
+  }
+}
+
+// A pixel's codes as a vector (lanes >= CH: don't care).
+template <int CH>
+L3_DECODE_INLINE V4 load_codes(const int* u) {
+  V4 v = {0, 0, 0, 0};
+  // 3 planes: stride 4 (kCodeStride), so 16 bytes are the pixel's own.
+  __builtin_memcpy(&v, u, sizeof(int) * (CH == 3 ? 4 : CH));
+  return v;
+}
+
+// Per-plane constants of the prediction step, as vectors.
+struct PredictConsts {
+  V4 lo, hi, mid;
+  // kPredPerPlane: all lanes set where the plane uses that predictor.
+  V4 is_w, is_n, is_avg, is_grad;
+};
+
+template <int CH>
+L3_DECODE_INLINE PredictConsts predict_consts(const CodedTileParams& t) {
+  PredictConsts k{};
+  for (int p = 0; p < CH; ++p) {
+    const core::PlaneParams& pp = t.plane[p];
+    k.lo[p] = pp.range.lo;
+    k.hi[p] = pp.range.hi;
+    k.mid[p] = pp.range.mid;
+    k.is_w[p] = pp.pred == core::kPredW ? -1 : 0;
+    k.is_n[p] = pp.pred == core::kPredN ? -1 : 0;
+    k.is_avg[p] = pp.pred == core::kPredAvg ? -1 : 0;
+    k.is_grad[p] = pp.pred == core::kPredGrad ? -1 : 0;
+  }
+  return k;
+}
+
+// core::predict / predict_fixed on all planes at once.
+template <std::uint8_t kPred>
+L3_DECODE_INLINE V4 predict_v(const PredictConsts& k, V4 w, V4 n, V4 nw) {
+  if constexpr (kPred == core::kPredW) return w;
+  else if constexpr (kPred == core::kPredN) return n;
+  else if constexpr (kPred == core::kPredAvg) return (w + n) >> 1;
+  else if constexpr (kPred == core::kPredGrad) return vmin(k.hi, vmax(k.lo, w + n - nw));
+  else {
+    const V4 grad = w + n - nw;
+    const V4 med = vmin(vmax(w, n), vmax(vmin(w, n), grad));
+    if constexpr (kPred == core::kPredMED) return med;
+    V4 p = med;
+    p = k.is_w ? w : p;
+    p = k.is_n ? n : p;
+    p = k.is_avg ? (w + n) >> 1 : p;
+    p = k.is_grad ? vmin(k.hi, vmax(k.lo, grad)) : p;
+    return p;
+  }
+}
+
+// Pass 2: plane values of columns [0, x1) from the row's codes (spec §6.1):
+// value = prediction + unzigzag(code). up: values of the row above, with
+// column -1 at up[-1]; unused on the first row, where N = NW = W.
+template <int CH, std::uint8_t kPred, bool kFirstRow>
+L3_DECODE_INLINE void reconstruct_row(const PredictConsts& k, const CodeRows<CH>& rows, const V4* up, V4* cur,
+                                      int x1) {
+  V4 w = kFirstRow ? k.mid : up[0];  // column 0: W copies N (midpoints at the tile's first pixel)
+  for (int c = 0; c < x1; ++c) {
+    const V4 n = kFirstRow ? w : up[c];
+    const V4 nw = kFirstRow ? w : up[c - 1];
+    const V4 u = load_codes<CH>(rows.code[c + 1]);
+    // No range check: see core::decode_pixel.
+    w = predict_v<kPred>(k, w, n, nw) + ((u >> 1) ^ -(u & 1));
+    cur[c] = w;
   }
 }
 
@@ -67,37 +264,26 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   // A local copy: the compiler then knows the row stores below cannot alias
   // the parameters, and keeps them in registers.
   const CodedTileParams t = params;
-  // Two row buffers of plane values and residual codes; column 0 is a padding
-  // column standing for x = -1, which holds the edge rule's copy of N so that
-  // no pixel needs a branch (spec §6.3).
+  const PredictConsts k = predict_consts<CH>(t);
+  // Two rows of plane values; index 0 stands for x = -1 and holds a copy of
+  // column 0 (spec §6.3) so that no pixel needs a branch.
   constexpr int kCols = (1 << core::kMaxTileWidthLog2) + 1;
-  int val[2][kCols][CH], code[2][kCols][CH];
+  V4 val[2][kCols];
+  CodeRows<CH> rows;
+  // The padding lane of 3-plane code rows is never written: keep it zero.
+  if constexpr (CodeRows<CH>::CS != CH) __builtin_memset(rows.code, 0, sizeof rows.code);
   const bool full = o.x1 == t.width && o.y1 == t.height;
   for (int r = 0; r < o.y1; ++r) {
-    int(*cur)[CH] = val[r & 1] + 1;
-    int(*cur_u)[CH] = code[r & 1] + 1;
-    int(*up)[CH] = val[(r + 1) & 1] + 1;
-    int(*up_u)[CH] = code[(r + 1) & 1] + 1;
+    V4* cur = val[r & 1] + 1;
+    const V4* up = val[(r + 1) & 1] + 1;
     LaneState s;
     core::lane_begin(s, tile, t, r);
     if (r == 0) {
-      for (int c = 0; c < o.x1; ++c) {
-        Neighbours nb;
-        for (int p = 0; p < CH; ++p) {
-          nb.w[p] = c ? cur[c - 1][p] : 0;
-          nb.uw[p] = c ? cur_u[c - 1][p] : 0;
-        }
-        core::apply_edges(t, 0, c, nb);
-        core::decode_pixel<CH>(t, s, nb, c, cur[c], cur_u[c]);
-      }
+      decode_row_codes<CH, true>(t, s, rows, o.x1);
+      reconstruct_row<CH, kPred, true>(k, rows, up, cur, o.x1);
     } else {
-      for (int p = 0; p < CH; ++p) {
-        cur[-1][p] = up[-1][p] = up[0][p];
-        cur_u[-1][p] = up_u[-1][p] = up_u[0][p];
-      }
-      for (int c = 0; c < o.x1; ++c)
-        core::decode_pixel<CH, kPred>(t, s, cur[c - 1], up[c], up[c - 1], cur_u[c - 1], up_u[c], up_u[c - 1], c,
-                                      cur[c], cur_u[c]);
+      decode_row_codes<CH, false>(t, s, rows, o.x1);
+      reconstruct_row<CH, kPred, false>(k, rows, up, cur, o.x1);
     }
     if (r >= o.y0 && !row_to_pixels<CH>(t.transform, cur, o.x0, o.x1, o.out + std::size_t(r - o.y0) * o.stride))
       return core::kCorruptTile;
@@ -106,6 +292,10 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
       if (status != core::kOk) return status;
     } else if (s.error || s.br.past > 8) {
       return core::kCorruptTile;  // a valid stream never reads further past its end
+    }
+    if (r + 1 < o.y1) {
+      cur[-1] = cur[0];
+      prepare_up_context<CH>(rows, o.x1);
     }
   }
   return core::kOk;
