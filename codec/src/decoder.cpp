@@ -226,20 +226,20 @@ L3_DECODE_INLINE PredictConsts predict_consts(const CodedTileParams& t) {
 // core::predict / predict_fixed on all planes at once.
 template <std::uint8_t kPred>
 L3_DECODE_INLINE V4 predict_v(const PredictConsts& k, V4 w, V4 n, V4 nw) {
+  // W is the previous pixel's result, so each row is one dependency chain
+  // through W: the gradient is written W + (N - NW) to take N - NW off it.
   if constexpr (kPred == core::kPredW) return w;
   else if constexpr (kPred == core::kPredN) return n;
   else if constexpr (kPred == core::kPredAvg) return (w + n) >> 1;
-  else if constexpr (kPred == core::kPredGrad) return vmin(k.hi, vmax(k.lo, w + n - nw));
+  else if constexpr (kPred == core::kPredGrad) return vmin(k.hi, vmax(k.lo, w + (n - nw)));
   else {
-    const V4 grad = w + n - nw;
+    const V4 grad = w + (n - nw);
     const V4 med = vmin(vmax(w, n), vmax(vmin(w, n), grad));
     if constexpr (kPred == core::kPredMED) return med;
-    V4 p = med;
-    p = k.is_w ? w : p;
-    p = k.is_n ? n : p;
-    p = k.is_avg ? (w + n) >> 1 : p;
-    p = k.is_grad ? vmin(k.hi, vmax(k.lo, grad)) : p;
-    return p;
+    // Per-plane choice as a shallow tree of selects (also for the chain).
+    const V4 avg_or_grad = k.is_avg ? (w + n) >> 1 : vmin(k.hi, vmax(k.lo, grad));
+    const V4 not_w_n = (k.is_avg | k.is_grad) ? avg_or_grad : med;
+    return k.is_w ? w : (k.is_n ? n : not_w_n);
   }
 }
 
