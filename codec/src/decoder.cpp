@@ -177,7 +177,12 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, C
       // Refills at fixed points, every second symbol: whether a symbol finds
       // fewer than 30 bits left depends on the data, and that branch was
       // mispredicted often; after these, read_rice_cpu rarely needs its own.
-      if (p % 2 == 0 && !zero) s.br.refill();
+      if (p % 2 == 0 && !zero) {
+        s.br.refill();
+        // refill() leaves at least 57 bits: telling the compiler drops the
+        // next read's own check.
+        if (s.br.avail < 57) __builtin_unreachable();
+      }
       const int a = kFirstRow ? uw[p] + uw[p] + (uw[p] >> 1) : uw[p] + rows.ctx[c][p];
       std::uint32_t u = 0;
       if (!zero) u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a));
