@@ -179,9 +179,9 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, C
       // mispredicted often; after these, read_rice_cpu rarely needs its own.
       if (p % 2 == 0 && !zero) {
         s.br.refill();
-        // refill() leaves at least 57 bits: telling the compiler drops the
-        // next read's own check.
-        if (s.br.avail < 57) __builtin_unreachable();
+        // refill() leaves at least 56 bits (avail | 56 on its fast path):
+        // telling the compiler drops the next read's own check.
+        if (s.br.avail < 56) __builtin_unreachable();
       }
       const int a = kFirstRow ? uw[p] + uw[p] + (uw[p] >> 1) : uw[p] + rows.ctx[c][p];
       std::uint32_t u = 0;
