@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan+UBSan) and runs each for
-# SECONDS seconds, one at a time, starting from its committed seed corpus plus
-# the crashers. Fails on any finding (crash, sanitizer report, leak, timeout,
+# SECONDS seconds, L3_FUZZ_JOBS targets at a time (one process each), starting
+# from its committed seed corpus plus the crashers. Fails on any finding (crash, sanitizer report, leak, timeout,
 # out-of-memory); prints the executions per target.
 #
 #   tests/fuzz/run_fuzzers.sh SECONDS [TARGET...]
 #
 # Environment: L3_FUZZ_BUILD_DIR (default build-fuzz-ci, relative to the
-# repository root), L3_FUZZ_JOBS (build parallelism, default 2),
+# repository root), L3_FUZZ_JOBS (build parallelism and fuzzers run at once,
+# default 2),
 # CXX (default clang++), L3_FUZZ_ARTIFACTS (where crashing inputs go, default
 # <build>/fuzz-artifacts).
 set -euo pipefail
@@ -35,19 +36,15 @@ cmake --build "$build" -j "$jobs" --target "${targets[@]/#/fuzz_}"
 mkdir -p "$artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-status=0
-summary=""
-for t in "${targets[@]}"; do
-  work=$build/fuzz-work/$t
+# One fuzzer; its exit status goes to $build/fuzz-$t.rc.
+fuzz_one() {
+  local t=$1 work=$build/fuzz-work/$1 log=$build/fuzz-$1.log rc
   rm -rf "$work"
   mkdir -p "$work"
-  dict=()
+  local dict=() seeds=("$root/tests/fuzz/corpus/$t")
   [[ -f $root/tests/fuzz/$t.dict ]] && dict=(-dict="$root/tests/fuzz/$t.dict")
-  seeds=("$root/tests/fuzz/corpus/$t")
   [[ -d $root/tests/crashers/$t ]] && seeds+=("$root/tests/crashers/$t")
   [[ $t == decode && -d $root/spec/vectors/codec ]] && seeds+=("$root/spec/vectors/codec")
-  log=$build/fuzz-$t.log
-  echo "== fuzz_$t for ${seconds}s"
   set +e
   # New inputs go to $work (first folder); the committed corpus is only read.
   "$build/tests/fuzz_$t" "$work" "${seeds[@]}" "${dict[@]}" -max_total_time="$seconds" \
@@ -55,9 +52,29 @@ for t in "${targets[@]}"; do
     -artifact_prefix="$artifacts/$t-" >"$log" 2>&1
   rc=$?
   set -e
-  execs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}' | tail -1)
+  echo "$rc" >"$build/fuzz-$t.rc"
+}
+
+# L3_FUZZ_JOBS fuzzers at a time.
+running=0
+for t in "${targets[@]}"; do
+  echo "== fuzz_$t for ${seconds}s"
+  fuzz_one "$t" &
+  running=$((running + 1))
+  if ((running >= jobs)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+
+status=0
+summary=""
+for t in "${targets[@]}"; do
+  log=$build/fuzz-$t.log
+  rc=$(cat "$build/fuzz-$t.rc" 2>/dev/null || echo 1)
+  execs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}' | tail -1 || true)
   line="fuzz_$t: ${execs:-?} executions in ${seconds}s, exit $rc"
-  echo "$line"
   summary+="$line"$'\n'
   if [[ $rc -ne 0 ]]; then
     status=1
