@@ -15,6 +15,7 @@
 #include <new>
 
 #include "kernels.hpp"
+#include "l3/cuda/thrust_arena.hpp"
 #include "l3/cuda/wavefront.hpp"
 
 namespace l3::cuda::detail {
@@ -26,22 +27,6 @@ using wavefront::ImageCounts;
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kDecodeThreads = kWarpsPerBlock * wavefront::kWarpSize;
-
-// Thrust's temporary storage, carved from the decoder's reusable arena: no
-// cudaMalloc per batch, and nothing that would break graph capture.
-struct ArenaAllocator {
-  using value_type = char;
-  char* base;
-  std::size_t size;
-  std::size_t used = 0;
-  char* allocate(std::ptrdiff_t n) {
-    const std::size_t at = (used + 255) & ~std::size_t{255};
-    if (n < 0 || at > size || std::size_t(n) > size - at) throw std::bad_alloc();
-    used = at + std::size_t(n);
-    return base + at;
-  }
-  void deallocate(char*, std::size_t) {}
-};
 
 __global__ void gather_kernel(BatchView view, std::uint32_t* tile_size, std::uint32_t tiles) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -64,19 +49,6 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(BatchView view, 
 __global__ void finalize_kernel(const std::uint64_t* keys, std::int32_t* status, std::uint32_t images) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < images) status[i] = wavefront::status_of_key(keys[i]);
-}
-
-// Runs a Thrust call, turning its exceptions into CUDA errors.
-template <class F> cudaError_t thrust_call(F&& f) {
-  try {
-    f();
-  } catch (const std::bad_alloc&) {
-    return cudaErrorMemoryAllocation;
-  } catch (const std::exception&) {
-    const cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? cudaErrorUnknown : e;
-  }
-  return cudaGetLastError();
 }
 
 }  // namespace

@@ -18,29 +18,17 @@
 #include <new>
 
 #include "batch_backend_cuda.hpp"
+#include "l3/cuda/thrust_arena.hpp"
 
 namespace l3::detail::batchxf {
 namespace {
 
+using cuda::ArenaAllocator;
+using cuda::thrust_call;
+
 constexpr unsigned kWeightsThreads = 128;
 constexpr unsigned kResampleX = 32, kResampleY = 8;
 constexpr std::uint32_t kMaxGridYZ = 65535;  // examples beyond it loop inside the kernels
-
-// Thrust's temporary storage, carved from the backend's reusable buffer: no
-// cudaMalloc per window.
-struct ArenaAllocator {
-  using value_type = char;
-  char* base;
-  std::size_t size;
-  std::size_t used = 0;
-  char* allocate(std::ptrdiff_t n) {
-    const std::size_t at = (used + 255) & ~std::size_t{255};
-    if (n < 0 || at > size || std::size_t(n) > size - at) throw std::bad_alloc();
-    used = at + std::size_t(n);
-    return base + at;
-  }
-  void deallocate(char*, std::size_t) {}
-};
 
 // An example's weight-table size (floats), the scan's input.
 struct TableFloats {
@@ -49,19 +37,6 @@ struct TableFloats {
 };
 
 using TableIterator = thrust::transform_iterator<TableFloats, const xf::ExampleDesc*>;
-
-// Runs a Thrust call, turning its exceptions into CUDA errors.
-template <class F> cudaError_t thrust_call(F&& f) {
-  try {
-    f();
-  } catch (const std::bad_alloc&) {
-    return cudaErrorMemoryAllocation;
-  } catch (const std::exception&) {
-    const cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? cudaErrorUnknown : e;
-  }
-  return cudaGetLastError();
-}
 
 // The descriptor of example e with its table offset from the scan.
 __device__ inline xf::ExampleDesc load_desc(const TransformLaunch& launch, std::uint32_t e) {
