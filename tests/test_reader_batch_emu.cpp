@@ -17,12 +17,6 @@ using namespace l3;
 
 namespace {
 
-std::shared_ptr<const Dataset> synth(const std::string& name, const l3test::SynthSpec& spec = {}) {
-  const auto dir = l3test::reader_dir(name);
-  l3test::write_synth_dataset(dir, spec);
-  return std::make_shared<const Dataset>(Dataset::open(dir));
-}
-
 void check_same_as_cpu(std::shared_ptr<const Dataset> ds, const ReaderOptions& o, std::uint64_t epoch = 0) {
   const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend(), epoch);
   const auto b = l3test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend(), epoch);
@@ -55,7 +49,7 @@ public:
 }  // namespace
 
 TEST_CASE("batch mode: the emulated GPU batch backend yields the CPU pipeline's batches byte for byte") {
-  auto ds = synth("batch_emu_configs");
+  auto ds = l3test::synth_dataset("batch_emu_configs");
   for (const auto& [what, o] : l3test::backend_configs()) {
     CAPTURE(what);
     for (std::uint64_t epoch : {0u, 1u}) {
@@ -66,7 +60,7 @@ TEST_CASE("batch mode: the emulated GPU batch backend yields the CPU pipeline's 
 }
 
 TEST_CASE("batch mode: more transform configurations") {
-  auto ds = synth("batch_emu_more");
+  auto ds = l3test::synth_dataset("batch_emu_more");
   ReaderOptions base = l3test::backend_configs()[0].second;
   SUBCASE("upscaling without antialias, hwc float32 unnormalised") {
     ReaderOptions o = base;
@@ -105,7 +99,7 @@ TEST_CASE("batch mode: more transform configurations") {
 }
 
 TEST_CASE("batch mode: one output channel: gray sources decode, colour sources fail as on the CPU") {
-  auto ds = synth("batch_emu_channels");  // mixed: gray, RGB, RGBA
+  auto ds = l3test::synth_dataset("batch_emu_channels");  // mixed: gray, RGB, RGBA
   ReaderOptions o = l3test::backend_configs()[0].second;
   o.transform.channels = 1;
   for (const ErrorPolicy policy : {ErrorPolicy::raise, ErrorPolicy::skip}) {
@@ -121,17 +115,7 @@ TEST_CASE("batch mode: one output channel: gray sources decode, colour sources f
 }
 
 TEST_CASE("batch mode: corrupt records give the CPU pipeline's outcome under both policies") {
-  const auto dir = l3test::reader_dir("batch_emu_corrupt");
-  l3test::write_synth_dataset(dir);
-  for (const std::uint64_t r : {13u, 14u, 27u}) {  // 13 and 14: a run of bad records for skip
-    std::size_t tail = 0;
-    {
-      const Dataset clean = Dataset::open(dir);
-      tail = clean.record(r).payload.size() - 5;  // tile data, past header and table
-    }
-    l3test::corrupt_record(dir, r, tail);
-  }
-  auto ds = std::make_shared<const Dataset>(Dataset::open(dir));
+  auto ds = l3test::corrupt_dataset("batch_emu_corrupt", {13, 14, 27});  // 13 and 14: a run of bad records for skip
   for (const Verify verify : {Verify::yes, Verify::no}) {
     for (const ErrorPolicy policy : {ErrorPolicy::raise, ErrorPolicy::skip}) {
       for (const std::uint32_t max_replacements : {64u, 0u}) {
@@ -159,7 +143,7 @@ TEST_CASE("batch mode: corrupt records give the CPU pipeline's outcome under bot
 }
 
 TEST_CASE("batch mode: a run resumed from state() yields exactly the rest, also under another world size") {
-  auto ds = synth("batch_emu_resume");
+  auto ds = l3test::synth_dataset("batch_emu_resume");
   ReaderOptions o = l3test::backend_configs()[1].second;
   o.world_size = 1;
   const auto full = l3test::run_epoch(ds, o, make_cpu_decode_backend(), 1);
@@ -204,7 +188,7 @@ TEST_CASE("batch mode: a run resumed from state() yields exactly the rest, also 
 }
 
 TEST_CASE("batch mode: every batch buffer handed out is released with the consumer's stream") {
-  auto ds = synth("batch_emu_release");
+  auto ds = l3test::synth_dataset("batch_emu_release");
   auto counting = std::make_shared<CountingBackend>();
   ReaderOptions o = l3test::backend_configs()[0].second;
   int token = 0;  // stands in for a cudaStream_t

@@ -16,31 +16,14 @@ using namespace l3;
 
 namespace {
 
-bool no_gpu() {
-  static const bool none = [] {
-    if (cuda_device_count() == 0) {
-      std::printf("L3_GPU_SKIPPED: no CUDA device\n");
-      return true;
-    }
-    return false;
-  }();
-  return none;
-}
-
-std::shared_ptr<const Dataset> synth(const std::string& name) {
-  const auto dir = l3test::reader_dir(name);
-  l3test::write_synth_dataset(dir);
-  return std::make_shared<const Dataset>(Dataset::open(dir));
-}
-
 }  // namespace
 
-TEST_CASE("without a device, make_cuda_decode_backend throws device_error" * doctest::skip(!no_gpu())) {
+TEST_CASE("without a device, make_cuda_decode_backend throws device_error" * doctest::skip(!l3test::no_gpu())) {
   CHECK(l3test::error_of([] { make_cuda_decode_backend(0); }) == errc::device_error);
 }
 
-TEST_CASE("GPU reader: CUDA backend batches equal the CPU backend's byte for byte" * doctest::skip(no_gpu())) {
-  auto ds = synth("gpu_reader");
+TEST_CASE("GPU reader: CUDA backend batches equal the CPU backend's byte for byte" * doctest::skip(l3test::no_gpu())) {
+  auto ds = l3test::synth_dataset("gpu_reader");
   auto gpu = make_cuda_decode_backend(0);
   CHECK(std::string(gpu->name()) == "cuda");
   for (const auto& [what, o] : l3test::backend_configs()) {
@@ -56,8 +39,8 @@ TEST_CASE("GPU reader: CUDA backend batches equal the CPU backend's byte for byt
   }
 }
 
-TEST_CASE("GPU reader: a caller's stream; several workers share the backend" * doctest::skip(no_gpu())) {
-  auto ds = synth("gpu_reader_stream");
+TEST_CASE("GPU reader: a caller's stream; several workers share the backend" * doctest::skip(l3test::no_gpu())) {
+  auto ds = l3test::synth_dataset("gpu_reader_stream");
   cudaStream_t s = nullptr;
   REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
   {
@@ -71,16 +54,8 @@ TEST_CASE("GPU reader: a caller's stream; several workers share the backend" * d
   cudaStreamDestroy(s);
 }
 
-TEST_CASE("GPU reader: a corrupt record gives the CPU backend's outcome under both policies" * doctest::skip(no_gpu())) {
-  const auto dir = l3test::reader_dir("gpu_reader_corrupt");
-  l3test::write_synth_dataset(dir);
-  std::size_t tail = 0;
-  {
-    const Dataset clean = Dataset::open(dir);
-    tail = clean.record(13).payload.size() - 5;
-  }
-  l3test::corrupt_record(dir, 13, tail);
-  auto ds = std::make_shared<const Dataset>(Dataset::open(dir));
+TEST_CASE("GPU reader: a corrupt record gives the CPU backend's outcome under both policies" * doctest::skip(l3test::no_gpu())) {
+  auto ds = l3test::corrupt_dataset("gpu_reader_corrupt", {13});
   auto gpu = make_cuda_decode_backend(0);
   for (const Verify verify : {Verify::yes, Verify::no}) {
     for (const ErrorPolicy policy : {ErrorPolicy::raise, ErrorPolicy::skip}) {

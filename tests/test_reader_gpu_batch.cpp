@@ -24,23 +24,6 @@ using namespace l3;
 
 namespace {
 
-bool no_gpu() {
-  static const bool none = [] {
-    if (cuda_device_count() == 0) {
-      std::printf("L3_GPU_SKIPPED: no CUDA device\n");
-      return true;
-    }
-    return false;
-  }();
-  return none;
-}
-
-std::shared_ptr<const Dataset> synth(const std::string& name) {
-  const auto dir = l3test::reader_dir(name);
-  l3test::write_synth_dataset(dir);
-  return std::make_shared<const Dataset>(Dataset::open(dir));
-}
-
 // A device batch's bytes, copied back to the host.
 std::vector<std::uint8_t> device_bytes(const Batch& b) {
   REQUIRE(b.device == 0);
@@ -136,11 +119,11 @@ std::vector<errc> check_window(const Window& w, const TransformOptions& o, Batch
 
 }  // namespace
 
-TEST_CASE("without a device, make_cuda_batch_backend throws device_error" * doctest::skip(!no_gpu())) {
+TEST_CASE("without a device, make_cuda_batch_backend throws device_error" * doctest::skip(!l3test::no_gpu())) {
   CHECK(l3test::error_of([] { make_cuda_batch_backend(0); }) == errc::device_error);
 }
 
-TEST_CASE("GPU batch backend: device memory, a bad ordinal is a caller error" * doctest::skip(no_gpu())) {
+TEST_CASE("GPU batch backend: device memory, a bad ordinal is a caller error" * doctest::skip(l3test::no_gpu())) {
   auto gpu = make_cuda_batch_backend(0);
   CHECK(std::string(gpu->name()) == "cuda");
   CHECK(gpu->memory() == BatchMemory::device);
@@ -156,8 +139,8 @@ TEST_CASE("GPU batch backend: device memory, a bad ordinal is a caller error" * 
   CHECK(l3test::error_of([] { make_cuda_batch_backend(cuda_device_count()); }) == errc::invalid_argument);
 }
 
-TEST_CASE("GPU batch mode: batches equal the CPU pipeline's byte for byte" * doctest::skip(no_gpu())) {
-  auto ds = synth("gpu_batch_configs");
+TEST_CASE("GPU batch mode: batches equal the CPU pipeline's byte for byte" * doctest::skip(l3test::no_gpu())) {
+  auto ds = l3test::synth_dataset("gpu_batch_configs");
   auto gpu = make_cuda_batch_backend(0);  // one backend for all: its buffers are reused and grow
   for (const auto& [what, o] : l3test::backend_configs()) {
     CAPTURE(what);
@@ -171,8 +154,8 @@ TEST_CASE("GPU batch mode: batches equal the CPU pipeline's byte for byte" * doc
   }
 }
 
-TEST_CASE("GPU batch mode: more transform configurations" * doctest::skip(no_gpu())) {
-  auto ds = synth("gpu_batch_more");
+TEST_CASE("GPU batch mode: more transform configurations" * doctest::skip(l3test::no_gpu())) {
+  auto ds = l3test::synth_dataset("gpu_batch_more");
   auto gpu = make_cuda_batch_backend(0);
   const ReaderOptions base = l3test::backend_configs()[0].second;
   SUBCASE("upscaling without antialias, hwc float32 unnormalised") {
@@ -216,18 +199,8 @@ TEST_CASE("GPU batch mode: more transform configurations" * doctest::skip(no_gpu
 }
 
 TEST_CASE("GPU batch mode: corrupt records give the CPU pipeline's outcome under both policies" *
-          doctest::skip(no_gpu())) {
-  const auto dir = l3test::reader_dir("gpu_batch_corrupt");
-  l3test::write_synth_dataset(dir);
-  for (const std::uint64_t r : {13u, 14u, 27u}) {
-    std::size_t tail = 0;
-    {
-      const Dataset clean = Dataset::open(dir);
-      tail = clean.record(r).payload.size() - 5;  // tile data, past header and table
-    }
-    l3test::corrupt_record(dir, r, tail);
-  }
-  auto ds = std::make_shared<const Dataset>(Dataset::open(dir));
+          doctest::skip(l3test::no_gpu())) {
+  auto ds = l3test::corrupt_dataset("gpu_batch_corrupt", {13, 14, 27});
   auto gpu = make_cuda_batch_backend(0);
   for (const Verify verify : {Verify::yes, Verify::no}) {
     // Verify::no: the bad bytes reach the backend (the stream's checksum,
@@ -252,8 +225,8 @@ TEST_CASE("GPU batch mode: corrupt records give the CPU pipeline's outcome under
 }
 
 TEST_CASE("GPU batch backend: a window with bad records equals the emulation; failed examples are not written" *
-          doctest::skip(no_gpu())) {
-  auto ds = synth("gpu_batch_window");
+          doctest::skip(l3test::no_gpu())) {
+  auto ds = l3test::synth_dataset("gpu_batch_window");
   auto gpu = make_cuda_batch_backend(0);
   for (const auto& [what, ro] : l3test::backend_configs()) {
     CAPTURE(what);
@@ -300,8 +273,8 @@ TEST_CASE("GPU batch backend: a window with bad records equals the emulation; fa
   }
 }
 
-TEST_CASE("GPU batch backend: caller errors throw what the emulation throws" * doctest::skip(no_gpu())) {
-  auto ds = synth("gpu_batch_caller");
+TEST_CASE("GPU batch backend: caller errors throw what the emulation throws" * doctest::skip(l3test::no_gpu())) {
+  auto ds = l3test::synth_dataset("gpu_batch_caller");
   auto gpu = make_cuda_batch_backend(0);
   auto emu = make_emulated_gpu_batch_backend();
   const TransformOptions o = l3test::backend_configs()[0].second.transform;
@@ -349,8 +322,8 @@ void CUDART_CB sleep_host(void* ms) {
 }  // namespace
 
 TEST_CASE("GPU batch backend: run() does not overwrite a buffer before the released reads ran" *
-          doctest::skip(no_gpu())) {
-  auto ds = synth("gpu_batch_release");
+          doctest::skip(l3test::no_gpu())) {
+  auto ds = l3test::synth_dataset("gpu_batch_release");
   auto gpu = make_cuda_batch_backend(0);
   const TransformOptions o = l3test::backend_configs()[0].second.transform;
   const Window w1 = make_window(*ds, 0, 4, o, 1), w2 = make_window(*ds, 4, 4, o, 2);
@@ -385,8 +358,8 @@ TEST_CASE("GPU batch backend: run() does not overwrite a buffer before the relea
   cudaStreamDestroy(user);
 }
 
-TEST_CASE("GPU batch mode: a consumer stream, reads enqueued late, batches intact" * doctest::skip(no_gpu())) {
-  auto ds = synth("gpu_batch_stream");
+TEST_CASE("GPU batch mode: a consumer stream, reads enqueued late, batches intact" * doctest::skip(l3test::no_gpu())) {
+  auto ds = l3test::synth_dataset("gpu_batch_stream");
   cudaStream_t s = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
   {

@@ -13,19 +13,13 @@ using namespace l3;
 
 namespace {
 
-std::shared_ptr<const Dataset> synth(const std::string& name) {
-  const auto dir = l3test::reader_dir(name);
-  l3test::write_synth_dataset(dir);
-  return std::make_shared<const Dataset>(Dataset::open(dir));
-}
-
 }  // namespace
 
 TEST_CASE("emulated wavefront backend: decode jobs equal the CPU backend's (whole images, regions, a batch)") {
   auto cpu = make_cpu_decode_backend();
   auto emu = make_emulated_wavefront_backend();
   CHECK(std::string(emu->name()) == "cuda-emulated");
-  auto ds = synth("gpu_emu_jobs");
+  auto ds = l3test::synth_dataset("gpu_emu_jobs");
   std::vector<DecodeJob> jobs;
   std::vector<std::vector<std::uint8_t>> a, b;
   for (std::uint64_t i = 0; i < 12; ++i) {
@@ -57,7 +51,7 @@ TEST_CASE("emulated wavefront backend: decode jobs equal the CPU backend's (whol
 TEST_CASE("emulated wavefront backend: bad streams throw the CPU backend's error code") {
   auto cpu = make_cpu_decode_backend();
   auto emu = make_emulated_wavefront_backend();
-  auto ds = synth("gpu_emu_bad");
+  auto ds = l3test::synth_dataset("gpu_emu_bad");
   const auto good = ds->record(3).payload;
   const ImageInfo info = read_info(good);
   std::vector<std::uint8_t> px(info.decoded_size());
@@ -88,7 +82,7 @@ TEST_CASE("emulated wavefront backend: bad streams throw the CPU backend's error
 }
 
 TEST_CASE("reader: the emulated wavefront backend yields the CPU backend's batches byte for byte") {
-  auto ds = synth("gpu_emu_reader");
+  auto ds = l3test::synth_dataset("gpu_emu_reader");
   for (const auto& [what, o] : l3test::backend_configs()) {
     CAPTURE(what);
     for (std::uint64_t epoch : {0u, 1u}) {
@@ -102,15 +96,7 @@ TEST_CASE("reader: the emulated wavefront backend yields the CPU backend's batch
 }
 
 TEST_CASE("reader: a corrupt record gives the same outcome under both backends and both policies") {
-  const auto dir = l3test::reader_dir("gpu_emu_corrupt");
-  l3test::write_synth_dataset(dir);
-  std::size_t tail = 0;
-  {
-    const Dataset clean = Dataset::open(dir);
-    tail = clean.record(13).payload.size() - 5;  // in the last tile's data, past header and table
-  }
-  l3test::corrupt_record(dir, 13, tail);
-  auto ds = std::make_shared<const Dataset>(Dataset::open(dir));
+  auto ds = l3test::corrupt_dataset("gpu_emu_corrupt", {13});
   for (const Verify verify : {Verify::yes, Verify::no}) {
     // Verify::no: the shard's record checksum is not checked, so the bad
     // bytes reach the decode backend (the stream's own checksum catches them).

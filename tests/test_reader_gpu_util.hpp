@@ -5,12 +5,15 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "l3/reader.hpp"
+#include "l3/reader_backend_cuda.hpp"
 #include "test_reader_util.hpp"
 
 namespace l3test {
@@ -24,6 +27,45 @@ struct Outcome {
   std::vector<l3::errc> errors;  // per batch; ok when it arrived
   std::uint64_t corrupt = 0, replaced = 0, raised = 0;
 };
+
+// A fresh synthetic dataset under the build tree.
+inline std::shared_ptr<const l3::Dataset> synth_dataset(const std::string& name, const SynthSpec& spec = {}) {
+  const auto dir = reader_dir(name);
+  write_synth_dataset(dir, spec);
+  return std::make_shared<const l3::Dataset>(l3::Dataset::open(dir));
+}
+
+// A synthetic dataset whose records `bad` have a flipped byte in their last
+// tile's data (past header and table): the stream's checksum catches it.
+inline std::shared_ptr<const l3::Dataset> corrupt_dataset(const std::string& name,
+                                                          std::initializer_list<std::uint64_t> bad) {
+  const auto dir = reader_dir(name);
+  write_synth_dataset(dir);
+  for (const std::uint64_t r : bad) {
+    std::size_t tail = 0;
+    {
+      const l3::Dataset clean = l3::Dataset::open(dir);
+      tail = clean.record(r).payload.size() - 5;
+    }
+    corrupt_record(dir, r, tail);
+  }
+  return std::make_shared<const l3::Dataset>(l3::Dataset::open(dir));
+}
+
+#ifdef L3_READER_HAVE_CUDA
+// True (and prints the line that makes ctest report the test skipped) when
+// no CUDA device exists.
+inline bool no_gpu() {
+  static const bool none = [] {
+    if (l3::cuda_device_count() == 0) {
+      std::printf("L3_GPU_SKIPPED: no CUDA device\n");
+      return true;
+    }
+    return false;
+  }();
+  return none;
+}
+#endif
 
 // The bytes of a batch as host memory; device batches need a fetcher that
 // copies them back (test_reader_gpu_batch.cpp).
