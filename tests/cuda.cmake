@@ -2,8 +2,18 @@
 # the GPU suite (label gpu). Without a CUDA device the GPU suite prints
 # L3_GPU_SKIPPED and ctest reports it as skipped.
 l3_add_test(test_cuda_emu test_cuda_emu.cpp LIBS l3_cuda_emu l3_codec l3_imageio LABELS cuda)
+l3_add_test(test_cuda_emu_other_shape test_cuda_emu.cpp LIBS l3_cuda_emu_other_shape l3_codec l3_imageio LABELS cuda)
 
 if(L3_HAVE_CUDA AND TARGET l3_cuda)
   l3_add_test(test_cuda_gpu test_cuda_gpu.cpp LIBS l3_cuda l3_codec l3_imageio LABELS gpu)
   set_tests_properties(test_cuda_gpu PROPERTIES SKIP_REGULAR_EXPRESSION "L3_GPU_SKIPPED")
+endif()
+
+# The decode kernel's per-lane state stays in registers on sm_90 (no stack
+# frame, no spills): a static check with nvcc, no GPU needed.
+if(L3_HAVE_CUDA AND NOT L3_CUDA_FIXED_PREDICTORS)
+  add_test(NAME cuda_kernel_resources
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda_kernel_resources.sh ${CMAKE_CUDA_COMPILER} ${PROJECT_SOURCE_DIR}
+            cuda/src/batch_decoder.cu decode_kernel)
+  set_tests_properties(cuda_kernel_resources PROPERTIES LABELS "cuda")
 endif()

@@ -29,3 +29,12 @@ if(L3_HAVE_CUDA AND TARGET l3_reader_cuda)
     LIBS l3_reader_cuda PkgConfig::L3_GPU_TEST_XXHASH LABELS gpu)
   set_tests_properties(test_reader_gpu_batch PROPERTIES SKIP_REGULAR_EXPRESSION "L3_GPU_SKIPPED")
 endif()
+
+# The batch transform kernels keep their per-thread state in registers on
+# sm_90 (no stack frame, no spills): a static check with nvcc, no GPU needed.
+if(L3_HAVE_CUDA)
+  add_test(NAME reader_kernel_resources
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda_kernel_resources.sh ${CMAKE_CUDA_COMPILER} ${PROJECT_SOURCE_DIR}
+            reader/src/batch_backend_cuda.cu weights_kernel,resample_kernel --fmad=false -DL3_READER_HAVE_CUDA=1)
+  set_tests_properties(reader_kernel_resources PROPERTIES LABELS "reader")
+endif()

@@ -380,8 +380,14 @@ struct Neighbours {
 // Applies the tile-edge rules of spec §6.3 in place: a missing row above
 // copies W; a missing column to the left copies N; the first pixel of a tile
 // sees plane midpoints and zero residual codes.
-L3_HD void apply_edges(const CodedTileParams& t, int r, int c, Neighbours& nb) {
-  for (int p = 0; p < t.channels; ++p) {
+// `planes` is t.channels; the GPU wavefront passes it as a compile-time
+// constant so that `nb` stays in registers (a runtime-bounded index would put
+// it in local memory).
+L3_HD void apply_edges(const CodedTileParams& t, int r, int c, Neighbours& nb, int planes) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int p = 0; p < planes; ++p) {
     if (r == 0 && c == 0) {
       nb.w[p] = nb.n[p] = nb.nw[p] = t.plane[p].range.mid;
       nb.uw[p] = nb.un[p] = nb.unw[p] = 0;
@@ -394,6 +400,7 @@ L3_HD void apply_edges(const CodedTileParams& t, int r, int c, Neighbours& nb) {
     }
   }
 }
+L3_HD void apply_edges(const CodedTileParams& t, int r, int c, Neighbours& nb) { apply_edges(t, r, c, nb, t.channels); }
 
 // Per-lane state that persists along a row.
 struct LaneState {

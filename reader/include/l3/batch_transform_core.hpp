@@ -76,6 +76,12 @@ L3_XF_HD void weights_thread(const ExampleDesc& d, const OutputSpec& o, std::uin
   taps[entry] = n;
 }
 
+// o.norm[c] by selection: a runtime index into the kernel parameter would
+// copy the whole OutputSpec to local memory in every thread.
+L3_XF_HD Affine channel_norm(const OutputSpec& o, std::int32_t c) {
+  return c == 0 ? o.norm[0] : c == 1 ? o.norm[1] : o.norm[2];
+}
+
 // Stores channel c of output pixel (y, x) (already flipped) in the output dtype and layout.
 L3_XF_HD void store_sample(const OutputSpec& o, std::uint8_t* dst, std::int32_t y, std::int32_t x, std::int32_t c,
                            std::uint8_t v) {
@@ -87,10 +93,10 @@ L3_XF_HD void store_sample(const OutputSpec& o, std::uint8_t* dst, std::int32_t 
   if (o.dtype == 0) {
     dst[index] = v;
   } else if (o.dtype == 1) {
-    const float f = normalise(v, o.norm[c]);
+    const float f = normalise(v, channel_norm(o, c));
     memcpy(dst + index * 4, &f, 4);
   } else {
-    const std::uint16_t h = float_to_half(normalise(v, o.norm[c]));
+    const std::uint16_t h = float_to_half(normalise(v, channel_norm(o, c)));
     memcpy(dst + index * 2, &h, 2);
   }
 }

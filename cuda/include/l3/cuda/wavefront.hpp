@@ -119,9 +119,14 @@ struct TileTask {
   std::uint64_t row_stride = 0, pixel_stride = 0, plane_stride = 0;
 };
 
-L3_WF_HDI void store_pixel(const TileTask& t, int r, int c, const std::uint8_t* px) {
+// `planes` is t.channels; the wavefront passes its compile-time CH so that
+// `px` stays in registers.
+L3_WF_HDI void store_pixel(const TileTask& t, int r, int c, const std::uint8_t* px, int planes) {
   std::uint8_t* o = t.base + std::uint64_t(r - t.y0) * t.row_stride + std::uint64_t(c - t.x0) * t.pixel_stride;
-  for (int p = 0; p < t.channels; ++p) o[std::uint64_t(p) * t.plane_stride] = px[p];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int p = 0; p < planes; ++p) o[std::uint64_t(p) * t.plane_stride] = px[p];
 }
 
 // Constant and raw tiles: the warp's lanes stride over the output pixels.
@@ -142,7 +147,7 @@ template <class Warp> L3_WF_HD int copy_tile_warp(Warp& warp, const TileTask& t,
       const int r = t.y0 + i / w, c = t.x0 + i % w;
       const std::uint8_t* src =
           kind == core::kTileConstant ? t.tile + 1 : t.tile + 1 + (std::uint64_t(r) * std::uint32_t(t.width) + std::uint32_t(c)) * ch;
-      store_pixel(t, r, c, src);
+      store_pixel(t, r, c, src, t.channels);
     }
   });
   return core::kOk;
@@ -187,13 +192,13 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
         nb.nw[p] = nwv[p][l];
         nb.unw[p] = nwu[p][l];
       }
-      core::apply_edges(t, l, c, nb);
+      core::apply_edges(t, l, c, nb, CH);
       int val[CH], code[CH];
       core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code);
       if (l >= task.y0 && c >= task.x0) {
         std::uint8_t px[core::kMaxChannels];
         if (!core::inverse_transform(t.transform, CH, val, px)) bad[l] = 1;
-        store_pixel(task, l, c, px);
+        store_pixel(task, l, c, px, CH);
       }
       for (int p = 0; p < CH; ++p) {
         nwv[p][l] = nv[p][l];
@@ -219,10 +224,16 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
   return warp.any(bad) ? core::kCorruptTile : core::kOk;
 }
 
-// Tiles whose planes share a predictor take a path with it fixed at compile
-// time (as the CPU decoder does); the result is the same either way.
+// With L3_WAVEFRONT_FIXED_PREDICTORS, tiles whose planes share a predictor
+// take a path with it fixed at compile time, as the CPU decoder does; the
+// result is the same either way. By default the GPU has one path per channel
+// count (predict() selects with conditional moves): six loop bodies per
+// channel count made the decode kernel ~52k instructions, and warps of one SM
+// decoding tiles with different predictors would compete for the instruction
+// cache (spec/cuda.md §2, "Code size").
 template <int CH, class Warp>
 L3_WF_HD int wavefront_by_predictor(Warp& warp, const TileTask& task, const core::CodedTileParams& t) {
+#if defined(L3_WAVEFRONT_FIXED_PREDICTORS)
   switch (core::shared_predictor(t)) {
     case core::kPredMED: return wavefront_coded<CH, core::kPredMED>(warp, task, t);
     case core::kPredW: return wavefront_coded<CH, core::kPredW>(warp, task, t);
@@ -231,6 +242,9 @@ L3_WF_HD int wavefront_by_predictor(Warp& warp, const TileTask& task, const core
     case core::kPredGrad: return wavefront_coded<CH, core::kPredGrad>(warp, task, t);
     default: return wavefront_coded<CH, core::kPredPerPlane>(warp, task, t);
   }
+#else
+  return wavefront_coded<CH, core::kPredPerPlane>(warp, task, t);
+#endif
 }
 
 // Decodes one tile with one warp. `params` is per-warp storage (shared memory
