@@ -21,13 +21,17 @@
 #     bench    bench/run_cuda_bench.sh (decode throughput against the CPU
 #              decoder, libpng and nvJPEG) and bench/run_reader_gpu_bench.sh
 #              (the reader's GPU path against the PyTorch PNG pipeline);
-#     python   pip install . with CUDA, then the Python GPU tests.
+#     python   pip install . with CUDA, then the Python GPU tests;
+#     shape    (not in the default list) bench/run_cuda_bench.sh again with the
+#              other wavefront code shape (-DL3_CUDA_FIXED_PREDICTORS=ON,
+#              spec/cuda.md §2): report cuda-<gpu>-fixed-predictors.md.
 # Each step's output is in $OUT/<step>.log; results land in bench/results/
 # and are copied to $OUT. Commit them here after fetching.
 # A device call runs at most 10 minutes and a machine stays warm only ~30 s
 # between calls, so split the work and let each call rebuild incrementally:
 #   run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test sanitize")
 #   run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build bench python")
+#   run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup shape")
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 kit="$root/.gpukit"
@@ -124,6 +128,14 @@ step_bench() {
   cp "$root"/bench/results/*.md "$(out_dir)/" 2>/dev/null || true
 }
 
+step_shape() {
+  env_setup
+  BUILD_DIR="$root/build-gpukit-fixed" JOBS="$(nproc)" RESULT_SUFFIX=-fixed-predictors \
+    L3_BENCH_CMAKE_ARGS="-DL3_CUDA_FIXED_PREDICTORS=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DPKG_CONFIG_EXECUTABLE=$prefix/bin/pkg-config" \
+    bash "$root/bench/run_cuda_bench.sh"
+  cp "$root"/bench/results/*.md "$(out_dir)/" 2>/dev/null || true
+}
+
 step_python() {
   env_setup
   python3 -m pip install --no-build-isolation --no-deps -q "$root" \
@@ -155,5 +167,5 @@ device() {
 case "${1:-}" in
   prepare) prepare ;;
   device) shift; device "$@" ;;
-  *) sed -n '2,33p' "${BASH_SOURCE[0]}"; exit 2 ;;
+  *) sed -n '2,34p' "${BASH_SOURCE[0]}"; exit 2 ;;
 esac
