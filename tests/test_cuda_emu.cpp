@@ -14,6 +14,7 @@
 #include "l3/codec.hpp"
 #include "l3/cuda/emulation.hpp"
 #include "l3/image_io.hpp"
+#include "l3/tile_core.hpp"
 
 namespace {
 
@@ -336,5 +337,20 @@ TEST_CASE("corrupted streams: same status as l3::decode, never out of bounds") {
     CHECK(rejected > total / 2);  // the damage is real
     if (!verify) CHECK(tile_errors > total / 4);  // and reaches the tile code
     CHECK(mismatches == 0);
+  }
+}
+
+// The GPU's refill (l3::core::load_be64_words) runs only on the device; its
+// host build is the same arithmetic, checked here against byte loads at every
+// alignment, including the last 8 bytes of a 4-padded buffer.
+TEST_CASE("load_be64_words equals 8 big-endian byte loads at every alignment") {
+  std::mt19937 rng(7);
+  alignas(16) std::uint8_t buf[64];
+  for (auto& b : buf) b = static_cast<std::uint8_t>(rng());
+  for (std::size_t at = 0; at + 8 <= sizeof buf - 3; ++at) {  // the words of p[0..7] stay inside buf
+    std::uint64_t want = 0;
+    for (int i = 0; i < 8; ++i) want = (want << 8) | buf[at + static_cast<std::size_t>(i)];
+    CAPTURE(at);
+    CHECK(l3::core::load_be64_words(buf + at) == want);
   }
 }

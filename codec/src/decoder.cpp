@@ -330,10 +330,12 @@ int decode_coded_tile(const std::uint8_t* tile, const CodedTileParams& t, const 
 int decode_constant(const std::uint8_t* tile, std::uint32_t size, int channels, const TileOutput& o) {
   if (tile[0] != core::kTileConstant) return core::kReservedBits;
   if (size != 1u + channels) return size < 1u + channels ? core::kTruncated : core::kCorruptTile;
-  for (int y = o.y0; y < o.y1; ++y) {
-    std::uint8_t* row = o.out + std::size_t(y - o.y0) * o.stride;
-    for (int x = o.x0; x < o.x1; ++x) std::memcpy(row + std::size_t(x - o.x0) * channels, tile + 1, channels);
-  }
+  if (o.x1 <= o.x0 || o.y1 <= o.y0) return core::kOk;
+  // The first output row pixel by pixel, then copies of it.
+  const std::size_t row_bytes = std::size_t(o.x1 - o.x0) * channels;
+  std::uint8_t* first = o.out;
+  for (std::size_t i = 0; i < row_bytes; i += std::size_t(channels)) std::memcpy(first + i, tile + 1, channels);
+  for (int y = o.y0 + 1; y < o.y1; ++y) std::memcpy(o.out + std::size_t(y - o.y0) * o.stride, first, row_bytes);
   return core::kOk;
 }
 

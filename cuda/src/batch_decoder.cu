@@ -33,7 +33,11 @@ __global__ void gather_kernel(BatchView view, std::uint32_t* tile_size, std::uin
   if (i < tiles) tile_size[i] = wavefront::gather_tile_size(view, i);
 }
 
-__global__ void __launch_bounds__(kDecodeThreads) decode_kernel(BatchView view, std::uint32_t jobs,
+// 6 blocks (24 warps) per SM: up to 85 registers a thread. Without the
+// minimum ptxas settled on 72 registers with spills for this kernel (and on 80
+// without them for a near-identical one); tests/cuda_kernel_resources.sh
+// fails on any spill (spec/cuda.md §2).
+__global__ void __launch_bounds__(kDecodeThreads, 6) decode_kernel(BatchView view, std::uint32_t jobs,
                                                                 std::uint64_t* keys) {
   __shared__ core::CodedTileParams params[kWarpsPerBlock];
   const int warp_in_block = int(threadIdx.x) / wavefront::kWarpSize;

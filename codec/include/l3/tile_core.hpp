@@ -199,6 +199,36 @@ L3_HD int bucket_of(int a) {
 
 // MSB-first reader over one row stream. Never reads outside [p, end): bytes
 // past the end read as zero, and `overrun` tells whether any were consumed.
+// The 8 bytes at p as a big-endian integer, read as aligned 32-bit words (2
+// loads, or 3 when p is not 4-aligned) instead of 8 byte loads: the GPU's
+// refill (spec/cuda.md §2). It reads the aligned words that hold p[0..7], so
+// up to 3 bytes before p and after p + 7 in those words: the caller's buffer
+// must be 4-aligned at its start and padded to a multiple of 4 (device
+// allocations are 256-aligned and -sized). The host decoder does not use it;
+// tests check it against byte loads at every alignment.
+L3_HD std::uint32_t load_be32_aligned(const std::uint8_t* q) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(*reinterpret_cast<const std::uint32_t*>(q), 0, 0x0123);
+#else
+  std::uint32_t w;
+  __builtin_memcpy(&w, q, 4);
+  return __builtin_bswap32(w);
+#endif
+}
+L3_HD std::uint64_t load_be64_words(const std::uint8_t* p) {
+  const unsigned misalign = unsigned(reinterpret_cast<std::uintptr_t>(p)) & 3u;
+  const std::uint8_t* a = p - misalign;
+  std::uint32_t hi = load_be32_aligned(a), lo = load_be32_aligned(a + 4);
+  if (misalign != 0) {
+    // (hi:lo:next) << 8 * misalign, keeping the top 64 bits.
+    const unsigned shift = misalign * 8;
+    const std::uint32_t next = load_be32_aligned(a + 8);
+    hi = (hi << shift) | (lo >> (32 - shift));
+    lo = (lo << shift) | (next >> (32 - shift));
+  }
+  return (std::uint64_t{hi} << 32) | lo;
+}
+
 struct BitReader {
   const std::uint8_t* p;
   const std::uint8_t* end;
@@ -218,7 +248,7 @@ struct BitReader {
     if (end - p >= 8) {
       std::uint64_t v = 0;
 #if defined(__CUDA_ARCH__)
-      for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+      v = load_be64_words(p);
 #else
       __builtin_memcpy(&v, p, 8);
       v = __builtin_bswap64(v);
