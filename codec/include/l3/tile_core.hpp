@@ -202,10 +202,10 @@ L3_HD int bucket_of(int a) {
 // The 8 bytes at p as a big-endian integer, read as aligned 32-bit words (2
 // loads, or 3 when p is not 4-aligned) instead of 8 byte loads: the GPU's
 // refill (spec/cuda.md §2). It reads the aligned words that hold p[0..7], so
-// up to 3 bytes before p and after p + 7 in those words: the caller's buffer
-// must be 4-aligned at its start and padded to a multiple of 4 (device
-// allocations are 256-aligned and -sized). The host decoder does not use it;
-// tests check it against byte loads at every alignment.
+// up to 3 bytes before p and after p + 7: the caller makes sure those lie in
+// the same stream (refill: p is past the tile header, and p + 10 < end). The
+// host decoder does not use it; tests check it against byte loads at every
+// alignment.
 L3_HD std::uint32_t load_be32_aligned(const std::uint8_t* q) {
 #if defined(__CUDA_ARCH__)
   return __byte_perm(*reinterpret_cast<const std::uint32_t*>(q), 0, 0x0123);
@@ -245,7 +245,14 @@ struct BitReader {
   }
   // Ensures avail >= 57.
   L3_HD void refill() {
+#if defined(__CUDA_ARCH__)
+    // load_be64_words reads the aligned words holding p[0..7], up to p + 10:
+    // they must lie inside the stream (a caller's device allocation may end
+    // with it). Nearer the end the byte loop below gives the same bits.
+    if (end - p >= 11) {
+#else
     if (end - p >= 8) {
+#endif
       std::uint64_t v = 0;
 #if defined(__CUDA_ARCH__)
       v = load_be64_words(p);
