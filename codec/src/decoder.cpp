@@ -156,25 +156,11 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, C
     or_w |= uw[p];
   }
   for (int c = 0; c < x1; ++c) {
-    // Zero runs (spec §6.4), as in core::decode_pixel. The sum of the
-    // neighbours' codes is zero exactly when their OR is (codes are >= 0).
-    bool zero = false;
-    if (s.run_left > 0) {
-      zero = true;
-      if (--s.run_left == 0) s.blocked = true;
-    } else if (t.run_mode && !s.blocked) {
-      if ((or_w | (kFirstRow ? 0 : rows.any[c])) == 0) {
-        const int run = int(read_rice_cpu(s.br, t.run_k));
-        if (run > t.width - c) s.error = true;
-        if (run > 0) {
-          zero = true;
-          s.run_left = run - 1;
-          if (s.run_left == 0) s.blocked = true;
-        }
-      }
-    } else {
-      s.blocked = false;
-    }
+    // Zero runs (spec §6.4). The sum of the neighbours' codes is zero
+    // exactly when their OR is (codes are >= 0).
+    const bool zero = core::zero_run_step(
+        t, s, c, [&]() __attribute__((always_inline)) { return (or_w | (kFirstRow ? 0 : rows.any[c])) == 0; },
+        [](core::BitReader& br, int k) __attribute__((always_inline)) { return read_rice_cpu(br, k); });
     int or_c = 0;
     L3_PLANES for (int p = 0; p < CH; ++p) {
       // Refills at fixed points, every second symbol: whether a symbol finds

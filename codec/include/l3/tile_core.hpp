@@ -454,6 +454,30 @@ L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTilePar
   s.error = false;
 }
 
+// Zero runs (spec §6.4), before the samples of pixel c: returns whether the
+// pixel's codes are all zero (inside a run, or the first pixel of one).
+// `context_zero()` says whether the W, N and NW codes of every plane are zero
+// (asked only when a run may start); `read(br, k)` decodes one Rice value (the
+// CPU row loop passes its faster equivalent of read_rice).
+template <class ContextZero, class ReadRice>
+L3_HD bool zero_run_step(const CodedTileParams& t, LaneState& s, int c, ContextZero&& context_zero, ReadRice&& read) {
+  if (s.run_left > 0) {
+    if (--s.run_left == 0) s.blocked = true;
+    return true;
+  }
+  if (!t.run_mode || s.blocked) {
+    s.blocked = false;
+    return false;
+  }
+  if (!context_zero()) return false;
+  const int run = int(read(s.br, t.run_k));
+  if (run > t.width - c) s.error = true;
+  if (run == 0) return false;
+  s.run_left = run - 1;
+  if (s.run_left == 0) s.blocked = true;
+  return true;
+}
+
 // Decodes the planes of pixel (r, c) into value[] and code[], given the plane
 // values (w, n, nw) and residual codes (uw, un, unw) of its neighbours after
 // the edge rules. `CH` is the channel count; `kPred` a predictor shared by all
@@ -461,25 +485,14 @@ L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTilePar
 template <int CH, std::uint8_t kPred = kPredPerPlane>
 L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, const int* n, const int* nw,
                         const int* uw, const int* un, const int* unw, int c, int* value, int* code) {
-  bool zero = false;
-  if (s.run_left > 0) {
-    zero = true;
-    if (--s.run_left == 0) s.blocked = true;
-  } else if (t.run_mode && !s.blocked) {
-    int total = 0;
-    for (int p = 0; p < CH; ++p) total += uw[p] + un[p] + unw[p];
-    if (total == 0) {
-      const int run = int(read_rice(s.br, t.run_k));
-      if (run > t.width - c) s.error = true;
-      if (run > 0) {
-        zero = true;
-        s.run_left = run - 1;
-        if (s.run_left == 0) s.blocked = true;
-      }
-    }
-  } else {
-    s.blocked = false;
-  }
+  const bool zero = zero_run_step(
+      t, s, c,
+      [&] {
+        int total = 0;
+        for (int p = 0; p < CH; ++p) total += uw[p] + un[p] + unw[p];
+        return total == 0;
+      },
+      [](BitReader& br, int k) { return read_rice(br, k); });
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
