@@ -229,6 +229,22 @@ L3_HD std::uint64_t load_be64_words(const std::uint8_t* p) {
   return (std::uint64_t{hi} << 32) | lo;
 }
 
+// The 8 bytes at p, big-endian, and how many bytes from p to the stream's end
+// that read needs. The GPU reads aligned words (load_be64_words), up to p + 10,
+// which must lie inside the stream: a caller's device allocation may end with
+// it. Nearer the end BitReader::refill's byte loop gives the same bits.
+#if defined(__CUDA_ARCH__)
+inline constexpr int kLoadBytes = 11;
+L3_HD std::uint64_t load_be64(const std::uint8_t* p) { return load_be64_words(p); }
+#else
+inline constexpr int kLoadBytes = 8;
+L3_HD std::uint64_t load_be64(const std::uint8_t* p) {
+  std::uint64_t v;
+  __builtin_memcpy(&v, p, 8);
+  return __builtin_bswap64(v);
+}
+#endif
+
 struct BitReader {
   const std::uint8_t* p;
   const std::uint8_t* end;
@@ -245,21 +261,8 @@ struct BitReader {
   }
   // Ensures avail >= 57.
   L3_HD void refill() {
-#if defined(__CUDA_ARCH__)
-    // load_be64_words reads the aligned words holding p[0..7], up to p + 10:
-    // they must lie inside the stream (a caller's device allocation may end
-    // with it). Nearer the end the byte loop below gives the same bits.
-    if (end - p >= 11) {
-#else
-    if (end - p >= 8) {
-#endif
-      std::uint64_t v = 0;
-#if defined(__CUDA_ARCH__)
-      v = load_be64_words(p);
-#else
-      __builtin_memcpy(&v, p, 8);
-      v = __builtin_bswap64(v);
-#endif
+    if (end - p >= kLoadBytes) {
+      const std::uint64_t v = load_be64(p);
       buf |= v >> avail;
       p += (63 - avail) >> 3;
       avail |= 56;
