@@ -15,15 +15,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sm="${1:-90}"
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-includes=()
-for dir in cuda/include cuda/src codec/include common/include format/include reader/include reader/src; do
-  includes+=("-I$root/$dir")
-done
+source "$root/scripts/ptxas_resources.sh"
 
 compile() {  # compile NAME FILE FLAGS...: object and ptxas log in $work
   local name="$1" file="$2"; shift 2
-  "$nvcc" "${includes[@]}" -O3 -DNDEBUG -std=c++20 --generate-code=arch=compute_$sm,code=sm_$sm -Xptxas -v "$@" \
-    -x cu -c "$root/$file" -o "$work/$name.o" >"$work/$name.log" 2>&1 || { cat "$work/$name.log" >&2; exit 1; }
+  ptxas_compile "$root" "$sm" "$work/$name" "$file" "$@" || exit 1
 }
 sass_count() {  # sass_count NAME KERNEL: SASS instructions of the kernel, or "n/a"
   command -v cuobjdump >/dev/null || { echo "n/a"; return; }
@@ -45,15 +41,9 @@ occupancy() {  # occupancy REGS THREADS_PER_BLOCK SMEM_BYTES
   echo "$((blocks * warps_per_block))"
 }
 row() {  # row NAME KERNEL LABEL THREADS_PER_BLOCK
-  local name="$1" kernel="$2" label="$3" threads="$4" props usage regs stack st ld smem
-  props="$(grep -A1 -E "Function properties for .*$kernel" "$work/$name.log" | sed -n 2p)"
-  usage="$(grep -A3 -E "Compiling entry function '.*$kernel" "$work/$name.log" | grep -m1 -E "Used [0-9]+ registers")"
-  regs="$(sed -E 's/.*Used ([0-9]+) registers.*/\1/' <<<"$usage")"
-  stack="$(sed -E 's/.* ([0-9]+) bytes stack frame.*/\1/' <<<"$props")"
-  st="$(sed -E 's/.* ([0-9]+) bytes spill stores.*/\1/' <<<"$props")"
-  ld="$(sed -E 's/.* ([0-9]+) bytes spill loads.*/\1/' <<<"$props")"
-  smem="$(grep -oE '[0-9]+ bytes smem' <<<"$usage" | grep -oE '^[0-9]+' || echo 0)"
-  local warps; warps="$(occupancy "$regs" "$threads" "$smem")"
+  local name="$1" kernel="$2" label="$3" threads="$4" regs stack st ld smem warps
+  read -r regs stack st ld smem < <(ptxas_kernel "$work/$name.log" "$kernel") || { echo "no ptxas report for $kernel" >&2; exit 1; }
+  warps="$(occupancy "$regs" "$threads" "$smem")"
   echo "| $label | $regs | $stack | $st / $ld | $smem | $threads | $warps ($((warps * 100 / 64))%) | $(sass_count "$name" "$kernel") |"
 }
 
