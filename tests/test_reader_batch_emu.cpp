@@ -116,30 +116,18 @@ TEST_CASE("batch mode: one output channel: gray sources decode, colour sources f
 
 TEST_CASE("batch mode: corrupt records give the CPU pipeline's outcome under both policies") {
   auto ds = l3test::corrupt_dataset("batch_emu_corrupt", {13, 14, 27});  // 13 and 14: a run of bad records for skip
-  for (const Verify verify : {Verify::yes, Verify::no}) {
-    for (const ErrorPolicy policy : {ErrorPolicy::raise, ErrorPolicy::skip}) {
-      for (const std::uint32_t max_replacements : {64u, 0u}) {
-        CAPTURE(verify == Verify::yes);
-        CAPTURE(policy == ErrorPolicy::skip);
-        CAPTURE(max_replacements);
-        ReaderOptions o = l3test::backend_configs()[1].second;
-        o.verify = verify;
-        o.on_error = policy;
-        o.max_replacements = max_replacements;
-        o.shuffle = false;  // 13 and 14 next to each other: a replacement that fails too
-        const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend());
-        const auto b = l3test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend());
-        l3test::check_same(a, b);
-        if (policy == ErrorPolicy::skip && max_replacements > 0) {
-          CHECK(b.corrupt == 4);  // 13, 14 (also as 13's first replacement), 27
-          CHECK(b.replaced == 3);
-          CHECK(b.raised == 0);
-        } else {
-          CHECK(b.raised > 0);
-        }
-      }
+  l3test::for_each_error_config([&](const ReaderOptions& o) {
+    const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend());
+    const auto b = l3test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend());
+    l3test::check_same(a, b);
+    if (o.on_error == ErrorPolicy::skip && o.max_replacements > 0) {
+      CHECK(b.corrupt == 4);  // 13, 14 (also as 13's first replacement), 27
+      CHECK(b.replaced == 3);
+      CHECK(b.raised == 0);
+    } else {
+      CHECK(b.raised > 0);
     }
-  }
+  });
 }
 
 TEST_CASE("batch mode: a run resumed from state() yields exactly the rest, also under another world size") {

@@ -166,4 +166,28 @@ inline std::vector<std::pair<std::string, l3::ReaderOptions>> backend_configs() 
   return v;
 }
 
+// The error-handling configurations the batch-mode tests run over a
+// corrupt_dataset whose bad records include 13 and 14: checksums verified on
+// read or not, raise or skip, with and without replacements; unshuffled, so
+// that 13's replacement (14) fails too. Calls f(options) with the settings
+// captured for doctest.
+template <class F>
+void for_each_error_config(F&& f) {
+  for (const l3::Verify verify : {l3::Verify::yes, l3::Verify::no}) {
+    for (const l3::ErrorPolicy policy : {l3::ErrorPolicy::raise, l3::ErrorPolicy::skip}) {
+      for (const std::uint32_t max_replacements : {64u, 0u}) {
+        CAPTURE(verify == l3::Verify::yes);
+        CAPTURE(policy == l3::ErrorPolicy::skip);
+        CAPTURE(max_replacements);
+        l3::ReaderOptions o = backend_configs()[1].second;
+        o.verify = verify;
+        o.on_error = policy;
+        o.max_replacements = max_replacements;
+        o.shuffle = false;
+        f(o);
+      }
+    }
+  }
+}
+
 }  // namespace l3test
