@@ -11,6 +11,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
+source "$here/reader_bench_common.sh"
 build="$root/build-reader"
 py="${L3_TORCH_PYTHON:-python3}"
 batch=16 workers=2 epochs=8 rounds=2
@@ -35,14 +36,7 @@ if [[ ! -x "$build/reader/bench_reader" ]]; then
 fi
 
 # ImageFolder: <class>/<file>, class = file-name prefix (the labels bench_reader uses).
-folder="$here/work/reader-imagefolder"
-if [[ ! -d "$folder" ]]; then
-  mkdir -p "$folder"
-  for f in "$here"/corpus/photos/*.png; do
-    b="$(basename "$f")"; c="${b%%_*}"
-    mkdir -p "$folder/$c"; ln -s "$f" "$folder/$c/$b"
-  done
-fi
+folder="$(imagefolder "$here")"
 
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
@@ -56,11 +50,7 @@ done
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 commit="$(git -C "$root" rev-parse --short HEAD)"
-dirty=""
-for d in reader codec format common bench/bench_reader.cpp; do
-  git -C "$root" diff --quiet HEAD -- "$d" || dirty="$dirty $d"
-done
-[[ -z "$dirty" ]] || dirty=" (built with uncommitted changes in:$dirty)"
+dirty="$(uncommitted_note "$root" reader codec format common bench/bench_reader.cpp)"
 "$py" - "$results" "$out" "$batch" "$workers" "$epochs" "$load" "$cpu" "$commit$dirty" <<'EOF'
 import json, sys, statistics, datetime, os
 res, out, batch, workers, epochs, load, cpu, commit = sys.argv[1:]

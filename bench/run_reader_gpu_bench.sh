@@ -17,6 +17,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
+source "$here/reader_bench_common.sh"
 build="${BUILD_DIR:-$root/build-reader-gpu-bench}"
 py="${L3_TORCH_PYTHON:-python3}"
 batch=64 workers="$(nproc)" epochs=8 rounds=2 device=0 out=""
@@ -55,14 +56,7 @@ fi
 
 # ImageFolder: <class>/<file>, class = file-name prefix (as run_reader_bench.sh);
 # the l3 dataset is converted from the same folder.
-folder="$here/work/reader-imagefolder"
-if [[ ! -d "$folder" ]]; then
-  mkdir -p "$folder"
-  for f in "$here"/corpus/photos/*.png; do
-    b="$(basename "$f")"; c="${b%%_*}"
-    mkdir -p "$folder/$c"; ln -s "$f" "$folder/$c/$b"
-  done
-fi
+folder="$(imagefolder "$here")"
 dataset="$here/work/reader-gpu-dataset"
 if [[ ! -f "$dataset/manifest.json" ]]; then
   rm -rf "$dataset"
@@ -98,11 +92,7 @@ done
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 commit="$(git -C "$root" rev-parse --short HEAD)"
-dirty=""
-for d in reader cuda codec format common converters; do
-  git -C "$root" diff --quiet HEAD -- "$d" || dirty="$dirty $d"
-done
-[[ -z "$dirty" ]] || dirty=" (built with uncommitted changes in:$dirty)"
+dirty="$(uncommitted_note "$root" reader cuda codec format common converters)"
 "$py" - "$results" "$out" "$batch" "$workers" "$epochs" "$load" "$cpu" "$commit$dirty" "$gpu_name" "$gpu_driver" "$folder" <<'EOF'
 import json, sys, statistics, datetime, os
 res, out, batch, workers, epochs, load, cpu, commit, gpu, driver, folder = sys.argv[1:]
