@@ -1,15 +1,26 @@
 # Sourced by run_reader_bench.sh and run_reader_gpu_bench.sh.
 
-# imagefolder BENCH_DIR: prints the torchvision ImageFolder of the corpus photos
-# (<class>/<file> links, class = file-name prefix: the labels bench_reader
-# uses), made on first use in BENCH_DIR/work/reader-imagefolder.
+# imagefolder BENCH_DIR [MIN_IMAGES]: prints the torchvision ImageFolder of the
+# corpus photos (<class>/<file> links, class = file-name prefix: the labels
+# bench_reader uses), made on first use in BENCH_DIR/work/reader-imagefolder.
+# With MIN_IMAGES, each photo is linked as many times (<file>_rK.png) as it
+# takes to reach that count (the GPU bench needs thousands of images; the
+# carried corpus has a few dozen photos), in reader-imagefolder-<MIN_IMAGES>.
 imagefolder() {
-  local here="$1" folder="$1/work/reader-imagefolder" f b c
+  local here="$1" min="${2:-0}" folder="$1/work/reader-imagefolder" f b c n copies k
+  ((min > 0)) && folder="$folder-$min"
   if [[ ! -d "$folder" ]]; then
+    n="$(ls "$here"/corpus/photos/*.png | wc -l)"
+    copies=$(((min + n - 1) / n)); ((copies >= 1)) || copies=1
     mkdir -p "$folder"
     for f in "$here"/corpus/photos/*.png; do
-      b="$(basename "$f")"; c="${b%%_*}"
-      mkdir -p "$folder/$c"; ln -s "$f" "$folder/$c/$b"
+      b="$(basename "$f" .png)"; c="${b%%_*}"
+      mkdir -p "$folder/$c"
+      if ((min > 0)); then
+        for ((k = 0; k < copies; k++)); do ln -s "$f" "$folder/$c/${b}_r$k.png"; done
+      else
+        ln -s "$f" "$folder/$c/$b.png"
+      fi
     done
   fi
   echo "$folder"
@@ -20,6 +31,8 @@ imagefolder() {
 uncommitted_note() {
   local root="$1" d dirty=""
   shift
+  # A copy without .git (the GPU machine's) has nothing to compare with.
+  git -C "$root" rev-parse --git-dir >/dev/null 2>&1 || { echo " (no git checkout: commit unknown)"; return 0; }
   for d in "$@"; do
     git -C "$root" diff --quiet HEAD -- "$d" || dirty="$dirty $d"
   done

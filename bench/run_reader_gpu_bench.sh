@@ -10,17 +10,24 @@
 #
 #   bench/run_reader_gpu_bench.sh [--build DIR] [--python PY] [--batch 64]
 #                                 [--workers N] [--epochs 8] [--rounds 2] [--device 0] [--out FILE]
+#                                 [--min-images N] [--prepare-only]
+# --min-images N: the photos are linked as many times as it takes to reach N
+# images (the carried corpus has a few dozen). --prepare-only: build the
+# ImageFolder and convert the dataset, then stop (the CPU part, for the GPU
+# kit's dry run). The raw timings (one JSON line per run) are kept in
+# bench/work/reader-gpu-results.jsonl.
 # PY should import torch, torchvision and PIL (without them the torch rows are
 # left out, with a warning). --workers: the torch DataLoader's and the l3 CPU
 # reader's worker count (default: all cores). Environment: BUILD_DIR (default
-# <repo>/build-reader-gpu-bench), JOBS (default all cores), as run_cuda_bench.sh.
+# <repo>/build-reader-gpu-bench), JOBS (default all cores), L3_BENCH_NO_BUILD=1
+# (use BUILD_DIR as it is), as run_cuda_bench.sh.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 source "$here/reader_bench_common.sh"
 build="${BUILD_DIR:-$root/build-reader-gpu-bench}"
 py="${L3_TORCH_PYTHON:-python3}"
-batch=64 workers="$(nproc)" epochs=8 rounds=2 device=0 out=""
+batch=64 workers="$(nproc)" epochs=8 rounds=2 device=0 out="" min_images=0 prepare_only=0
 while (($#)); do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -31,36 +38,46 @@ while (($#)); do
     --rounds) rounds="$2"; shift 2 ;;
     --device) device="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --min-images) min_images="$2"; shift 2 ;;
+    --prepare-only) prepare_only=1; shift ;;
     *) echo "run_reader_gpu_bench: unknown option $1" >&2; exit 2 ;;
   esac
 done
+
+[[ -d "$here/corpus/photos" ]] || "$here/fetch_corpus.sh"
+if [[ "${L3_BENCH_NO_BUILD:-0}" != 1 ]]; then  # scripts/gpu-kit.sh has built them
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_BUILD_BENCH=ON >/dev/null
+  ninja -C "$build" -j"${JOBS:-$(nproc)}" l3pack test_reader_gpu test_reader_gpu_batch
+fi
+
+# ImageFolder: <class>/<file>, class = file-name prefix (as run_reader_bench.sh);
+# the l3 dataset is converted from the same folder.
+folder="$(imagefolder "$here" "$min_images")"
+dataset="$here/work/reader-gpu-dataset-$min_images"
+if [[ ! -f "$dataset/manifest.json" ]]; then
+  rm -rf "$dataset"
+  "$build/converters/l3pack" convert "$folder" "$dataset" --strict
+fi
+if ((prepare_only)); then
+  echo "run_reader_gpu_bench: prepared $folder and $dataset (--prepare-only)" >&2
+  exit 0
+fi
 
 command -v nvidia-smi >/dev/null || { echo "run_reader_gpu_bench: nvidia-smi not found (needs a CUDA machine)" >&2; exit 1; }
 gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader -i "$device" | head -1)"
 gpu_driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i "$device" | head -1)"
 [[ -n "$out" ]] || out="$here/results/reader-gpu-$(echo "$gpu_name" | tr ' /' '--').md"
 
-[[ -d "$here/corpus/photos" ]] || "$here/fetch_corpus.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_BUILD_BENCH=ON >/dev/null
-ninja -C "$build" -j"${JOBS:-$(nproc)}" l3pack test_reader_gpu test_reader_gpu_batch
 # Correctness first: the GPU batches must equal the CPU pipeline's, and the
 # tests must have run (not skipped for want of a device).
-log="$(mktemp)"
-results="$(mktemp)"
-trap 'rm -f "$log" "$results"' EXIT
-(cd "$build" && CUDA_VISIBLE_DEVICES="$device" ctest -R '^test_reader_gpu(_batch)?$' --output-on-failure | tee "$log")
-if grep -q 'Skipped' "$log"; then
+mkdir -p "$here/work"
+log="$here/work/reader-gpu-tests.log"
+results="$here/work/reader-gpu-results.jsonl"
+: >"$results"
+(cd "$build" && CUDA_VISIBLE_DEVICES="$device" ctest -R '^test_reader_gpu(_batch)?$' --no-tests=error --output-on-failure | tee "$log")
+if grep -qE 'Skipped|Not Run' "$log"; then
   echo "run_reader_gpu_bench: GPU tests skipped (no usable device?)" >&2
   exit 1
-fi
-
-# ImageFolder: <class>/<file>, class = file-name prefix (as run_reader_bench.sh);
-# the l3 dataset is converted from the same folder.
-folder="$(imagefolder "$here")"
-dataset="$here/work/reader-gpu-dataset"
-if [[ ! -f "$dataset/manifest.json" ]]; then
-  rm -rf "$dataset"
-  "$build/converters/l3pack" convert "$folder" "$dataset" --strict
 fi
 
 l3pack="$build/converters/l3pack"
@@ -91,12 +108,13 @@ done
 
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-commit="$(git -C "$root" rev-parse --short HEAD)"
+commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 dirty="$(uncommitted_note "$root" reader cuda codec format common converters)"
 "$py" - "$results" "$out" "$batch" "$workers" "$epochs" "$load" "$cpu" "$commit$dirty" "$gpu_name" "$gpu_driver" "$folder" <<'EOF'
 import json, sys, statistics, datetime, os
 res, out, batch, workers, epochs, load, cpu, commit, gpu, driver, folder = sys.argv[1:]
 photos = sum(1 for _, _, files in os.walk(folder, followlinks=True) for f in files if f.endswith(".png"))
+distinct = len({os.path.realpath(os.path.join(d, f)) for d, _, files in os.walk(folder, followlinks=True) for f in files if f.endswith(".png")})
 rows, n = [], 0
 for l in open(res):
     if not l.startswith("{"): continue
@@ -111,7 +129,8 @@ lines = []
 lines.append(f"# Reader benchmark on a GPU: l3 reader with --device cuda vs PyTorch DataLoader ({gpu})\n")
 lines.append(f"- date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; commit {commit}")
 lines.append(f"- GPU: {gpu} (driver {driver}); CPU: {cpu}, {os.cpu_count()} hardware threads; load average at the end: {load}")
-lines.append(f"- images: bench/corpus/photos ({photos} photos), converted with `l3pack convert` (default codec options)")
+lines.append(f"- images: {photos} images ({distinct} distinct bench/corpus/photos, each linked {photos // max(distinct, 1)}+ times), "
+             "converted with `l3pack convert` (default codec options)")
 lines.append(f"- all: RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4/3, bilinear antialiased) + horizontal flip p=0.5 + "
              f"normalise (ImageNet mean/std), float32 CHW batches of {batch}, {epochs} timed epochs after a warm-up")
 lines.append("- l3-gpu: `l3pack bench-read --device cuda` (one BatchDecoder launch per window, transform kernels; batches "

@@ -1,49 +1,68 @@
 #!/usr/bin/env bash
-# Everything a session needs to verify l3 on a lent GPU machine (the `device`
-# tool), whose image has nvcc, CMake, ninja, PyTorch, nanobind and
-# scikit-build-core but no package registry and none of our -dev packages.
+# Proves l3's CUDA path on a lent GPU machine (the `device` tool): a bare
+# machine whose image has nvcc, CMake, ninja, python3 with PyTorch, nanobind
+# and scikit-build-core, but no package registry and none of our -dev packages.
 #
 # Here (Debian 12, with network):
 #   scripts/gpu-kit.sh prepare
-#     downloads the Debian packages the build needs into .gpukit/debs and
-#     copies a corpus subset into .gpukit/corpus (both ignored by git; carry
-#     ".gpukit" in the device call).
-# There (one device call, run from the repository root; logs and results go
-# to $OUT when it is set, else to .gpukit/out):
-#   scripts/gpu-kit.sh device [STEP...]
-#     STEP: setup build test sanitize bench python (default: all, in order).
-#     setup    unpacks the packages into /opt/l3kit and points CMake and
-#              pkg-config at it;
-#     build    Release build of everything, CUDA for sm_90 (the H100/H200);
-#     test     the whole ctest suite, GPU tests included (label gpu);
+#     fills .gpukit (git-ignored; carry it in the device call): the Debian
+#     packages the build needs (.gpukit/debs), a corpus subset
+#     (.gpukit/corpus), and prints what would travel (at most 64 MiB).
+#   scripts/gpu-kit.sh dryrun [STEP...]
+#     everything but kernel execution, without a GPU, in a bare Debian 12
+#     root made with debootstrap (cached in .gpukit-dry/) that holds only a
+#     compiler, CMake, ninja and python3 (no -dev packages of ours), with
+#     /usr/local/cuda bind-mounted and .gpukit as the only source of our
+#     libraries: the same steps as `device`, their GPU parts replaced by
+#     checks that the programs load and run up to the device (bench/README.md
+#     gives its cost).
+# There, three commands, each on a bare machine, each under 8 minutes:
+#   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test sanitize")
+#   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build bench")
+#   3. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup python shape")
+#   STEP:
+#     setup    unpacks .gpukit/debs into /opt/l3kit, a pkg-config wrapper;
+#     build    Release build of the GPU targets only (GPU tests, bench_cuda,
+#              l3pack) for this GPU's arch, warnings not fatal, -lineinfo
+#              (for compute-sanitizer); then every built binary's RUNPATH is
+#              checked (scripts/check_runpath.sh: all libraries resolve
+#              without LD_LIBRARY_PATH);
+#     test     the GPU suites (ctest -L gpu); a skipped GPU test is a failure;
 #     sanitize compute-sanitizer: memcheck over the three GPU test programs,
 #              racecheck and synccheck over test_cuda_gpu;
-#     bench    bench/run_cuda_bench.sh (decode throughput against the CPU
-#              decoder, libpng and nvJPEG) and bench/run_reader_gpu_bench.sh
-#              (the reader's GPU path against the PyTorch PNG pipeline);
-#     python   pip install . with CUDA, then the Python GPU tests;
-#     shape    (not in the default list) bench/run_cuda_bench.sh again with the
-#              other wavefront code shape (-DL3_CUDA_FIXED_PREDICTORS=ON,
-#              spec/cuda.md §2): report cuda-<gpu>-fixed-predictors.md.
-# Each step's output is in $OUT/<step>.log; results land in bench/results/
-# and are copied to $OUT. Commit them here after fetching.
-# A device call runs at most 10 minutes and a machine stays warm only ~30 s
-# between calls, so split the work and let each call rebuild incrementally:
-#   run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test sanitize")
-#   run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build bench python")
-#   run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup shape")
+#     bench    bench/run_cuda_bench.sh (kernel alone and host-to-device-tensor
+#              throughput, CPU decoders, nvJPEG) and
+#              bench/run_reader_gpu_bench.sh on >= 2048 images;
+#     python   pip install . with CUDA (RUNPATH to the kit), torch must see the
+#              GPU, then the Python GPU tests (a skipped one is a failure);
+#     shape    bench/run_cuda_bench.sh with the other wavefront code shape
+#              (-DL3_CUDA_FIXED_PREDICTORS=ON, spec/cuda.md §2).
+# Each step runs in its own bash (set -euo pipefail), so any failing command
+# fails the step; setup or build failing stops the command. $OUT (else
+# .gpukit/out) receives two files: kit-<steps>.log (every step's log, one
+# after the other) and results-<steps>.tar.gz (the reports the steps wrote to
+# bench/results, the step logs, raw timings): unpack it here and commit the
+# reports.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+self="${BASH_SOURCE[0]}"
+root="$(cd "$(dirname "$self")/.." && pwd)"
 kit="$root/.gpukit"
+dry_cache="$root/.gpukit-dry"
 prefix="${L3KIT_PREFIX:-/opt/l3kit}"
-build="$root/build-gpukit"
+libdir="$prefix/usr/lib/x86_64-linux-gnu"
+build="${L3KIT_BUILD:-$root/build-gpukit}"
+dry="${L3KIT_DRYRUN:-0}"  # 1 inside `dryrun`: no GPU, kernel execution left out
+read -ra extra_cmake <<<"${L3KIT_CMAKE_ARGS:-}"
 
 debs=(libzstd-dev libzstd1 libpng-dev libpng16-16 zlib1g-dev libjpeg62-turbo-dev libjpeg62-turbo
   libspng-dev libspng0 libxxhash-dev libxxhash0 doctest-dev libcli11-dev nlohmann-json3-dev
   zlib1g pkgconf pkgconf-bin libpkgconf3)
+# The targets the GPU steps run (nothing else is built there).
+targets=(test_cuda_gpu test_reader_gpu test_reader_gpu_batch bench_cuda l3pack)
 
 prepare() {
   mkdir -p "$kit/debs" "$kit/corpus"
+  rm -f "$kit"/debs/*.deb
   (cd "$kit/debs" && apt-get download "${debs[@]}")
   # The corpus (bench/fetch_corpus.sh) is 54 MiB; the device call carries at
   # most 64 MiB with the tree, so take every graphic and the photos that fit.
@@ -57,30 +76,95 @@ prepare() {
     cp "$f" "$kit/corpus/photos/"
     used=$((used + size))
   done
-  du -sh "$kit"
-  echo "carry .gpukit in the device call; run: bash scripts/gpu-kit.sh device"
+  prepare_peers
+  carry_size
+  echo "carry .gpukit in the device call; run: bash scripts/gpu-kit.sh device STEP..."
+}
+
+# NVIDIA's decoders for bench/bench_gpu_peers.py, for the device's python
+# (3.12) and CUDA (13): the nvImageCodec and nvJPEG2000 wheels, cut down to
+# what decoding and encoding JPEG 2000 need (the full nvImageCodec wheel,
+# 25 MB, holds one extension per Python version and codecs we do not use),
+# packed as .gpukit/peers.tar.xz and unpacked on the device into /tmp/l3peers.
+# nvJPEG itself comes with the image's torchvision (decode_jpeg on cuda).
+peer_wheels=(nvidia-nvimgcodec-cu13==0.9.0.20 nvidia-nvjpeg2k-cu13==0.11.0.51)
+prepare_peers() {
+  local w="$dry_cache/peer-wheels" site="$dry_cache/peer-site" f
+  mkdir -p "$w"
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d "$w" "${peer_wheels[@]}"
+  rm -rf "$site" && mkdir -p "$site"
+  for f in "$w"/*.whl; do
+    python3 -m zipfile -e "$f" "$site/"
+  done
+  (cd "$site/nvidia/nvimgcodec" && rm -rf include tools .libs nvimgcodec_impl.cpython-3{9,10,11,13,14}*.so \
+    nvimgcodec_impl.cpython-3{13,14}t*.so &&
+    find extensions -type f ! -name 'libnvjpeg2k_ext.so*' -delete)
+  rm -rf "$site/nvidia/nvjpeg2k/include"
+  # Both wheels ship nvidia/__init__.py (the last one unpacked, empty, wins): keep
+  # nvidia a namespace that extends to the image's nvidia.* packages (torch's CUDA).
+  echo "__path__ = __import__('pkgutil').extend_path(__path__, __name__)" >"$site/nvidia/__init__.py"
+  tar -C "$site" -cJf "$kit/peers.tar.xz" .
+  echo "peers: $(du -sh "$site" | cut -f1) unpacked, $(du -h "$kit/peers.tar.xz" | cut -f1) carried"
+}
+
+# Unpacks the carried peers into /tmp/l3peers; prints that folder.
+unpack_peers() {
+  local d=/tmp/l3peers
+  rm -rf "$d" && mkdir -p "$d"
+  tar -C "$d" -xJf "$kit/peers.tar.xz"
+  echo "$d"
+}
+
+# What a device call carries: the tree (tracked and untracked-not-ignored
+# files) plus .gpukit; the limit is 64 MiB.
+carry_size() {
+  local tree kitb
+  tree="$(cd "$root" && git ls-files -co --exclude-standard -z | du -cb --files0-from=- | tail -1 | cut -f1)"
+  kitb="$(du -sb --exclude=out "$kit" | cut -f1)"
+  echo "carried: tree $((tree / 1024)) KiB + .gpukit $((kitb / 1024)) KiB = $(((tree + kitb) / 1048576)) MiB (limit 64 MiB)"
+  ((tree + kitb <= 64 * 1048576)) || { echo "gpu-kit: over the 64 MiB carry limit" >&2; return 1; }
 }
 
 out_dir() { echo "${OUT:-$kit/out}"; }
+work_dir() { echo "${L3KIT_WORK:-$root/bench/work/gpukit}"; }
 
-# No global LD_LIBRARY_PATH: Debian's libraries must not replace the image's
-# in PyTorch's process. Our executables find the kit's libraries through the
-# build RPATH CMake gives them; pkg-config and Python get the path themselves.
+# The kit's libraries reach our programs through their RUNPATH only: no
+# LIBRARY_PATH (gcc would pass it as an implicit link folder and CMake would
+# leave it out of every RUNPATH) and no global LD_LIBRARY_PATH (Debian's
+# libraries must not replace the image's in PyTorch's process).
 env_setup() {
-  export PATH="$prefix/bin:$PATH"
+  export PATH="$prefix/bin:/usr/local/cuda/bin:$PATH"
   export CMAKE_PREFIX_PATH="$prefix/usr"
   export PKG_CONFIG_PATH="$prefix/usr/lib/x86_64-linux-gnu/pkgconfig:$prefix/usr/share/pkgconfig"
   export PKG_CONFIG_SYSROOT_DIR="$prefix"
-  export CPATH="$prefix/usr/include${CPATH:+:$CPATH}"
-  export LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
+  # Multiarch headers (jconfig.h) live in include/x86_64-linux-gnu.
+  export CPATH="$prefix/usr/include:$prefix/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}"
+}
+
+# The GPU's arch ("90" on an H100/H200); 90 in the dry run.
+cuda_arch() {
+  if ((dry)); then echo 90; return; fi
+  nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .'
+}
+
+gpu_present() {
+  if ((dry)); then
+    echo "dryrun: no GPU; kernel execution left out"
+    return 1
+  fi
+  return 0
 }
 
 step_setup() {
-  mkdir -p "$prefix"
+  rm -rf "$prefix" && mkdir -p "$prefix/bin"
+  local f
   for f in "$kit"/debs/*.deb; do dpkg -x "$f" "$prefix"; done
-  mkdir -p "$prefix/bin"
-  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$prefix/usr/lib/x86_64-linux-gnu" \
-    "$prefix/usr/bin/pkgconf" >"$prefix/bin/pkg-config"
+  # pkgconf needs the kit's libpkgconf; extend the caller's library path.
+  cat >"$prefix/bin/pkg-config" <<EOF
+#!/bin/sh
+LD_LIBRARY_PATH="$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "$prefix/usr/bin/pkgconf" "\$@"
+EOF
   chmod +x "$prefix/bin/pkg-config"
   # The corpus travels in .gpukit (bench/corpus is not part of the tree).
   if [[ ! -d "$root/bench/corpus/photos" ]]; then
@@ -88,84 +172,231 @@ step_setup() {
     cp -r "$kit/corpus/." "$root/bench/corpus/"
   fi
   env_setup
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "nvidia-smi failed: no GPU?"
+  if gpu_present; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+  fi
   nvcc --version | tail -2
   cmake --version | head -1
+  ninja --version
+  python3 --version
   pkg-config --modversion libxxhash spng libzstd
 }
 
 step_build() {
   env_setup
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_WERROR=ON \
-    -DL3_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DPKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config"
-  ninja -C "$build" -j"$(nproc)"
+  local arch
+  arch="$(cuda_arch)"
+  [[ "$arch" =~ ^[0-9]+$ ]] || { echo "build: no CUDA arch from nvidia-smi: '$arch'"; return 1; }
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_WERROR=OFF \
+    -DL3_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_FLAGS=-lineinfo \
+    -DPKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config" "${extra_cmake[@]}"
+  ninja -C "$build" -j"$(nproc)" "${targets[@]}"
+  local bins=() t
+  for t in "${targets[@]}"; do bins+=("$(find "$build" -name "$t" -type f -perm -u+x | head -1)"); done
+  bash "$root/scripts/check_runpath.sh" --kit "$libdir" "${bins[@]}"
 }
 
+# The GPU suites: all must run; one that skips (no device) is a failure here.
 step_test() {
   env_setup
-  (cd "$build" && ctest -j"$(nproc)" --output-on-failure)
+  local log t
+  log="$(work_dir)/ctest-gpu.log"
+  mkdir -p "$(work_dir)"
+  if ! gpu_present; then
+    # The CPU part: every GPU test program loads and runs up to the device check.
+    for t in test_cuda_gpu test_reader_gpu test_reader_gpu_batch; do
+      "$(find "$build" -name "$t" -type f | head -1)" | tee "$log"
+      grep -q L3_GPU_SKIPPED "$log"
+    done
+    (cd "$build" && ctest -L gpu -N | tee "$log" && grep -q 'Total Tests: 3' "$log")
+    return 0
+  fi
+  (cd "$build" && ctest -L gpu --no-tests=error --output-on-failure) | tee "$log"
+  if grep -qE 'Skipped|Not Run' "$log"; then
+    echo "test: a GPU test was skipped: that is a failure on the GPU machine"
+    return 1
+  fi
+  grep -q '100% tests passed, 0 tests failed out of 3' "$log"
 }
 
 step_sanitize() {
   env_setup
-  local t tool
-  for t in tests/test_cuda_gpu tests/test_reader_gpu tests/test_reader_gpu_batch; do
-    [[ -x "$build/$t" ]] || continue
+  grep -q 'CMAKE_CUDA_FLAGS:STRING=-lineinfo' "$build/CMakeCache.txt"
+  gpu_present || return 0
+  local t tool log
+  log="$(work_dir)/sanitize.log"
+  for t in test_cuda_gpu test_reader_gpu test_reader_gpu_batch; do
     for tool in memcheck racecheck synccheck; do
-      [[ "$tool" != memcheck && "$t" != tests/test_cuda_gpu ]] && continue
+      [[ "$tool" != memcheck && "$t" != test_cuda_gpu ]] && continue
       echo "== compute-sanitizer --tool $tool $t"
-      compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/$t"
+      compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/$t" | tee "$log"
+      if grep -q L3_GPU_SKIPPED "$log"; then echo "sanitize: $t skipped"; return 1; fi
     done
   done
 }
 
 step_bench() {
   env_setup
-  BUILD_DIR="$build" JOBS="$(nproc)" bash "$root/bench/run_cuda_bench.sh"
-  if [[ -f "$root/bench/run_reader_gpu_bench.sh" ]]; then
-    BUILD_DIR="$build" JOBS="$(nproc)" bash "$root/bench/run_reader_gpu_bench.sh"
+  local peers
+  if ! gpu_present; then
+    # The CPU parts: load and encode the images, verify on the host, plan.
+    "$build/cuda/bench_cuda" --corpus "$root/bench/corpus" --host-only --sizes 500x375,64x48 --batch-mb 8
+    python3 -m py_compile "$root/bench/bench_gpu_peers.py" "$root/bench/bench_reader_torch.py"
+    # The carried peers unpack and their libraries resolve here too.
+    peers="$(unpack_peers)"
+    bash "$root/scripts/check_runpath.sh" $(find "$peers" -name '*.so*' -type f)
+    BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 bash "$root/bench/run_reader_gpu_bench.sh" --min-images 64 --prepare-only
+    return 0
   fi
-  cp "$root"/bench/results/*.md "$(out_dir)/" 2>/dev/null || true
+  BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 L3_PEERS_SITE="$(unpack_peers)" bash "$root/bench/run_cuda_bench.sh"
+  BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 bash "$root/bench/run_reader_gpu_bench.sh" --min-images 2048
 }
 
 step_shape() {
   env_setup
-  BUILD_DIR="$root/build-gpukit-fixed" JOBS="$(nproc)" RESULT_SUFFIX=-fixed-predictors \
-    L3_BENCH_CMAKE_ARGS="-DL3_CUDA_FIXED_PREDICTORS=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DPKG_CONFIG_EXECUTABLE=$prefix/bin/pkg-config" \
+  gpu_present || return 0
+  BUILD_DIR="$root/build-gpukit-fixed" RESULT_SUFFIX=-fixed-predictors \
+    L3_BENCH_CMAKE_ARGS="-DL3_CUDA_FIXED_PREDICTORS=ON -DL3_WERROR=OFF -DCMAKE_CUDA_ARCHITECTURES=$(cuda_arch) -DPKG_CONFIG_EXECUTABLE=$prefix/bin/pkg-config" \
     bash "$root/bench/run_cuda_bench.sh"
-  cp "$root"/bench/results/*.md "$(out_dir)/" 2>/dev/null || true
 }
 
 step_python() {
   env_setup
-  python3 -m pip install --no-build-isolation --no-deps -q "$root" \
-    --config-settings=cmake.define.L3_CUDA=ON --config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=90 \
+  local py="${L3KIT_PYTHON:-python3}" arch ext log
+  arch="$(cuda_arch)"
+  # CMAKE_INSTALL_RPATH_USE_LINK_PATH: the installed extension keeps the kit's
+  # folder in its RUNPATH (install would strip the build RPATH).
+  "$py" -m pip install --no-build-isolation --no-deps -q "$root" \
+    --config-settings=build-dir="$root/build-py-gpukit" \
+    --config-settings=cmake.define.L3_CUDA=ON --config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES="$arch" \
+    --config-settings=cmake.define.L3_WERROR=OFF \
+    --config-settings=cmake.define.CMAKE_INSTALL_RPATH_USE_LINK_PATH=ON \
     --config-settings=cmake.define.PKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config"
-  # The extension links the kit's libxxhash and libjpeg.so.62 (install strips the build RPATH).
-  (cd "$root" && LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu" python3 -m pytest -q -m gpu tests/python)
+  ext="$(cd / && "$py" -c 'import l3._l3 as m; print(m.__file__)')"
+  bash "$root/scripts/check_runpath.sh" --kit "$libdir" "$ext"
+  (cd / && "$py" -c 'import l3; print("l3 imported from", l3.__file__)')
+  if ! gpu_present; then
+    "$py" -m py_compile "$root"/tests/python/*.py
+    return 0
+  fi
+  "$py" -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available()); sys.exit(0 if torch.cuda.is_available() else 1)'
+  log="$(work_dir)/pytest-gpu.log"
+  mkdir -p "$(work_dir)"
+  (cd "$root" && "$py" -m pytest -q -rs -m gpu tests/python) | tee "$log"
+  if grep -qiE '[0-9]+ skipped|no tests ran' "$log"; then
+    echo "python: GPU tests skipped or none ran: that is a failure on the GPU machine"
+    return 1
+  fi
 }
 
+# For tests/gpu_kit_selftest.sh (not a device step): a failing command must
+# fail the step and stop it.
+step_selfcheck() {
+  false
+  echo "selfcheck: after the failing command"
+}
+
+# Runs the steps, each in its own bash; writes kit-<steps>.log and
+# results-<steps>.tar.gz to $OUT.
 device() {
-  local steps=("$@") o s rc=0
-  ((${#steps[@]})) || steps=(setup build test sanitize bench python)
+  local steps=("$@") o s rc=0 tag logs stamp
+  ((${#steps[@]})) || { echo "device: name the steps (see the header)" >&2; return 2; }
   o="$(out_dir)"
-  mkdir -p "$o"
+  tag="$(IFS=-; echo "${steps[*]}")"
+  logs="$(work_dir)/logs"
+  rm -rf "$logs" && mkdir -p "$o" "$logs" "$root/bench/results"
+  stamp="$(work_dir)/stamp" && touch "$stamp"
   for s in "${steps[@]}"; do
-    echo "== step $s"
-    if ! "step_$s" >"$o/$s.log" 2>&1; then
-      echo "   step $s FAILED (see $s.log); tail:"
-      tail -20 "$o/$s.log"
+    declare -F "step_$s" >/dev/null || { echo "device: unknown step $s" >&2; return 2; }
+    echo "== step $s ($(date -u +%H:%M:%S))"
+    local t0=$SECONDS src=0
+    L3KIT_DRYRUN="$dry" "$BASH" "$self" _step "$s" >"$logs/$s.log" 2>&1 || src=$?
+    if ((src)); then
+      echo "   step $s FAILED (exit $src, $((SECONDS - t0)) s); tail of $s.log:"
+      tail -20 "$logs/$s.log"
       rc=1
       [[ "$s" == setup || "$s" == build ]] && break
     else
-      tail -5 "$o/$s.log"
+      echo "   step $s ok ($((SECONDS - t0)) s)"
+      tail -5 "$logs/$s.log"
     fi
   done
+  for s in "$logs"/*.log; do echo "===== $(basename "$s")"; cat "$s"; done >"$o/kit-$tag.log"
+  (cd "$root" && find bench/results bench/work -maxdepth 2 -type f -newer "$stamp" \
+      \( -name '*.md' -o -name '*.jsonl' -o -name '*.log' \) -print0 |
+    tar --null -T - -czf "$o/results-$tag.tar.gz")
+  echo "== $(date -u +%H:%M:%S) wrote $o/kit-$tag.log and $o/results-$tag.tar.gz; exit $rc"
+  return $rc
+}
+
+# The dry run's root: Debian 12 with a compiler, CMake, ninja and python3
+# only (plus ccache, so that a second dry run compiles quickly; it does not
+# change what is linked). Made once, kept in .gpukit-dry/root.
+dry_root() {
+  local r="$dry_cache/root"
+  [[ -f "$r/.l3-dryroot-ok" ]] && { echo "$r"; return; }
+  command -v debootstrap >/dev/null || apt-get install -y -q debootstrap >&2
+  rm -rf "$r.tmp" && mkdir -p "$dry_cache"
+  debootstrap --variant=minbase --include=g++,make,cmake,ninja-build,python3,python3-dev,python3-venv,python3-pip,binutils,ccache \
+    bookworm "$r.tmp" http://deb.debian.org/debian >&2
+  rm -rf "$r" && mv "$r.tmp" "$r"
+  touch "$r/.l3-dryroot-ok"
+  echo "$r"
+}
+
+# Wheels the dry root's python needs to build and import the extension, and
+# the build tools as the device image has them (pip's cmake and ninja, newer
+# than Debian's 3.25, whose FindCUDAToolkit fails on CUDA 13); not carried.
+dry_wheels() {
+  local w="$dry_cache/wheels"
+  if [[ ! -f "$w/.ok" ]]; then
+    mkdir -p "$w"
+    python3 -m pip download -q --only-binary=:all: --python-version 3.11 -d "$w" \
+      nanobind scikit-build-core numpy cmake ninja >&2
+    touch "$w/.ok"
+  fi
+  echo "$w"
+}
+
+dryrun() {
+  local steps=("$@") r w t0=$SECONDS rc=0
+  ((${#steps[@]})) || steps=(setup build test sanitize bench python)
+  [[ "$(id -u)" == 0 ]] || { echo "dryrun: needs root (chroot, mount)" >&2; return 2; }
+  [[ -d "$kit/debs" ]] || { echo "dryrun: run scripts/gpu-kit.sh prepare first" >&2; return 2; }
+  r="$(dry_root)"
+  w="$(dry_wheels)"
+  # The device's copy: the tree as git would send it, plus .gpukit.
+  rm -rf "$r/work" && mkdir -p "$r/work/l3" "$r/work/out" "$r/usr/local/cuda" "$r/wheels" "$r/ccache"
+  (cd "$root" && git ls-files -co --exclude-standard -z | tar --null -T - -c) | tar -x -C "$r/work/l3"
+  (cd "$root" && tar --exclude=./out -c .gpukit) | tar -x -C "$r/work/l3"
+  cp /etc/resolv.conf "$r/etc/resolv.conf"
+  mount -t proc proc "$r/proc"
+  mount --bind /dev "$r/dev"
+  mount --bind -o ro /usr/local/cuda "$r/usr/local/cuda"
+  mount --bind "$w" "$r/wheels"
+  mount --bind "$dry_cache" "$r/ccache"
+  # shellcheck disable=SC2064
+  trap "umount '$r/ccache' '$r/wheels' '$r/usr/local/cuda' '$r/dev' '$r/proc' 2>/dev/null || true" EXIT
+  # The image's python has nanobind, scikit-build-core and numpy: a venv with them here.
+  chroot "$r" /bin/bash -c 'set -e; [ -x /opt/py/bin/python3 ] || python3 -m venv /opt/py;
+    /opt/py/bin/python3 -m pip install -q --no-index --find-links /wheels nanobind scikit-build-core numpy cmake ninja'
+  chroot "$r" /usr/bin/env -i HOME=/root PATH=/opt/py/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    OUT=/work/out L3KIT_DRYRUN=1 L3KIT_PYTHON=/opt/py/bin/python3 CCACHE_DIR=/ccache/ccache \
+    L3KIT_CMAKE_ARGS="-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache" \
+    /bin/bash /work/l3/scripts/gpu-kit.sh device "${steps[@]}" || rc=$?
+  mkdir -p "$kit/out" && cp "$r"/work/out/* "$kit/out/"
+  umount "$r/ccache" "$r/wheels" "$r/usr/local/cuda" "$r/dev" "$r/proc"
+  trap - EXIT
+  echo "dryrun: $((SECONDS - t0)) s; disk: root $(du -sxh "$r" | cut -f1) (of which the copy and its builds" \
+    "$(du -sxh "$r/work" | cut -f1)), ccache $(du -sxh "$dry_cache/ccache" 2>/dev/null | cut -f1); exit $rc"
+  echo "dryrun: outputs in $kit/out"
   return $rc
 }
 
 case "${1:-}" in
   prepare) prepare ;;
   device) shift; device "$@" ;;
-  *) sed -n '2,34p' "${BASH_SOURCE[0]}"; exit 2 ;;
+  dryrun) shift; dryrun "$@" ;;
+  _step) set -x; "step_$2" ;;
+  *) sed -n '2,52p' "$self"; exit 2 ;;
 esac

@@ -17,3 +17,8 @@ if(L3_HAVE_CUDA AND NOT L3_CUDA_FIXED_PREDICTORS)
             cuda/src/batch_decoder.cu decode_kernel)
   set_tests_properties(cuda_kernel_resources PROPERTIES LABELS "cuda")
 endif()
+
+# The GPU kit's machinery (scripts/gpu-kit.sh, scripts/check_runpath.sh):
+# step failures and the RUNPATH check, without a GPU (issue 13).
+add_test(NAME gpu_kit_selftest COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu_kit_selftest.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(gpu_kit_selftest PROPERTIES LABELS "cuda")

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# CI check of the GPU kit's machinery, no GPU and no network (issue 13):
+#  - the kit's scripts parse (bash -n);
+#  - a step whose first command fails is reported failed, and its later
+#    commands do not run (scripts/gpu-kit.sh step `selfcheck`);
+#  - scripts/check_runpath.sh fails a binary that needs a library from the
+#    kit's folder without naming it in its RUNPATH (the class of failure an
+#    exported LIBRARY_PATH caused), also when LD_LIBRARY_PATH would find it,
+#    and passes the same binary linked with the RUNPATH.
+# Usage: gpu_kit_selftest.sh REPO_ROOT
+set -euo pipefail
+root="${1:?usage: gpu_kit_selftest.sh REPO_ROOT}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "gpu_kit_selftest: FAIL: $*" >&2; exit 1; }
+
+for f in scripts/gpu-kit.sh scripts/check_runpath.sh bench/run_cuda_bench.sh bench/run_reader_gpu_bench.sh \
+  bench/reader_bench_common.sh; do
+  bash -n "$root/$f" || fail "$f does not parse"
+done
+
+# A failing command fails its step.
+if OUT="$tmp/out" L3KIT_WORK="$tmp/work" bash "$root/scripts/gpu-kit.sh" device selfcheck >"$tmp/device.log" 2>&1; then
+  cat "$tmp/device.log"; fail "device selfcheck exited 0"
+fi
+grep -q 'step selfcheck FAILED' "$tmp/device.log" || { cat "$tmp/device.log"; fail "selfcheck not reported failed"; }
+[[ -f "$tmp/out/kit-selfcheck.log" && -f "$tmp/out/results-selfcheck.tar.gz" ]] || fail "no log or archive in OUT"
+! grep -q 'selfcheck: after the failing command' "$tmp/out/kit-selfcheck.log" ||
+  fail "the step went on after a failing command"
+
+# RUNPATH checker.
+mkdir -p "$tmp/kit"
+echo 'int l3probe(void) { return 7; }' >"$tmp/p.c"
+echo 'int l3probe(void); int main(void) { return l3probe() - 7; }' >"$tmp/m.c"
+cc -shared -fPIC -o "$tmp/kit/libl3probe.so" "$tmp/p.c"
+cc -o "$tmp/broken" "$tmp/m.c" -L"$tmp/kit" -ll3probe
+cc -o "$tmp/good" "$tmp/m.c" -L"$tmp/kit" -ll3probe -Wl,-rpath,"$tmp/kit"
+check="$root/scripts/check_runpath.sh"
+if bash "$check" --kit "$tmp/kit" "$tmp/broken" >"$tmp/c1" 2>&1; then cat "$tmp/c1"; fail "broken binary passed"; fi
+grep -q 'not found: libl3probe.so' "$tmp/c1" || { cat "$tmp/c1"; fail "no 'not found' report"; }
+if LD_LIBRARY_PATH="$tmp/kit" bash "$check" --kit "$tmp/kit" "$tmp/broken" >"$tmp/c2" 2>&1; then
+  cat "$tmp/c2"; fail "broken binary passed with LD_LIBRARY_PATH"
+fi
+bash "$check" --kit "$tmp/kit" "$tmp/good" >"$tmp/c3" 2>&1 || { cat "$tmp/c3"; fail "good binary failed"; }
+"$tmp/good" || fail "good binary does not run"
+if bash "$check" --kit "$tmp/kit" "$tmp/p.c" >/dev/null 2>&1; then fail "no ELF file passed"; fi
+echo "gpu_kit_selftest: ok"
