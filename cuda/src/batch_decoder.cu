@@ -33,13 +33,14 @@ __global__ void gather_kernel(BatchView view, std::uint32_t* tile_size, std::uin
   if (i < tiles) tile_size[i] = wavefront::gather_tile_size(view, i);
 }
 
-// 6 blocks (24 warps) per SM: up to 85 registers a thread. Without the
-// minimum ptxas settled on 72 registers with spills for this kernel (and on 80
-// without them for a near-identical one); tests/cuda_kernel_resources.sh
-// fails on any spill (spec/cuda.md §2).
-__global__ void __launch_bounds__(kDecodeThreads, 6) decode_kernel(BatchView view, std::uint32_t jobs,
+// 5 blocks (20 warps) per SM: up to 102 registers a thread. The warps'
+// WarpScratch (9.9 KB each, most of it the output ring; spec/cuda.md §2) lets
+// 5 blocks of 4 warps share an sm_90 SM's 228 KB, so a 6th block could not be
+// resident anyway; with the 85-register cap of 6 blocks ptxas spilled (8 bytes
+// of stack). tests/cuda_kernel_resources.sh fails on any spill.
+__global__ void __launch_bounds__(kDecodeThreads, 5) decode_kernel(BatchView view, std::uint32_t jobs,
                                                                 std::uint64_t* keys) {
-  __shared__ core::CodedTileParams params[kWarpsPerBlock];
+  __shared__ wavefront::WarpScratch scratch[kWarpsPerBlock];
   const int warp_in_block = int(threadIdx.x) / wavefront::kWarpSize;
   const std::uint32_t job = blockIdx.x * kWarpsPerBlock + std::uint32_t(warp_in_block);
   if (job >= jobs) return;  // whole warps only: jobs are per warp
@@ -47,7 +48,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 6) decode_kernel(BatchView vie
   auto atomic_min = [](std::uint64_t* p, std::uint64_t v) {
     atomicMin(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
   };
-  wavefront::decode_job(warp, view, job, params[warp_in_block], keys, atomic_min);
+  wavefront::decode_job(warp, view, job, scratch[warp_in_block], keys, atomic_min);
 }
 
 __global__ void finalize_kernel(const std::uint64_t* keys, std::int32_t* status, std::uint32_t images) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <string>
 
@@ -37,10 +38,12 @@ BatchOutput decode_batch(std::span<const HostImage> images, const BatchOptions& 
   view.tile_start = tile_start.data();
   // Decode kernel: one warp per job.
   std::vector<std::uint64_t> keys = plan.keys;
-  core::CodedTileParams params;
+  // The warp's shared memory (a parse result and an output ring, ~10 KB).
+  auto scratch = std::make_unique<wavefront::WarpScratch>();
   wavefront::CpuWarp warp;
   auto atomic_min = [](std::uint64_t* p, std::uint64_t v) { *p = std::min(*p, v); };
-  for (std::uint32_t j = 0; j < plan.total_jobs; ++j) wavefront::decode_job(warp, view, j, params, keys.data(), atomic_min);
+  for (std::uint32_t j = 0; j < plan.total_jobs; ++j)
+    wavefront::decode_job(warp, view, j, *scratch, keys.data(), atomic_min);
   // Finalize kernel: keys to statuses.
   result.slots = std::move(plan.slots);
   for (std::size_t m = 0; m < keys.size(); ++m)

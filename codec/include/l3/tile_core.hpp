@@ -334,10 +334,21 @@ struct CodedTileParams {
   std::uint32_t row_length[kMaxTileHeight];
 };
 
-// Reads the coded tile header (after the mode byte) and the row-length table.
-// Validates every field; on success all row streams lie inside [0, size).
-L3_HD int parse_coded_tile(const std::uint8_t* tile, std::uint32_t size, int width, int height,
-                           int channels, CodedTileParams& t) {
+// Where the row-length table of a coded tile lies (spec §4.3), once its
+// header is parsed: `height - 1` deltas of `nbits` bits, LSB-first, at
+// tile + packed_at; row r is `base + delta(r)` bytes long; the first row
+// starts at rows_at.
+struct RowTable {
+  std::uint32_t packed_at, rows_at, nbits;
+  std::uint64_t base;
+};
+
+// Reads the coded tile header (after the mode byte) up to the row-length
+// table: every field validated, the table's bytes inside [0, size). With
+// expand_k, also fills each plane's k_of_activity (the GPU fills it with
+// the whole warp instead: cuda/include/l3/cuda/wavefront.hpp).
+L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int width, int height, int channels,
+                             CodedTileParams& t, RowTable& rt, bool expand_k = true) {
   const std::uint8_t mode = tile[0];
   t.width = width;
   t.height = height;
@@ -360,7 +371,7 @@ L3_HD int parse_coded_tile(const std::uint8_t* tile, std::uint32_t size, int wid
       if ((kk & 15) > kMaxK || (kk >> 4) > kMaxK) return kCorruptTile;
     }
     t.plane[p].range = plane_range(t.transform, p);
-    expand_k_table(t.plane[p]);
+    if (expand_k) expand_k_table(t.plane[p]);
   }
   t.run_k = 0;
   if (t.run_mode) {
@@ -386,17 +397,35 @@ L3_HD int parse_coded_tile(const std::uint8_t* tile, std::uint32_t size, int wid
   }
   const std::uint32_t table_bytes = (std::uint32_t(height - 1) * nbits + 7) / 8;
   if (size - pos < table_bytes) return kTruncated;
-  const std::uint8_t* packed = tile + pos;
-  pos += table_bytes;
-  std::uint64_t offset = pos;
+  rt.packed_at = pos;
+  rt.rows_at = pos + table_bytes;
+  rt.nbits = nbits;
+  rt.base = base;
+  return kOk;
+}
+
+// Length in bytes of row r < height - 1 (its delta read from the packed table).
+L3_HD std::uint64_t row_length_of(const std::uint8_t* tile, const RowTable& rt, int r) {
+  const std::uint8_t* packed = tile + rt.packed_at;
+  std::uint64_t delta = 0;
+  const std::uint32_t first = std::uint32_t(r) * rt.nbits;
+  for (std::uint32_t i = 0; i < rt.nbits; ++i) {
+    const std::uint32_t bit = first + i;
+    delta |= std::uint64_t((packed[bit >> 3] >> (bit & 7)) & 1) << i;
+  }
+  return rt.base + delta;
+}
+
+// Reads the coded tile header (after the mode byte) and the row-length table.
+// Validates every field; on success all row streams lie inside [0, size).
+L3_HD int parse_coded_tile(const std::uint8_t* tile, std::uint32_t size, int width, int height,
+                           int channels, CodedTileParams& t) {
+  RowTable rt;
+  const int st = parse_coded_header(tile, size, width, height, channels, t, rt);
+  if (st != kOk) return st;
+  std::uint64_t offset = rt.rows_at;
   for (int r = 0; r + 1 < height; ++r) {
-    std::uint64_t delta = 0;
-    const std::uint32_t first = std::uint32_t(r) * nbits;
-    for (std::uint32_t i = 0; i < nbits; ++i) {
-      const std::uint32_t bit = first + i;
-      delta |= std::uint64_t((packed[bit >> 3] >> (bit & 7)) & 1) << i;
-    }
-    const std::uint64_t len = base + delta;
+    const std::uint64_t len = row_length_of(tile, rt, r);
     if (len > size || offset + len > size) return kTruncated;
     t.row_offset[r] = std::uint32_t(offset);
     t.row_length[r] = std::uint32_t(len);

@@ -54,6 +54,10 @@ struct CpuWarp {
     for (int l = kWarpSize - 1; l >= 1; --l) dst.v[l] = src.v[l - 1];
     dst.v[0] = src.v[0];
   }
+  // dst[l] = src[l - delta] for l >= delta, else src[l] (__shfl_up_sync(.., delta)).
+  template <class T> void shfl_up_by(Lanes<T>& dst, const Lanes<T>& src, int delta) {
+    for (int l = kWarpSize - 1; l >= 0; --l) dst.v[l] = l >= delta ? src.v[l - delta] : src.v[l];
+  }
   bool any(const Lanes<int>& pred) const {
     int r = 0;
     for (int l = 0; l < kWarpSize; ++l) r |= pred.v[l];
@@ -85,6 +89,15 @@ struct CudaWarp {
     dst.v = __shfl_up_sync(0xffffffffu, src.v, 1);
 #else
     dst.v = src.v;
+#endif
+  }
+  template <class T>
+  __host__ __device__ __forceinline__ void shfl_up_by(Lanes<T>& dst, const Lanes<T>& src, int delta) {
+#if defined(__CUDA_ARCH__)
+    dst.v = __shfl_up_sync(0xffffffffu, src.v, delta);
+#else
+    dst.v = src.v;
+    (void)delta;
 #endif
   }
   __host__ __device__ __forceinline__ bool any(const Lanes<int>& pred) const {
@@ -129,6 +142,60 @@ L3_WF_HDI void store_pixel(const TileTask& t, int r, int c, const std::uint8_t* 
   for (int p = 0; p < planes; ++p) o[std::uint64_t(p) * t.plane_stride] = px[p];
 }
 
+// ---- Output staging (spec/cuda.md §2 "Coalesced stores") -------------------------
+//
+// At a wavefront step the 32 lanes decode pixels of 32 different rows: stored
+// straight to the output, one step's stores touch ~32 cache lines. Instead each
+// lane writes its pixel, packed in one 32-bit word, to a per-warp ring of
+// kStageCols columns per row (shared memory on the GPU); whenever the last row
+// has completed a block of kStageBlock columns, the warp copies that block out
+// row by row, lane l taking column c0 + l: consecutive lanes, consecutive
+// pixels. Block k is complete after step 32k + 31 + (rows - 1); lane 0 is then
+// at column <= 32k + 62 and reaches block k's ring slots again only at column
+// 32k + 64, so 64 columns suffice. kStagePitch = 66 words per row: a step's
+// stores (row l, column s - l) then fall on banks (65 l + s) mod 32, all
+// different; a copy-out reads consecutive words of one row.
+inline constexpr int kStageCols = 64;
+inline constexpr int kStageBlock = 32;
+inline constexpr int kStagePitch = 66;
+
+// Per-warp scratch (shared memory on the GPU): the coded tile's parameters,
+// the parse status and the output ring.
+struct WarpScratch {
+  core::CodedTileParams params;
+  core::RowTable rows;
+  int status;
+  std::uint32_t stage[kWarpSize * kStagePitch];
+};
+
+template <int CH> L3_WF_HDI std::uint32_t pack_pixel(const std::uint8_t* px) {
+  std::uint32_t w = 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int p = 0; p < CH; ++p) w |= std::uint32_t(px[p]) << (8 * p);
+  return w;
+}
+
+// Copies columns [c0, c0 + kStageBlock) of the ring (those inside the output
+// rectangle) to the output, lane l taking column c0 + l of every output row.
+template <int CH, class Warp>
+L3_WF_HD void flush_stage(Warp& warp, const TileTask& t, const std::uint32_t* stage, int c0) {
+  warp.each([&](int l) {
+    const int c = c0 + l;
+    if (c < t.x0 || c >= t.x1) return;
+    for (int r = t.y0; r < t.y1; ++r) {
+      const std::uint32_t w = stage[r * kStagePitch + (c & (kStageCols - 1))];
+      std::uint8_t px[core::kMaxChannels];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+      for (int p = 0; p < CH; ++p) px[p] = std::uint8_t(w >> (8 * p));
+      store_pixel(t, r, c, px, CH);
+    }
+  });
+}
+
 // Constant and raw tiles: the warp's lanes stride over the output pixels.
 // Status rules equal the CPU decoder's (codec/src/decoder.cpp).
 template <class Warp> L3_WF_HD int copy_tile_warp(Warp& warp, const TileTask& t, int kind) {
@@ -162,7 +229,7 @@ template <class Warp> L3_WF_HD int copy_tile_warp(Warp& warp, const TileTask& t,
 // Rows [0, y1) and columns [0, x1) are decoded (the CPU decoder's crop rule);
 // when that is the whole tile, every row stream must be consumed exactly.
 template <int CH, std::uint8_t kPred, class Warp>
-L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::CodedTileParams& t) {
+L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::CodedTileParams& t, std::uint32_t* stage) {
   using LI = typename Warp::template Lanes<int>;
   typename Warp::template Lanes<core::LaneState> st;
   LI wv[CH], wu[CH];    // W: the lane's own last pixel (plane values, residual codes)
@@ -198,7 +265,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       if (l >= task.y0 && c >= task.x0) {
         std::uint8_t px[core::kMaxChannels];
         if (!core::inverse_transform(t.transform, CH, val, px)) bad[l] = 1;
-        store_pixel(task, l, c, px, CH);
+        stage[l * kStagePitch + (c & (kStageCols - 1))] = pack_pixel<CH>(px);
       }
       for (int p = 0; p < CH; ++p) {
         nwv[p][l] = nv[p][l];
@@ -211,6 +278,14 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
     for (int p = 0; p < CH; ++p) {
       warp.shfl_up(nv[p], wv[p]);
       warp.shfl_up(nu[p], wu[p]);
+    }
+    // The last row has just completed column `done`: copy out a full block,
+    // or the last, partial one (the same decision in every lane).
+    const int done = s - (rows - 1);
+    if (done >= 0 && ((done & (kStageBlock - 1)) == kStageBlock - 1 || s == steps - 1)) {
+      warp.sync();  // the staged words are visible to the whole warp
+      flush_stage<CH>(warp, task, stage, done & ~(kStageBlock - 1));
+      warp.sync();  // copied out before lanes write these slots again
     }
   }
   warp.each([&](int l) {
@@ -232,44 +307,83 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
 // decoding tiles with different predictors would compete for the instruction
 // cache (spec/cuda.md §2, "Code size").
 template <int CH, class Warp>
-L3_WF_HD int wavefront_by_predictor(Warp& warp, const TileTask& task, const core::CodedTileParams& t) {
+L3_WF_HD int wavefront_by_predictor(Warp& warp, const TileTask& task, const core::CodedTileParams& t,
+                                    std::uint32_t* stage) {
 #if defined(L3_WAVEFRONT_FIXED_PREDICTORS)
   switch (core::shared_predictor(t)) {
-    case core::kPredMED: return wavefront_coded<CH, core::kPredMED>(warp, task, t);
-    case core::kPredW: return wavefront_coded<CH, core::kPredW>(warp, task, t);
-    case core::kPredN: return wavefront_coded<CH, core::kPredN>(warp, task, t);
-    case core::kPredAvg: return wavefront_coded<CH, core::kPredAvg>(warp, task, t);
-    case core::kPredGrad: return wavefront_coded<CH, core::kPredGrad>(warp, task, t);
-    default: return wavefront_coded<CH, core::kPredPerPlane>(warp, task, t);
+    case core::kPredMED: return wavefront_coded<CH, core::kPredMED>(warp, task, t, stage);
+    case core::kPredW: return wavefront_coded<CH, core::kPredW>(warp, task, t, stage);
+    case core::kPredN: return wavefront_coded<CH, core::kPredN>(warp, task, t, stage);
+    case core::kPredAvg: return wavefront_coded<CH, core::kPredAvg>(warp, task, t, stage);
+    case core::kPredGrad: return wavefront_coded<CH, core::kPredGrad>(warp, task, t, stage);
+    default: return wavefront_coded<CH, core::kPredPerPlane>(warp, task, t, stage);
   }
 #else
-  return wavefront_coded<CH, core::kPredPerPlane>(warp, task, t);
+  return wavefront_coded<CH, core::kPredPerPlane>(warp, task, t, stage);
 #endif
 }
 
-// Decodes one tile with one warp. `params` is per-warp storage (shared memory
-// on the GPU) that lane 0 fills. Returns a core::Status, the same for every lane.
-template <class Warp>
-L3_WF_HD int decode_tile_warp(Warp& warp, const TileTask& task, core::CodedTileParams& params) {
+// Parses a coded tile with the whole warp (spec/cuda.md §2 "Tile parsing"):
+// lane 0 reads the header up to the row-length table (core::parse_coded_header,
+// sequential by nature); then the lanes expand the k tables (lane l fills
+// activities l, l + 32, ...), lane r reads row r's length, and an inclusive
+// scan over the lanes (5 shuffles) gives every row's offset. Same checks and
+// statuses as core::parse_coded_tile: a row running past the tile is
+// kTruncated whichever row it is.
+template <class Warp> L3_WF_HD int parse_tile_warp(Warp& warp, const TileTask& task, WarpScratch& ws) {
+  core::CodedTileParams& t = ws.params;
+  warp.single([&] {
+    ws.status = core::parse_coded_header(task.tile, task.size, task.width, task.height, task.channels, t, ws.rows,
+                                         /*expand_k=*/false);
+  });
+  if (ws.status != core::kOk) {
+    const int st = ws.status;
+    warp.sync();  // every lane has read the status before anyone reuses ws
+    return st;
+  }
+  using LU = typename Warp::template Lanes<std::uint64_t>;
+  LU len, sum, up;
+  typename Warp::template Lanes<int> bad;
+  const int h = task.height;
+  warp.each([&](int l) {
+    for (int p = 0; p < task.channels; ++p)
+      for (int a = l; a < core::kActivityTable; a += kWarpSize)
+        t.plane[p].k_of_activity[a] = t.plane[p].k[core::bucket_of(a)];
+    len[l] = l + 1 < h ? core::row_length_of(task.tile, ws.rows, l) : 0;
+    sum[l] = len[l];
+  });
+  for (int d = 1; d < kWarpSize; d <<= 1) {
+    warp.shfl_up_by(up, sum, d);
+    warp.each([&](int l) {
+      if (l >= d) sum[l] += up[l];
+    });
+  }
+  warp.each([&](int l) {
+    const std::uint64_t offset = ws.rows.rows_at + (sum[l] - len[l]);
+    bad[l] = l + 1 < h && (len[l] > task.size || offset + len[l] > task.size);
+    if (l < h) {
+      t.row_offset[l] = std::uint32_t(offset);
+      // The last row takes the rest of the tile (offset <= size unless a row failed).
+      t.row_length[l] = l + 1 < h ? std::uint32_t(len[l]) : std::uint32_t(task.size - offset);
+    }
+  });
+  const bool failed = warp.any(bad);
+  warp.sync();  // the row table is visible to every lane
+  return failed ? core::kTruncated : core::kOk;
+}
+
+// Decodes one tile with one warp. `ws` is per-warp storage (shared memory on
+// the GPU). Returns a core::Status, the same for every lane.
+template <class Warp> L3_WF_HD int decode_tile_warp(Warp& warp, const TileTask& task, WarpScratch& ws) {
   const int kind = task.tile[0] & 3;
   if (kind == core::kTileConstant || kind == core::kTileRaw) return copy_tile_warp(warp, task, kind);
   if (kind != core::kTileCoded) return core::kCorruptTile;
-  // Lane 0 parses; the status travels through shared storage (params.width),
-  // read by every lane after the barrier in single().
-  warp.single([&] {
-    const int st = core::parse_coded_tile(task.tile, task.size, task.width, task.height, task.channels, params);
-    if (st != core::kOk) params.width = -st;
-  });
-  if (params.width < 0) {
-    const int st = -params.width;
-    warp.sync();  // every lane has read the status before anyone reuses params
-    return st;
-  }
+  if (const int st = parse_tile_warp(warp, task, ws); st != core::kOk) return st;
   switch (task.channels) {
-    case 1: return wavefront_by_predictor<1>(warp, task, params);
-    case 2: return wavefront_by_predictor<2>(warp, task, params);
-    case 3: return wavefront_by_predictor<3>(warp, task, params);
-    default: return wavefront_by_predictor<4>(warp, task, params);
+    case 1: return wavefront_by_predictor<1>(warp, task, ws.params, ws.stage);
+    case 2: return wavefront_by_predictor<2>(warp, task, ws.params, ws.stage);
+    case 3: return wavefront_by_predictor<3>(warp, task, ws.params, ws.stage);
+    default: return wavefront_by_predictor<4>(warp, task, ws.params, ws.stage);
   }
 }
 
@@ -347,7 +461,7 @@ L3_WF_HDI std::uint32_t gather_tile_size(const BatchView& b, std::uint32_t i) {
 // folds a failure into status_key[image]. `atomic_min(ptr, value)` is the
 // policy's 64-bit atomic minimum.
 template <class Warp, class AtomicMin>
-L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, core::CodedTileParams& params,
+L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, WarpScratch& ws,
                          std::uint64_t* status_keys, AtomicMin&& atomic_min) {
   const std::uint32_t m = owner_of(j, b.image_count, [&](std::uint32_t k) { return b.first[k].jobs; });
   const ImageDesc& d = b.images[m];
@@ -392,7 +506,7 @@ L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, core::
     task.plane_stride = 1;
   }
   task.base = slot + std::uint64_t(y0 - d.crop_y) * task.row_stride + std::uint64_t(x0 - d.crop_x) * task.pixel_stride;
-  const int st = decode_tile_warp(warp, task, params);
+  const int st = decode_tile_warp(warp, task, ws);
   if (st != core::kOk) {
     warp.single([&] { atomic_min(&status_keys[m], status_key(tile, st)); });
   }
