@@ -44,6 +44,7 @@
 # bench/results, the step logs, raw timings): unpack it here and commit the
 # reports.
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(...) fails the step too
 self="${BASH_SOURCE[0]}"
 root="$(cd "$(dirname "$self")/.." && pwd)"
 kit="$root/.gpukit"
@@ -112,7 +113,8 @@ prepare_peers() {
 unpack_peers() {
   local d=/tmp/l3peers
   rm -rf "$d" && mkdir -p "$d"
-  tar -C "$d" -xJf "$kit/peers.tar.xz"
+  # python3's lzma: the device image (and the dry root) may have no xz program.
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$kit/peers.tar.xz" "$d"
   echo "$d"
 }
 
@@ -223,13 +225,14 @@ step_sanitize() {
   env_setup
   grep -q 'CMAKE_CUDA_FLAGS:STRING=-lineinfo' "$build/CMakeCache.txt"
   gpu_present || return 0
-  local t tool log
+  local t tool log cs
+  cs="$(command -v compute-sanitizer || echo /usr/local/cuda/compute-sanitizer/compute-sanitizer)"
   log="$(work_dir)/sanitize.log"
   for t in test_cuda_gpu test_reader_gpu test_reader_gpu_batch; do
     for tool in memcheck racecheck synccheck; do
       [[ "$tool" != memcheck && "$t" != test_cuda_gpu ]] && continue
       echo "== compute-sanitizer --tool $tool $t"
-      compute-sanitizer --tool "$tool" --error-exitcode 99 "$build/tests/$t" | tee "$log"
+      "$cs" --tool "$tool" --error-exitcode 99 "$build/tests/$t" | tee "$log"
       if grep -q L3_GPU_SKIPPED "$log"; then echo "sanitize: $t skipped"; return 1; fi
     done
   done
@@ -249,7 +252,7 @@ step_bench() {
     return 0
   fi
   BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 L3_PEERS_SITE="$(unpack_peers)" bash "$root/bench/run_cuda_bench.sh"
-  BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 bash "$root/bench/run_reader_gpu_bench.sh" --min-images 2048
+  BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 bash "$root/bench/run_reader_gpu_bench.sh" --min-images 2048 --epochs 2
 }
 
 step_shape() {
