@@ -8,7 +8,7 @@
 #   L3_BENCH_NO_BUILD=1 (use BUILD_DIR as it is: scripts/gpu-kit.sh built it),
 #   L3_BENCH_CMAKE_ARGS (extra CMake arguments, e.g. -DL3_CUDA_FIXED_PREDICTORS=ON for
 #   the other wavefront code shape, spec/cuda.md §2), RESULT_SUFFIX (appended to the
-#   report's name: cuda-<gpu><suffix>.md).
+#   report's name: cuda-<gpu><suffix>.md), L3_BENCH_NO_PEERS=1 (leave NVIDIA's decoders out).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -43,5 +43,7 @@ rm -rf "$images"
 } >>"$out"
 # NVIDIA's decoders on the same images; L3_PEERS_SITE: a folder holding
 # nvImageCodec and nvJPEG2000 (scripts/gpu-kit.sh unpacks the carried ones).
-PYTHONPATH="${L3_PEERS_SITE:+$L3_PEERS_SITE:}${PYTHONPATH:-}" python3 "$here/bench_gpu_peers.py" --images "$images" --out "$out"
+if [[ "${L3_BENCH_NO_PEERS:-0}" != 1 ]]; then
+  PYTHONPATH="${L3_PEERS_SITE:+$L3_PEERS_SITE:}${PYTHONPATH:-}" python3 "$here/bench_gpu_peers.py" --images "$images" --out "$out"
+fi
 echo "wrote $out"

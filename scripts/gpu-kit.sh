@@ -14,9 +14,14 @@
 #     compiler, CMake, ninja and python3 (no -dev packages of ours), with
 #     /usr/local/cuda bind-mounted and .gpukit as the only source of our
 #     libraries: the same steps as `device`, their GPU parts replaced by
-#     checks that the programs load and run up to the device (bench/README.md
-#     gives its cost).
-# There, three commands, each on a bare machine, each under 8 minutes:
+#     checks that the programs load and run up to the device. Needs root.
+#     Cost here (2 shared cores): the root, once, 3.5 min (debootstrap) and
+#     1.3 GB; a run 5-7 min (build 2-3 min cold, python step 2-5 min: pip
+#     rebuilds the libraries), 0.2 GB of copy and builds, plus 0.1 GB of
+#     wheels; it fails on any unresolved library of any built binary, as when
+#     LIBRARY_PATH is exported (bench/results/gpukit-dryrun.md).
+# There, three commands, each on a bare machine, each meant to end within 8
+# minutes (not yet timed: no GPU machine has run the kit):
 #   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test sanitize")
 #   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build bench")
 #   3. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup python shape")
@@ -251,14 +256,15 @@ step_bench() {
     BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 bash "$root/bench/run_reader_gpu_bench.sh" --min-images 64 --prepare-only
     return 0
   fi
-  BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 L3_PEERS_SITE="$(unpack_peers)" bash "$root/bench/run_cuda_bench.sh"
+  peers="$(unpack_peers)"
+  BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 L3_PEERS_SITE="$peers" bash "$root/bench/run_cuda_bench.sh"
   BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 bash "$root/bench/run_reader_gpu_bench.sh" --min-images 2048 --epochs 2
 }
 
 step_shape() {
   env_setup
   gpu_present || return 0
-  BUILD_DIR="$root/build-gpukit-fixed" RESULT_SUFFIX=-fixed-predictors \
+  BUILD_DIR="$root/build-gpukit-fixed" RESULT_SUFFIX=-fixed-predictors L3_BENCH_NO_PEERS=1 \
     L3_BENCH_CMAKE_ARGS="-DL3_CUDA_FIXED_PREDICTORS=ON -DL3_WERROR=OFF -DCMAKE_CUDA_ARCHITECTURES=$(cuda_arch) -DPKG_CONFIG_EXECUTABLE=$prefix/bin/pkg-config" \
     bash "$root/bench/run_cuda_bench.sh"
 }
@@ -324,7 +330,11 @@ device() {
       tail -5 "$logs/$s.log"
     fi
   done
-  for s in "$logs"/*.log; do echo "===== $(basename "$s")"; cat "$s"; done >"$o/kit-$tag.log"
+  for s in "${steps[@]}"; do
+    [[ -f "$logs/$s.log" ]] || continue
+    echo "===== step $s"
+    cat "$logs/$s.log"
+  done >"$o/kit-$tag.log"
   (cd "$root" && find bench/results bench/work -maxdepth 2 -type f -newer "$stamp" \
       \( -name '*.md' -o -name '*.jsonl' -o -name '*.log' \) -print0 |
     tar --null -T - -czf "$o/results-$tag.tar.gz")
@@ -387,12 +397,12 @@ dryrun() {
     OUT=/work/out L3KIT_DRYRUN=1 L3KIT_PYTHON=/opt/py/bin/python3 CCACHE_DIR=/ccache/ccache \
     L3KIT_CMAKE_ARGS="-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache" \
     /bin/bash /work/l3/scripts/gpu-kit.sh device "${steps[@]}" || rc=$?
-  mkdir -p "$kit/out" && cp "$r"/work/out/* "$kit/out/"
+  mkdir -p "$dry_cache/out" && cp "$r"/work/out/* "$dry_cache/out/"
   umount "$r/ccache" "$r/wheels" "$r/usr/local/cuda" "$r/dev" "$r/proc"
   trap - EXIT
   echo "dryrun: $((SECONDS - t0)) s; disk: root $(du -sxh "$r" | cut -f1) (of which the copy and its builds" \
     "$(du -sxh "$r/work" | cut -f1)), ccache $(du -sxh "$dry_cache/ccache" 2>/dev/null | cut -f1); exit $rc"
-  echo "dryrun: outputs in $kit/out"
+  echo "dryrun: outputs in $dry_cache/out"
   return $rc
 }
 
@@ -401,5 +411,5 @@ case "${1:-}" in
   device) shift; device "$@" ;;
   dryrun) shift; dryrun "$@" ;;
   _step) set -x; "step_$2" ;;
-  *) sed -n '2,52p' "$self"; exit 2 ;;
+  *) sed -n '2,/^set -euo/p' "$self" | sed '$d'; exit 2 ;;
 esac
