@@ -37,7 +37,7 @@ def read_ppm(path):
     if parts[0] != b"P6" or parts[2] != b"255":
         raise ValueError(f"{path}: not a binary 8-bit PPM")
     w, h = (int(v) for v in parts[1].split())
-    return np.frombuffer(parts[3], dtype=np.uint8, count=w * h * 3).reshape(h, w, 3)
+    return np.frombuffer(parts[3], dtype=np.uint8, count=w * h * 3).reshape(h, w, 3).copy()
 
 
 def timed(fn, iters):
@@ -62,8 +62,12 @@ def nvimgcodec_rows(images, batch, iters):
     except Exception as e:  # noqa: BLE001 - reported in the table
         return [("nvImageCodec HTJ2K", None, f"not measured: import failed ({e})"),
                 ("nvImageCodec J2K", None, f"not measured: import failed ({e})")]
-    enc = nvimgcodec.Encoder()
-    dec = nvimgcodec.Decoder()
+    try:
+        enc = nvimgcodec.Encoder()
+        dec = nvimgcodec.Decoder()
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        return [(label, None, f"not measured: no encoder/decoder ({type(e).__name__}: {e})")
+                for label in ("nvImageCodec HTJ2K", "nvImageCodec J2K")]
     rows = []
     for label, ht in (("nvImageCodec HTJ2K", True), ("nvImageCodec J2K", False)):
         try:
