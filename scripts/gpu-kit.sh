@@ -335,7 +335,9 @@ device() {
     echo "===== step $s"
     cat "$logs/$s.log"
   done >"$o/kit-$tag.log"
-  (cd "$root" && find bench/results bench/work -maxdepth 2 -type f -newer "$stamp" \
+  local dirs=()
+  for s in bench/results bench/work; do [[ -d "$root/$s" ]] && dirs+=("$s"); done
+  (cd "$root" && find "${dirs[@]}" -maxdepth 2 -type f -newer "$stamp" \
       \( -name '*.md' -o -name '*.jsonl' -o -name '*.log' \) -print0 |
     tar --null -T - -czf "$o/results-$tag.tar.gz")
   echo "== $(date -u +%H:%M:%S) wrote $o/kit-$tag.log and $o/results-$tag.tar.gz; exit $rc"
