@@ -15,11 +15,12 @@
 #     /usr/local/cuda bind-mounted and .gpukit as the only source of our
 #     libraries: the same steps as `device`, their GPU parts replaced by
 #     checks that the programs load and run up to the device. Needs root.
-#     Cost here (2 shared cores): the root, once, 3.5 min (debootstrap) and
-#     1.3 GB; a run 5-7 min (build 2-3 min cold, python step 2-5 min: pip
-#     rebuilds the libraries), 0.2 GB of copy and builds, plus 0.1 GB of
-#     wheels; it fails on any unresolved library of any built binary, as when
-#     LIBRARY_PATH is exported (bench/results/gpukit-dryrun.md).
+#     Cost here (2 cores, shared): the root, once, 3.5 min (debootstrap) and
+#     1.3 GB; a run 5-12 min (build 3 min cold, 15 s to 2 min with ccache;
+#     the python step 2-7 min, pip rebuilding the libraries), 0.2 GB of copy
+#     and builds, 0.1 GB of cached wheels. It fails on any unresolved library
+#     of any built binary, as when LIBRARY_PATH is exported
+#     (bench/results/gpukit-dryrun.md).
 # There, three commands, each on a bare machine, each meant to end within 8
 # minutes (not yet timed: no GPU machine has run the kit):
 #   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test sanitize")
