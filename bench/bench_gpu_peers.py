@@ -138,8 +138,8 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch-mb", type=float, default=512)
     ap.add_argument("--iters", type=int, default=5)
-    ap.add_argument("--max-images", type=int, default=8,
-                    help="distinct images per size to encode (the batch cycles through them)")
+    ap.add_argument("--max-images", type=int, default=0,
+                    help="distinct images per size to encode, 0: all (as bench_cuda; the batch cycles through them)")
     args = ap.parse_args()
     import torch
 
@@ -148,13 +148,15 @@ def main() -> int:
         return 1
     lines = ["", f"GPU peers on the same images ({torch.cuda.get_device_name()}, torch {torch.__version__}): "
              "one batched decode call per batch, encoded bytes on the host to images on the GPU, wall clock "
-             f"over {args.iters} calls after one warm-up; the batch cycles through the first {args.max_images} "
-             "images of each size.", "",
+             f"over {args.iters} calls after one warm-up; the batch cycles through "
+             f"{'the first %d' % args.max_images if args.max_images > 0 else 'all the'} images of each size "
+             "in bench_cuda's order.", "",
              "| size | decoder | images/batch | GB/s | images/s | check |", "|---|---|---:|---:|---:|---|"]
     for d in sorted(pathlib.Path(args.images).iterdir()):
         if not d.is_dir():
             continue
-        images = [read_ppm(p) for p in sorted(d.glob("*.ppm"))[: args.max_images]]
+        files = sorted(d.glob("*.ppm"))
+        images = [read_ppm(p) for p in (files[: args.max_images] if args.max_images > 0 else files)]
         if not images:
             continue
         h, w, _ = images[0].shape
