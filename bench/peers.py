@@ -30,8 +30,10 @@ Run it through bench/run_peers.sh, which builds the binaries and a venv with ima
 import argparse
 import dataclasses
 import datetime
+import hashlib
 import multiprocessing
 import os
+import pickle
 import platform
 import subprocess
 import sys
@@ -272,22 +274,46 @@ IN_PROCESS = [Codec("png6", "PNG 6", where="C++ in-process"), Codec("png9", "PNG
 _WORK = {}  # args, images, codecs and manifest for measure_one (shared with forked workers)
 
 
+def cache_path(args, path):
+    """Per-image cache file: results survive an interrupted run and merge runs of other codecs.
+    Keyed by the image's path, size and mtime and the l3pack / bench_inproc binaries' mtimes."""
+    st = os.stat(path)
+    key = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}|{os.stat(args.l3pack).st_mtime_ns}|" \
+          f"{os.stat(args.bench_inproc).st_mtime_ns}|{args.min_time}"
+    return os.path.join(args.cache, hashlib.sha256(key.encode()).hexdigest()[:24] + ".pickle")
+
+
 def measure_one(i):
-    """Row of image i: its Results by codec key (bench_inproc, l3pack CLI, then the peers)."""
+    """Row of image i: its Results by codec key (bench_inproc, l3pack CLI, then the peers),
+    reusing what --cache already holds for this image."""
     args, (cls, name, path) = _WORK["args"], _WORK["images"][i]
+    cached = {}
+    if args.cache:
+        cfile = cache_path(args, path)
+        if os.path.exists(cfile):
+            with open(cfile, "rb") as f:
+                cached = pickle.load(f)
     src = load(path)
-    raw, res = run_inproc(args.bench_inproc, [path], args.min_time)[path]
-    if raw != src.size:
-        raise SystemExit(f"peers: {path}: bench_inproc read {raw} bytes, Pillow {src.size}")
-    with tempfile.TemporaryDirectory(prefix="l3peers-") as tmp:
-        cli = run_l3pack(args.l3pack, path, src, tmp)
-    res["l3_cli"] = cli
-    if cli.ok and cli.bytes != res["l3"].bytes:
-        cli.error = f"l3pack wrote {cli.bytes} bytes, l3::encode {res['l3'].bytes}"
-    if not cli.ok:
-        res["l3"].error = "CLI: " + cli.error
+    res = {k: v for k, v in cached.items() if k in ("png6", "png9", "l3", "l3_cli")}
+    if len(res) < 4:
+        raw, res = run_inproc(args.bench_inproc, [path], args.min_time)[path]
+        if raw != src.size:
+            raise SystemExit(f"peers: {path}: bench_inproc read {raw} bytes, Pillow {src.size}")
+        with tempfile.TemporaryDirectory(prefix="l3peers-") as tmp:
+            cli = run_l3pack(args.l3pack, path, src, tmp)
+        res["l3_cli"] = cli
+        if cli.ok and cli.bytes != res["l3"].bytes:
+            cli.error = f"l3pack wrote {cli.bytes} bytes, l3::encode {res['l3'].bytes}"
+        if not cli.ok:
+            res["l3"].error = "CLI: " + cli.error
     for c in _WORK["codecs"]:
-        res[c.key] = run_codec(c, src, args.min_time)
+        res[c.key] = cached[c.key] if c.key in cached and not c.key.startswith("test_") else \
+            run_codec(c, src, args.min_time)
+    if args.cache:
+        os.makedirs(args.cache, exist_ok=True)
+        with open(cfile + ".tmp", "wb") as f:
+            pickle.dump({**cached, **res}, f)
+        os.replace(cfile + ".tmp", cfile)
     shape = "x".join(map(str, src.shape[1::-1] + ((src.shape[2],) if src.ndim == 3 else (1,))))
     fmt = _WORK["manifest"].get((cls, name), ("", ""))[0]
     return dict(cls=cls, name=name, path=path, shape=shape, raw=src.size, source=fmt, res=res)
@@ -581,6 +607,7 @@ def parse_args(argv):
     ap.add_argument("--no-peers", action="store_true", help="PNG and l3 only")
     ap.add_argument("--l3pack", required=True)
     ap.add_argument("--bench-inproc", required=True)
+    ap.add_argument("--cache", help="folder of per-image results to reuse (resume, or add codecs to a run)")
     ap.add_argument("--jobs", type=int, default=1, help="images measured in parallel (default 1)")
     ap.add_argument("--min-time", type=float, default=0.1, help="seconds each decode repeats for (default 0.1)")
     ap.add_argument("--out", help="write the Markdown report here (default: print it)")

@@ -10,6 +10,8 @@
 # unless L3PACK and BENCH_INPROC name built ones; creates a venv (PEERS_VENV, default
 # ~/.cache/l3/venv-peers) with pinned numpy, Pillow and imagecodecs (the last release for
 # Python 3.11, Debian 12's); fetches the corpus when a class is missing. Runs under nice.
+# Per-image results are cached in bench/work/peers-cache (keyed by image and binaries): an
+# interrupted run resumes, and a run of other --codecs adds to the same report.
 # Extra arguments go to peers.py (--out and --tsv override the defaults).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,4 +34,4 @@ for cls in photos graphics jpeg_photos synthetic rgba_opaque; do
 done
 export L3_PEERS_COMMAND="bench/run_peers.sh${*:+ $*}"
 exec nice -n 10 "$venv/bin/python" "$here/peers.py" --l3pack "$L3PACK" --bench-inproc "$BENCH_INPROC" \
-  --out "$here/results/codec-peers.md" --tsv "$here/results/codec-peers.tsv" "$@"
+  --out "$here/results/codec-peers.md" --tsv "$here/results/codec-peers.tsv" --cache "$here/work/peers-cache" "$@"
