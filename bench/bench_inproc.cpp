@@ -9,11 +9,9 @@
 //
 // Usage: bench_inproc [--min-time S] IMAGE...
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,22 +22,7 @@
 
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-template <class F>
-double fastest(F&& f, int min_runs, double min_total) {
-  double best = std::numeric_limits<double>::infinity(), total = 0;
-  for (int runs = 0; runs < min_runs || total < min_total; ++runs) {
-    const double t0 = now();
-    f();
-    const double dt = now() - t0;
-    best = std::min(best, dt);
-    total += dt;
-  }
-  return best;
-}
+using l3bench::fastest_run;
 
 struct Coded {
   std::size_t bytes = 0;
@@ -56,11 +39,11 @@ Coded measure_png(const l3::Image& img, int level, double min_time, const std::s
   std::vector<std::uint8_t> png = l3::encode_png_bytes(img.view(), level);
   Coded c;
   c.bytes = png.size();
-  c.encode_s = fastest([&] { png = l3::encode_png_bytes(img.view(), level); }, 1, min_time / 2);
+  c.encode_s = fastest_run([&] { png = l3::encode_png_bytes(img.view(), level); }, 1, min_time / 2);
   std::vector<std::uint8_t> out(img.pixels.size());
   l3bench::decode_png_libpng(png, out.data(), out.size());
   check_equal(out, img, level == 9 ? "PNG level 9" : "PNG level 6", file);
-  c.decode_s = fastest([&] { l3bench::decode_png_libpng(png, out.data(), out.size()); }, 3, min_time);
+  c.decode_s = fastest_run([&] { l3bench::decode_png_libpng(png, out.data(), out.size()); }, 3, min_time);
   return c;
 }
 
@@ -68,14 +51,14 @@ Coded measure_l3(const l3::Image& img, double min_time, const std::string& file)
   std::vector<std::uint8_t> enc = l3::encode(img.view());
   Coded c;
   c.bytes = enc.size();
-  c.encode_s = fastest([&] { enc = l3::encode(img.view()); }, 1, min_time / 2);
+  c.encode_s = fastest_run([&] { enc = l3::encode(img.view()); }, 1, min_time / 2);
   std::vector<std::uint8_t> out(img.pixels.size());
   const l3::MutableImageView view{out.data(), img.width, img.height, img.channels, 0};
   l3::DecodeOptions options;
   options.threads = 1;
   l3::decode(enc, view, options);
   check_equal(out, img, "l3", file);
-  c.decode_s = fastest([&] { l3::decode(enc, view, options); }, 3, min_time);
+  c.decode_s = fastest_run([&] { l3::decode(enc, view, options); }, 3, min_time);
   return c;
 }
 

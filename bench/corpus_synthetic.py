@@ -96,21 +96,28 @@ def text_page(w, h, size, antialias, seed):
     return im
 
 
+def voronoi_mask(rng, w, h, n_seeds, n_labels):
+    """Gray label mask: nearest-seed regions, a few label values."""
+    sx = rng.integers(0, w, n_seeds)
+    sy = rng.integers(0, h, n_seeds)
+    labels = rng.integers(0, n_labels, n_seeds)
+    yy, xx = np.mgrid[0:h, 0:w]
+    best = np.full((h, w), np.inf)
+    out = np.zeros((h, w), np.uint8)
+    for i in range(n_seeds):
+        d = (xx - sx[i]) ** 2 + (yy - sy[i]) ** 2
+        m = d < best
+        best[m] = d[m]
+        out[m] = labels[i]
+    return out
+
+
 def voronoi_rgb(w, h, n_seeds, n_labels, seed):
     """RGB label map: nearest-seed regions painted from a random palette (Cityscapes style)."""
     rng = np.random.default_rng(seed)
-    sx, sy = rng.integers(0, w, n_seeds), rng.integers(0, h, n_seeds)
-    labels = rng.integers(0, n_labels, n_seeds)
+    labels = voronoi_mask(rng, w, h, n_seeds, n_labels)
     pal = rng.integers(0, 256, (n_labels, 3), dtype=np.uint8)
-    yy, xx = np.mgrid[0:h, 0:w]
-    best = np.full((h, w), np.inf)
-    out = np.zeros((h, w), np.int64)
-    for i in range(n_seeds):
-        dist = (xx - sx[i]) ** 2 + (yy - sy[i]) ** 2
-        m = dist < best
-        best[m] = dist[m]
-        out[m] = labels[i]
-    return Image.fromarray(pal[out], "RGB")
+    return Image.fromarray(pal[labels], "RGB")
 
 
 def dither_fs_palette(im, colours):

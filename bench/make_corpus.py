@@ -40,6 +40,8 @@ import sys
 import numpy as np
 from PIL import Image
 
+from corpus_synthetic import synthetic_items, voronoi_mask
+
 SKIMAGE_DATA = "/usr/lib/python3/dist-packages/skimage/data"
 WALLPAPERS = "/usr/share/wallpapers"
 
@@ -116,22 +118,6 @@ def pick_wallpaper(name, max_pixels=MAX_WALLPAPER_PIXELS):
     if not cands:
         raise FileNotFoundError(f"wallpaper {name}: no image of at most {max_pixels} pixels")
     return cands[-1][1]
-
-
-def voronoi_mask(rng, w, h, n_seeds, n_labels):
-    """Gray label mask: nearest-seed regions, a few label values."""
-    sx = rng.integers(0, w, n_seeds)
-    sy = rng.integers(0, h, n_seeds)
-    labels = rng.integers(0, n_labels, n_seeds)
-    yy, xx = np.mgrid[0:h, 0:w]
-    best = np.full((h, w), np.inf)
-    out = np.zeros((h, w), np.uint8)
-    for i in range(n_seeds):
-        d = (xx - sx[i]) ** 2 + (yy - sy[i]) ** 2
-        m = d < best
-        best[m] = d[m]
-        out[m] = labels[i]
-    return out
 
 
 def ellipse_mask(rng, w, h, n, n_labels):
@@ -260,8 +246,6 @@ def centre_photo(key, w, h):
 
 def corpus_items(out):
     """(class, output name, make, source) in a fixed order; make() returns the image."""
-    from corpus_synthetic import synthetic_items
-
     def loader(path):
         def load():
             with Image.open(path) as im:

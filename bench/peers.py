@@ -68,10 +68,11 @@ class Result:
     dec_s: float = float("nan")
     error: str = ""  # non-empty: failed, never counted
     note: str = ""
+    skipped: bool = False  # not measured (--cached-only and not in the cache)
 
     @property
     def ok(self):
-        return not self.error
+        return not self.error and not self.skipped
 
 
 def fastest(f, min_runs, min_total):
@@ -307,8 +308,12 @@ def measure_one(i):
         if not cli.ok:
             res["l3"].error = "CLI: " + cli.error
     for c in _WORK["codecs"]:
-        res[c.key] = cached[c.key] if c.key in cached and not c.key.startswith("test_") else \
-            run_codec(c, src, args.min_time)
+        if c.key in cached and not c.key.startswith("test_"):
+            res[c.key] = cached[c.key]
+        elif args.cached_only:
+            res[c.key] = Result(skipped=True)
+        else:
+            res[c.key] = run_codec(c, src, args.min_time)
     if args.cache:
         os.makedirs(args.cache, exist_ok=True)
         with open(cfile + ".tmp", "wb") as f:
@@ -330,7 +335,7 @@ def measure(args, images, codecs, log):
         it = pool.imap(measure_one, range(len(images))) if pool else map(measure_one, range(len(images)))
         for i, row in enumerate(it):
             res = row["res"]
-            bad = [k for k, r in res.items() if not r.ok]
+            bad = [k for k, r in res.items() if not r.ok and not r.skipped]
             log(f"[{i + 1}/{len(images)}] {row['cls']}/{row['name']} {row['shape']}: l3 "
                 f"{res['l3'].bytes / res['png6'].bytes:.3f}x PNG" + (f"; failed: {', '.join(bad)}" if bad else ""))
             rows.append(row)
@@ -343,12 +348,13 @@ def measure(args, images, codecs, log):
 
 def total(rows, key, classes):
     """Sums over the images of `classes` where `key` passed: bytes, PNG 6 bytes, raw, seconds."""
-    t = dict(n=0, ok=0, bytes=0, png=0, raw=0, enc=0.0, dec=0.0)
+    t = dict(n=0, ok=0, skipped=0, bytes=0, png=0, raw=0, enc=0.0, dec=0.0)
     for r in rows:
         if r["cls"] not in classes:
             continue
         t["n"] += 1
         res = r["res"].get(key)
+        t["skipped"] += res is None or res.skipped
         if res is None or not res.ok:
             continue
         t["ok"] += 1
@@ -362,8 +368,10 @@ def total(rows, key, classes):
 
 def ratio_cell(t):
     if t["ok"] == 0:
-        return "failed" if t["n"] else "-"
+        return "not measured" if t["skipped"] == t["n"] else "failed" if t["n"] else "-"
     cell = f"{t['bytes'] / t['png']:.3f}"
+    if t["skipped"]:
+        return f"{cell} ({t['n'] - t['skipped']}/{t['n']} measured)"
     return cell if t["ok"] == t["n"] else f"{cell} ({t['ok']}/{t['n']})"
 
 
@@ -458,7 +466,8 @@ def rgba_section(rows, codecs, manifest):
         cells = []
         for c in codecs:
             ra, rb = a["res"][c.key], b["res"][c.key]
-            cells.append(f"{ra.bytes / rb.bytes:.3f}" if ra.ok and rb.ok else "failed")
+            cells.append(f"{ra.bytes / rb.bytes:.3f}" if ra.ok and rb.ok else
+                         "-" if ra.skipped or rb.skipped else "failed")
         out.append(f"| {a['name']} | " + " | ".join(cells) + " |")
     return out + [""]
 
@@ -481,7 +490,8 @@ def bar_section(rows, manifest):
             continue
         v = ratio("l3", cls)
         out.append(f"| {label}: total bytes / PNG | <= {target:.2f}x | {v:.3f} | {status(v, target)} | "
-                   + " | ".join(f"{ratio(k, cls):.3f}" for k in ("webp_z6", "jxl_e7", "htj2k")) + " |")
+                   + " | ".join(f"{ratio(k, cls):.3f}".replace("nan", "-") for k in ("webp_z6", "jxl_e7", "htj2k"))
+                   + " |")
     worst = sorted((r for r in rows if r["res"]["l3"].ok),
                    key=lambda r: -r["res"]["l3"].bytes / r["res"]["png6"].bytes)
     over = [r for r in worst if r["res"]["l3"].bytes / r["res"]["png6"].bytes > 1.05]
@@ -532,7 +542,8 @@ def image_section(rows, codecs):
     marks = {"gray stored as RGB": "g", "opaque alpha implied": "a"}
     out = ["## Per image: bytes / PNG level 6 bytes", "",
            "Marks: g = gray stored as RGB (the codec has no gray mode), a = the decoder left the opaque "
-           "alpha implicit (restored as 255 before the check). FAIL: not exact, see Failures.", "",
+           "alpha implicit (restored as 255 before the check). FAIL: not exact, see Failures. "
+           "-: not measured.", "",
            "| class | image | size | source | PNG 6 bytes | " + " | ".join(c.label for c in codecs[1:]) + " |",
            "|---|---|---|---|---:|" + "---:|" * (len(codecs) - 1)]
     for r in rows:
@@ -540,13 +551,15 @@ def image_section(rows, codecs):
         cells = []
         for c in codecs[1:]:
             res = r["res"][c.key]
-            cells.append("FAIL" if not res.ok else f"{res.bytes / png:.3f}" + marks.get(res.note, ""))
+            cells.append("-" if res.skipped else "FAIL" if not res.ok else
+                         f"{res.bytes / png:.3f}" + marks.get(res.note, ""))
         out.append(f"| {r['cls']} | {r['name']} | {r['shape']} | {r['source']} | {png} | " + " | ".join(cells) + " |")
     return out + [""]
 
 
 def failure_section(rows, codecs):
-    fails = [(r, c, r["res"][c.key]) for r in rows for c in codecs if not r["res"][c.key].ok]
+    fails = [(r, c, r["res"][c.key]) for r in rows for c in codecs
+             if not r["res"][c.key].ok and not r["res"][c.key].skipped]
     out = ["## Failures", ""]
     if not fails:
         return out + ["None: every codec decoded every image exactly.", ""]
@@ -562,6 +575,8 @@ def write_tsv(path, rows, codecs):
             png = r["res"]["png6"].bytes
             for key in [c.key for c in codecs] + ["l3_cli"]:
                 res = r["res"][key]
+                if res.skipped:
+                    continue
                 f.write(f"{r['cls']}\t{r['name']}\t{r['shape']}\t{r['source']}\t{r['raw']}\t{key}\t{res.bytes}\t"
                         f"{res.bytes / png:.4f}\t{res.enc_s:.6g}\t{res.dec_s:.6g}\t"
                         f"{'ok' if res.ok else 'FAIL: ' + res.error}\t{res.note}\n")
@@ -608,6 +623,8 @@ def parse_args(argv):
     ap.add_argument("--l3pack", required=True)
     ap.add_argument("--bench-inproc", required=True)
     ap.add_argument("--cache", help="folder of per-image results to reuse (resume, or add codecs to a run)")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="report the peers from --cache only; what it lacks is marked not measured")
     ap.add_argument("--jobs", type=int, default=1, help="images measured in parallel (default 1)")
     ap.add_argument("--min-time", type=float, default=0.1, help="seconds each decode repeats for (default 0.1)")
     ap.add_argument("--out", help="write the Markdown report here (default: print it)")
