@@ -316,9 +316,12 @@ def measure_one(i):
             res[c.key] = run_codec(c, src, args.min_time)
     if args.cache:
         os.makedirs(args.cache, exist_ok=True)
-        with open(cfile + ".tmp", "wb") as f:
-            pickle.dump({**cached, **res}, f)
-        os.replace(cfile + ".tmp", cfile)
+        if os.path.exists(cfile):  # another run may have added codecs meanwhile: keep them
+            with open(cfile, "rb") as f:
+                cached = {**pickle.load(f), **cached}
+        with open(cfile + f".{os.getpid()}.tmp", "wb") as f:
+            pickle.dump({**cached, **{k: v for k, v in res.items() if not v.skipped}}, f)
+        os.replace(cfile + f".{os.getpid()}.tmp", cfile)
     shape = "x".join(map(str, src.shape[1::-1] + ((src.shape[2],) if src.ndim == 3 else (1,))))
     fmt = _WORK["manifest"].get((cls, name), ("", ""))[0]
     return dict(cls=cls, name=name, path=path, shape=shape, raw=src.size, source=fmt, res=res)
