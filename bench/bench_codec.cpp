@@ -94,15 +94,7 @@ double now() {
 
 template <class F>
 double time_best(F&& f, const TimeCfg& cfg) {
-  double best = std::numeric_limits<double>::infinity(), total = 0;
-  for (int runs = 0; runs < cfg.min_runs || (total < cfg.min_total && runs < cfg.max_runs); ++runs) {
-    const double t0 = now();
-    f();
-    const double dt = now() - t0;
-    best = std::min(best, dt);
-    total += dt;
-  }
-  return best;
+  return fastest_run(f, cfg.min_runs, cfg.min_total, cfg.max_runs);
 }
 
 std::string run_capture(const std::string& cmd) {

@@ -6,8 +6,11 @@
 // std::runtime_error with the file or codec named.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,6 +49,22 @@ std::vector<std::uint8_t> encode_jpeg(const Pixels& image, int quality, std::uin
 std::size_t decode_jpeg(std::span<const std::uint8_t> jpeg, std::uint8_t* out, std::size_t out_size);
 
 std::vector<std::uint8_t> read_file(const std::string& path);
+
+// Seconds taken by the fastest of repeated runs of f: at least min_runs runs, then more until
+// they add up to min_total seconds or max_runs runs are done.
+template <class F>
+double fastest_run(F&& f, int min_runs, double min_total, int max_runs = std::numeric_limits<int>::max()) {
+  using clock = std::chrono::steady_clock;
+  double best = std::numeric_limits<double>::infinity(), total = 0;
+  for (int runs = 0; runs < min_runs || (total < min_total && runs < max_runs); ++runs) {
+    const auto t0 = clock::now();
+    f();
+    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    best = std::min(best, dt);
+    total += dt;
+  }
+  return best;
+}
 
 // "libpng 1.6.39, libspng 0.7.3, libjpeg-turbo 2.1.5": the peers' run-time versions.
 std::string peer_versions();
