@@ -14,10 +14,23 @@
 
 namespace {
 
-// One line whatever the subject holds: a file name or key may contain newlines.
+// True when `reason` already names the path `subject` ("<subject>/..." or
+// "<subject>:" at the start, after a space or a quote): it is then printed once.
+bool names_subject(const std::string& reason, const std::string& subject) {
+  for (std::size_t at = reason.find(subject); at != std::string::npos; at = reason.find(subject, at + 1)) {
+    const std::size_t end = at + subject.size();
+    const bool starts = at == 0 || reason[at - 1] == ' ' || reason[at - 1] == '\'';
+    const bool ends = end == reason.size() || reason[end] == '/' || reason[end] == ':' || reason[end] == '\'';
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+// One line whatever the subject holds (a file name or key may contain newlines),
+// and each path once.
 void print_error(const std::string& subject, const std::string& reason) {
   const std::string why = l3::escape_control(reason);
-  if (subject.empty()) std::fprintf(stderr, "l3pack: error: %s\n", why.c_str());
+  if (subject.empty() || names_subject(reason, subject)) std::fprintf(stderr, "l3pack: error: %s\n", why.c_str());
   else std::fprintf(stderr, "l3pack: error: %s: %s\n", l3::escape_control(subject).c_str(), why.c_str());
 }
 

@@ -166,3 +166,20 @@ TEST_CASE("an unknown command is named in one error line, exit 2") {
   CHECK(run.exit_code == 2);
   CHECK(one_error_line(run, "A subcommand is required (run 'l3pack --help')"));
 }
+
+TEST_CASE("a dataset error names the missing file once, for every dataset command") {
+  TempDir dir;
+  const std::string missing = (dir / "nope").string();
+  const std::string line = "I/O error: no readable " + missing + "/manifest.json (dataset missing or never committed)";
+  for (const std::string& command : {"ls " + missing, "extract " + missing + " " + (dir / "out").string(),
+                                     "merge " + (dir / "m").string() + " " + missing, "bench-read " + missing}) {
+    CAPTURE(command);
+    auto run = l3pack(dir, command);
+    CHECK(run.exit_code == 1);
+    CHECK_MESSAGE(one_error_line(run, line), run.err);
+  }
+  // a subject that the reason does not name is kept
+  auto run = l3pack(dir, "decode " + (dir / "none.l3i").string() + " " + (dir / "x.png").string());
+  CHECK(run.exit_code == 1);
+  CHECK(one_error_line(run, (dir / "none.l3i").string() + ": I/O error: cannot open: No such file or directory"));
+}
