@@ -198,10 +198,12 @@ def epoch_orders(ds, epochs, **dl_kwargs):
     return orders
 
 
-def test_set_epoch_reaches_persistent_workers(small_dataset):
+@pytest.mark.parametrize("context", ["fork", "spawn"])  # spawn pickles the dataset (and its shared epoch)
+def test_set_epoch_reaches_persistent_workers(small_dataset, context):
     d, _ = small_dataset
     kw = dict(batch_size=4, size=16, seed=3, drop_padding=True, return_records=True, num_workers=2)
-    persistent = epoch_orders(l3.torch.IterableDataset(d, **kw), 3, persistent_workers=True)
+    persistent = epoch_orders(l3.torch.IterableDataset(d, **kw), 3, persistent_workers=True,
+                              multiprocessing_context=context)
     fresh = epoch_orders(l3.torch.IterableDataset(d, **kw), 3)
     for order in persistent:
         assert sorted(order) == list(range(40)), "each epoch is a permutation"
