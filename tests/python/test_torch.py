@@ -164,7 +164,7 @@ def test_map_style_channels_through_torchvision_pipeline(mixed_channels):
     batches = list(dl)
     assert [tuple(x.shape) for x, _ in batches] == [(4, 3, 16, 16)] * 2
     # the same pipeline on PIL's RGB conversion of the sources gives the same tensors
-    expect = torch.stack([pipeline(torch.from_numpy(pil_convert(img, "RGB")).permute(2, 0, 1)) for img in images])
+    expect = torch.stack([pipeline(torch.from_numpy(pil_convert(img, "RGB").copy()).permute(2, 0, 1)) for img in images])
     torch.testing.assert_close(torch.cat([x for x, _ in batches]), expect, rtol=0, atol=0)
     with pytest.raises(RuntimeError):  # as stored, the gray and RGBA records break the pipeline
         for _ in DataLoader(l3.torch.Dataset(d, transform=pipeline, channels=None), batch_size=4):
