@@ -218,7 +218,8 @@ void add_extract_command(CLI::App& app) {
   command->footer(
       "Output names: a key ending in the output extension (.png; .pgm/.ppm/.pam by channels with\n"
       "--format ppm) keeps its name; any other key keeps its extension and gets the output one\n"
-      "appended (cat/a.jpg -> cat/a.jpg.png), so a.jpg, a.JPEG and a.png give three files.\n"
+      "appended (cat/a.jpg -> cat/a.jpg.png), so a.jpg, a.JPEG and a.png give three files; a name\n"
+      "that appending would make longer than 255 bytes has its extension replaced instead.\n"
       "Existing files are never overwritten without --force.\n"
       "Examples:\n"
       "  l3pack extract ds/ images/\n"
