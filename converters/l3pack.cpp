@@ -10,16 +10,43 @@
 
 #include "cli/common.hpp"
 #include "l3/bench_read_cli.hpp"
+#include "l3/text.hpp"
 
 namespace {
 
+// True when `reason` already names the path `subject` ("<subject>/..." or
+// "<subject>:" at the start, after a space or a quote): it is then printed once.
+bool names_subject(const std::string& reason, const std::string& subject) {
+  for (std::size_t at = reason.find(subject); at != std::string::npos; at = reason.find(subject, at + 1)) {
+    const std::size_t end = at + subject.size();
+    const bool starts = at == 0 || reason[at - 1] == ' ' || reason[at - 1] == '\'';
+    const bool ends = end == reason.size() || reason[end] == '/' || reason[end] == ':' || reason[end] == '\'';
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+// One line whatever the subject holds (a file name or key may contain newlines),
+// and each path once.
 void print_error(const std::string& subject, const std::string& reason) {
-  if (subject.empty()) std::fprintf(stderr, "l3pack: error: %s\n", reason.c_str());
-  else std::fprintf(stderr, "l3pack: error: %s: %s\n", subject.c_str(), reason.c_str());
+  const std::string why = l3::escape_control(reason);
+  if (subject.empty() || names_subject(reason, subject)) std::fprintf(stderr, "l3pack: error: %s\n", why.c_str());
+  else std::fprintf(stderr, "l3pack: error: %s: %s\n", l3::escape_control(subject).c_str(), why.c_str());
 }
 
 // CLI11 messages may span lines; the contract is one line on stderr.
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// The first argument that is not an option, when it names no subcommand: CLI11
+// would report it as an unexpected argument, without saying it was meant as a command.
+const char* unknown_command(CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i][0] == '-') continue;
+    auto named = [&](CLI::App* command) { return command->check_name(argv[i]); };
+    return app.get_subcommands(named).empty() ? argv[i] : nullptr;
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -27,6 +54,18 @@ int main(int argc, char** argv) {
   CLI::App app{"l3pack: convert, inspect and pack lossless .l3i images", "l3pack"};
   app.set_version_flag("--version", std::string("l3pack ") + L3_VERSION);
   app.require_subcommand(1);
+  l3::cli::add_encode_command(app);
+  l3::cli::add_decode_command(app);
+  l3::cli::add_info_command(app);
+  l3::cli::add_convert_command(app);
+  l3::cli::add_verify_command(app);
+  l3::cli::add_ls_command(app);
+  l3::cli::add_extract_command(app);
+  l3::cli::add_merge_command(app);
+  l3::cli::add_bench_command(app);
+  l3::cli::add_bench_read_command(app);
+  // Set after the subcommands are added: CLI11 copies a parent's footer into each
+  // new subcommand, and each command's --help shows its own examples.
   app.footer(
       "Examples:\n"
       "  l3pack encode photo.png photo.l3i     encode (PNG, JPEG, PPM/PGM/PAM in)\n"
@@ -39,17 +78,10 @@ int main(int argc, char** argv) {
       "  l3pack bench-read ds/ --crop 224      the streaming reader's throughput and stalls\n"
       "Run 'l3pack <command> --help' for a command's options.\n"
       "Exit status: 0 success, 1 bad data or I/O error, 2 bad command line.");
-  l3::cli::add_encode_command(app);
-  l3::cli::add_decode_command(app);
-  l3::cli::add_info_command(app);
-  l3::cli::add_convert_command(app);
-  l3::cli::add_verify_command(app);
-  l3::cli::add_ls_command(app);
-  l3::cli::add_extract_command(app);
-  l3::cli::add_merge_command(app);
-  l3::cli::add_bench_command(app);
-  l3::cli::add_bench_read_command(app);
-  // (cmd_bench_read: one line here when it lands)
+  if (const char* name = unknown_command(app, argc, argv)) {
+    print_error("", std::string("unknown command '") + name + "' (run 'l3pack --help')");
+    return l3::cli::exit_usage;
+  }
   try {
     app.parse(argc, argv);
     return 0;

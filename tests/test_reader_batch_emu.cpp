@@ -130,6 +130,28 @@ TEST_CASE("batch mode: corrupt records give the CPU pipeline's outcome under bot
   });
 }
 
+TEST_CASE("batch mode: a corrupt record's error names its shard file and key") {
+  auto ds = l3test::corrupt_dataset("batch_emu_corrupt_names", {13});
+  for (const Verify verify : {Verify::yes, Verify::no}) {  // caught on read, or by the batch decode
+    CAPTURE(verify == Verify::yes);
+    ReaderOptions o = l3test::backend_configs()[3].second;  // the whole image decoded: the damage is seen
+    o.on_error = ErrorPolicy::raise;
+    o.verify = verify;
+    o.batch_backend = make_emulated_gpu_batch_backend();
+    Reader r(ds, o);
+    std::string message;
+    for (;;) {
+      try {
+        if (!r.next()) break;
+      } catch (const Error& e) {
+        message = e.what();
+      }
+    }
+    const std::string where = "record 13 (shard " + (ds->directory() / "shard-1.l3s").string() + ", index 6, key 'img13')";
+    CHECK_MESSAGE(message.find(where) != std::string::npos, message);
+  }
+}
+
 TEST_CASE("batch mode: a run resumed from state() yields exactly the rest, also under another world size") {
   auto ds = l3test::synth_dataset("batch_emu_resume");
   ReaderOptions o = l3test::backend_configs()[1].second;

@@ -371,6 +371,7 @@ TEST_CASE("corrupt records: raise or skip-and-fill") {
     Reader r(ds, o);
     int raised = 0, good = 0;
     errc code = errc::ok;
+    std::string message;
     for (;;) {
       try {
         const Batch* b = r.next();
@@ -380,11 +381,15 @@ TEST_CASE("corrupt records: raise or skip-and-fill") {
       } catch (const Error& e) {
         ++raised;
         code = e.code();
+        message = e.what();
       }
     }
     CHECK(raised == 1);
     CHECK(good == 9);
     CHECK(code == errc::checksum_mismatch);
+    // the message names the record, its shard file (7 records a shard: shard-1, index 6) and its key
+    const std::string where = "record 13 (shard " + (dir / "shard-1.l3s").string() + ", index 6, key 'img13')";
+    CHECK_MESSAGE(message.rfind("checksum mismatch: " + where + ": ", 0) == 0, message);
     const Metrics m = r.metrics();
     CHECK(m.raised == 1);
     CHECK(m.batches == 9);
@@ -451,6 +456,10 @@ TEST_CASE("a record that is not an image fails in the decode stage; skip replace
       if (!raising.next()) break;
     } catch (const Error& e) {
       CHECK(e.code() == errc::bad_magic);
+      // a decode-stage error names the shard file and the key too
+      CHECK_MESSAGE(std::string(e.what()).find("(shard " + (dir / "extra.l3s").string() + ", index 0, key 'junk')") !=
+                        std::string::npos,
+                    e.what());
       ++raised;
     }
   }

@@ -44,4 +44,12 @@ void throw_error(errc e, const std::string& detail) {
   throw Error(e, detail);
 }
 
+Error with_context(const Error& e, const std::string& context) {
+  // what() is "<errc name>: <detail>"; keep the detail, put the context first.
+  std::string detail = e.what();
+  const std::string prefix = std::string(errc_name(e.code())) + ": ";
+  if (detail.rfind(prefix, 0) == 0) detail.erase(0, prefix.size());
+  return Error(e.code(), context + ": " + detail);
+}
+
 }  // namespace l3

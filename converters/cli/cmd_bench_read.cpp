@@ -146,6 +146,10 @@ void add_bench_read_command(CLI::App& app) {
                   "cpu: decode and transforms on the CPU workers; cuda[:N]: both on CUDA device N, batches in device "
                   "memory (builds with CUDA only)")
       ->option_text("cpu|cuda[:N] (default cpu)");
+  cmd->footer(
+      "Examples:\n"
+      "  l3pack bench-read ds/ --crop 224 --workers 8\n"
+      "  l3pack bench-read ds/ --epochs 2 --cache-mb 4096 --json");
   cmd->callback([args] {
     if (args->options.rank >= args->options.world_size)
       throw Failure{"", "--rank must be < --world", exit_usage};

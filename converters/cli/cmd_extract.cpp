@@ -1,6 +1,14 @@
 // l3pack extract OUT DIR: every record back to an image file under its key.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +24,8 @@ struct ExtractArguments {
   std::filesystem::path dataset, dir;
   std::string format = "png";
   unsigned threads = 0;
+  bool replace_extension = false;  // a.jpg -> a.png (may collide) instead of a.jpg.png
+  bool force = false;              // overwrite existing files
 };
 
 // The output path for a key, or empty when the key would leave DIR
@@ -38,6 +48,78 @@ std::string extension_for(const std::string& format, std::uint32_t channels) {
   return channels == 1 ? ".pgm" : channels == 3 ? ".ppm" : ".pam";  // PNM cannot hold alpha: PAM
 }
 
+bool same_extension(const std::filesystem::path& path, const std::string& extension) {
+  const std::string have = path.extension().string();
+  return have.size() == extension.size() &&
+         std::equal(have.begin(), have.end(), extension.begin(),
+                    [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+}
+
+// The output name rule (README, "l3pack extract"): a key that already ends in the
+// output extension keeps its name; any other key keeps its own extension and gets
+// the output one appended (a.jpg -> a.jpg.png), so a.jpg, a.JPEG and a.png stay
+// three files. --replace-extension swaps it instead (a.jpg -> a.png), and so does a
+// name that appending would make longer than NAME_MAX (255 bytes).
+void apply_extension(std::filesystem::path& relative, const std::string& extension, bool replace) {
+  constexpr std::size_t name_max = 255;
+  if (same_extension(relative, extension)) return;
+  if (replace || relative.filename().string().size() + extension.size() > name_max)
+    relative.replace_extension(extension);
+  else relative += extension;
+}
+
+// "<what> <path>: <system reason>", as l3's other file errors read.
+[[noreturn]] void throw_io(const std::string& what, const std::filesystem::path& path, int error) {
+  throw Error(errc::io_error, what + " " + path.string() + ": " + std::strerror(error));
+}
+
+// A short temporary name in the output's folder: a legal 255-byte output name
+// must not need a longer temporary one (NAME_MAX).
+int create_temporary(const std::filesystem::path& folder, std::filesystem::path& temporary) {
+  static std::atomic<unsigned> counter{0};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    temporary = folder / (".l3x-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".tmp");
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+void write_fd(int fd, std::span<const std::uint8_t> bytes, const std::filesystem::path& temporary) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_io("cannot write", temporary, errno);
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+  }
+  if (::fsync(fd) != 0) throw_io("cannot flush", temporary, errno);
+}
+
+// Writes `bytes` to a temporary file, then puts it at `output`: rename() when
+// overwriting is allowed, else link(), which fails when `output` exists (so a file
+// that appeared after planning is not overwritten either). Never a partial output.
+void write_output(const std::filesystem::path& output, std::span<const std::uint8_t> bytes, bool force) {
+  std::filesystem::path temporary;
+  const int fd = create_temporary(output.parent_path(), temporary);
+  if (fd < 0) throw_io("cannot create a file in", output.parent_path(), errno);
+  int error = 0;
+  const char* what = nullptr;
+  try {
+    write_fd(fd, bytes, temporary);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) error = errno, what = "cannot write";
+  else if (force && ::rename(temporary.c_str(), output.c_str()) != 0) error = errno, what = "cannot rename onto";
+  else if (!force && ::link(temporary.c_str(), output.c_str()) != 0) error = errno, what = "cannot create";
+  ::unlink(temporary.c_str());  // after link() the output holds the data; after rename() nothing is left
+  if (error == EEXIST) throw Error(errc::io_error, output.string() + " already exists (use --force to overwrite)");
+  if (what) throw_io(what, output, error);
+}
+
 // Output paths, checked for escapes and collisions before anything is written.
 std::vector<std::filesystem::path> plan_outputs(const Dataset& dataset, const ExtractArguments& args,
                                                 std::vector<RecordFailure>& failures) {
@@ -58,7 +140,7 @@ std::vector<std::filesystem::path> plan_outputs(const Dataset& dataset, const Ex
       failures.push_back({i, key, e.what()});
       continue;
     }
-    relative.replace_extension(extension_for(args.format, channels));
+    apply_extension(relative, extension_for(args.format, channels), args.replace_extension);
     auto [it, fresh] = taken.emplace(relative, i);
     if (!fresh) {
       failures.push_back({i, key, "same output file as record " + std::to_string(it->second) + "; not extracted"});
@@ -69,16 +151,26 @@ std::vector<std::filesystem::path> plan_outputs(const Dataset& dataset, const Ex
   return outputs;
 }
 
+// Without --force, an output file that exists stops extract before anything is
+// written: one error line naming the file.
+void refuse_existing(const std::vector<std::filesystem::path>& outputs, bool force) {
+  if (force) return;
+  for (const std::filesystem::path& output : outputs) {
+    std::error_code ec;
+    if (!output.empty() && std::filesystem::exists(std::filesystem::symlink_status(output, ec)))
+      throw Failure{output.string(), "already exists (use --force to overwrite)", exit_failure};
+  }
+}
+
 std::string extract_record(const Dataset& dataset, std::uint64_t i, const std::filesystem::path& output,
-                           const std::string& format) {
+                           const ExtractArguments& args) {
   try {
     RecordView record = dataset.record(i);  // checksum checked
     ImageInfo info;
     std::vector<std::uint8_t> pixels = decode(record.payload, &info);
     ImageView view{pixels.data(), info.width, info.height, info.channels, 0};
     std::filesystem::create_directories(output.parent_path());
-    if (format == "png") save_png(output, view);
-    else save_pnm(output, view);
+    write_output(output, args.format == "png" ? encode_png_bytes(view) : encode_pnm_bytes(view), args.force);
     return {};
   } catch (const Error& e) {
     return e.what();
@@ -92,10 +184,11 @@ void run_extract(const ExtractArguments& args) {
     Dataset dataset = Dataset::open(args.dataset);
     std::vector<RecordFailure> failures;
     std::vector<std::filesystem::path> outputs = plan_outputs(dataset, args, failures);
+    refuse_existing(outputs, args.force);
     std::mutex mutex;
     parallel_for(dataset.size(), args.threads, [&](std::uint64_t i) {
       if (outputs[i].empty()) return;
-      std::string reason = extract_record(dataset, i, outputs[i], args.format);
+      std::string reason = extract_record(dataset, i, outputs[i], args);
       if (reason.empty()) return;
       std::lock_guard lock(mutex);
       failures.push_back({i, std::string(dataset.record(i, Verify::no).key), reason});
@@ -119,7 +212,18 @@ void add_extract_command(CLI::App& app) {
   command->add_option("--format", args->format, "png (default) or ppm (.pgm/.ppm/.pam by channels)")
       ->check(CLI::IsMember({"png", "ppm"}));
   command->add_option("--threads", args->threads, "Worker threads (0: all cores)");
-  command->footer("The extension of each key becomes .png (or .pgm/.ppm/.pam).\nExample:\n  l3pack extract ds/ images/");
+  command->add_flag("--replace-extension", args->replace_extension,
+                    "Replace each key's extension (a.jpg -> a.png); keys that then collide are not extracted");
+  command->add_flag("--force", args->force, "Overwrite files that already exist in DIR");
+  command->footer(
+      "Output names: a key ending in the output extension (.png; .pgm/.ppm/.pam by channels with\n"
+      "--format ppm) keeps its name; any other key keeps its extension and gets the output one\n"
+      "appended (cat/a.jpg -> cat/a.jpg.png), so a.jpg, a.JPEG and a.png give three files; a name\n"
+      "that appending would make longer than 255 bytes has its extension replaced instead.\n"
+      "Existing files are never overwritten without --force.\n"
+      "Examples:\n"
+      "  l3pack extract ds/ images/\n"
+      "  l3pack extract ds/ images/ --replace-extension --force");
   command->callback([args] { run_extract(*args); });
 }
 

@@ -2,11 +2,13 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
 #include "l3/codec.hpp"
 #include "l3/dataset.hpp"
+#include "l3/text.hpp"
 
 namespace l3::cli {
 namespace {
@@ -14,6 +16,7 @@ namespace {
 struct LsArguments {
   std::filesystem::path dir;
   std::uint64_t limit = 0;  // 0: all
+  bool json = false;        // JSON Lines: one object per record
 };
 
 std::string label_text(std::int64_t label, const std::vector<std::string>& classes) {
@@ -26,30 +29,63 @@ std::string label_text(std::int64_t label, const std::vector<std::string>& class
   return text;
 }
 
-// "WxHxC" from the .l3i header, "?" when the header is invalid.
-std::string shape_text(std::span<const std::uint8_t> payload) {
+// The .l3i header, or nullopt when it is invalid (ls lists; verify checks).
+std::optional<ImageInfo> header_of(std::span<const std::uint8_t> payload) {
   try {
-    ImageInfo info = read_info(payload);
-    char text[48];
-    std::snprintf(text, sizeof text, "%ux%ux%u", info.width, info.height, info.channels);
-    return text;
+    return read_info(payload);
   } catch (const Error&) {
-    return "?";
+    return std::nullopt;
   }
+}
+
+// "WxHxC", "?" when the header is invalid.
+std::string shape_text(const std::optional<ImageInfo>& info) {
+  if (!info) return "?";
+  char text[48];
+  std::snprintf(text, sizeof text, "%ux%ux%u", info->width, info->height, info->channels);
+  return text;
+}
+
+// One record as a JSON object (ls --json): label -1 and class null when unlabeled;
+// width, height and channels null when the header is invalid.
+nlohmann::ordered_json record_json(const Dataset& dataset, std::uint64_t i) {
+  const RecordLocation where = dataset.locate(i);
+  const RecordView record = dataset.record(i, Verify::no);
+  const std::optional<ImageInfo> info = header_of(record.payload);
+  const auto& classes = dataset.class_names();
+  const bool named = record.label >= 0 && static_cast<std::uint64_t>(record.label) < classes.size();
+  nlohmann::ordered_json j = {{"index", i},
+                              {"shard", dataset.manifest().shards[where.shard].file},
+                              {"label", record.label},
+                              {"class", named ? nlohmann::ordered_json(classes[static_cast<std::size_t>(record.label)])
+                                              : nlohmann::ordered_json(nullptr)},
+                              {"bytes", record.payload.size()}};
+  j["width"] = info ? nlohmann::ordered_json(info->width) : nlohmann::ordered_json(nullptr);
+  j["height"] = info ? nlohmann::ordered_json(info->height) : nlohmann::ordered_json(nullptr);
+  j["channels"] = info ? nlohmann::ordered_json(info->channels) : nlohmann::ordered_json(nullptr);
+  j["key"] = std::string(record.key);
+  return j;
+}
+
+// One line per record; the key (any UTF-8, newlines too) escaped by escape_control.
+void print_record_line(const Dataset& dataset, std::uint64_t i) {
+  const RecordLocation where = dataset.locate(i);
+  const RecordView record = dataset.record(i, Verify::no);
+  std::printf("%-8llu %-22s %-16s %10zu %-16s %s\n", static_cast<unsigned long long>(i),
+              escape_control(dataset.manifest().shards[where.shard].file).c_str(),
+              escape_control(label_text(record.label, dataset.class_names())).c_str(), record.payload.size(),
+              shape_text(header_of(record.payload)).c_str(), escape_control(record.key).c_str());
 }
 
 void run_ls(const LsArguments& args) {
   about_file(args.dir, [&] {
     Dataset dataset = Dataset::open(args.dir);
     const std::uint64_t n = args.limit == 0 ? dataset.size() : std::min(args.limit, dataset.size());
-    std::printf("%-8s %-22s %-16s %10s %-16s %s\n", "index", "shard", "label", "bytes", "WxHxC", "key");
+    if (!args.json)
+      std::printf("%-8s %-22s %-16s %10s %-16s %s\n", "index", "shard", "label", "bytes", "WxHxC", "key");
     for (std::uint64_t i = 0; i < n; ++i) {
-      RecordLocation where = dataset.locate(i);
-      RecordView record = dataset.record(i, Verify::no);  // ls lists; verify checks
-      std::printf("%-8llu %-22s %-16s %10zu %-16s %.*s\n", static_cast<unsigned long long>(i),
-                  dataset.manifest().shards[where.shard].file.c_str(),
-                  label_text(record.label, dataset.class_names()).c_str(), record.payload.size(),
-                  shape_text(record.payload).c_str(), static_cast<int>(record.key.size()), record.key.data());
+      if (args.json) std::printf("%s\n", record_json(dataset, i).dump().c_str());
+      else print_record_line(dataset, i);
     }
   });
 }
@@ -112,6 +148,13 @@ void add_ls_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("ls", "List a dataset's records: index, shard, label, bytes, size, key");
   command->add_option("OUT", args->dir, "Dataset folder (holding manifest.json)")->required();
   command->add_option("--limit", args->limit, "Show only the first N records");
+  command->add_flag("--json", args->json, "JSON Lines: one object per record (index, shard, label, class, ...)");
+  command->footer(
+      "One record per line. Keys are printed with control characters escaped (\\n, \\t, \\r,\n"
+      "\\xNN; a backslash as \\\\); --json prints each key exactly, as a JSON string.\n"
+      "Examples:\n"
+      "  l3pack ls ds/ --limit 20\n"
+      "  l3pack ls ds/ --json | jq -r 'select(.class == \"cat\") | .key'");
   command->callback([args] { run_ls(*args); });
 }
 

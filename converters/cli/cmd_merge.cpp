@@ -19,7 +19,9 @@ void run_merge(const MergeArguments& args) {
   try {
     records = merge_parts(args.out, args.parts);
   } catch (const Error& e) {
-    throw Failure{args.out.string(), e.what(), exit_failure};  // parts that do not fit together: data, not usage
+    // merge's errors name the part or file they concern (OUT is not always it);
+    // parts that do not fit together are bad data, not usage.
+    throw Failure{"", e.what(), exit_failure};
   }
   std::printf("merged %zu parts into %s: %llu records\n", args.parts.size(), args.out.c_str(),
               static_cast<unsigned long long>(records));

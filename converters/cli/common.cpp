@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "l3/text.hpp"
+
 namespace l3::cli {
 
 int exit_code_for(errc code) {
@@ -57,7 +59,8 @@ void print_failures(std::vector<RecordFailure> failures, std::size_t limit) {
   if (shown < failures.size()) std::fprintf(stderr, "first %zu of %zu failures:\n", shown, failures.size());
   for (std::size_t i = 0; i < shown; ++i)
     std::fprintf(stderr, "  record %llu (%s): %s\n", static_cast<unsigned long long>(failures[i].index),
-                 failures[i].key.empty() ? "no key" : failures[i].key.c_str(), failures[i].reason.c_str());
+                 failures[i].key.empty() ? "no key" : escape_control(failures[i].key).c_str(),
+                 escape_control(failures[i].reason).c_str());
 }
 
 }  // namespace l3::cli

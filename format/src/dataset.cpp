@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "l3/dataset.hpp"
+#include "l3/text.hpp"
 #include "layout.hpp"
 
 namespace l3 {
@@ -83,6 +84,19 @@ const ShardReader& Dataset::shard(std::size_t k) const {
 RecordView Dataset::record(std::uint64_t i, Verify verify) const {
   auto loc = locate(i);
   return shard(loc.shard).record(loc.index, verify);
+}
+
+std::string Dataset::describe(std::uint64_t i) const {
+  if (i >= size()) return "record " + std::to_string(i) + " of " + std::to_string(size());
+  const RecordLocation loc = locate(i);
+  std::string text = "shard " + (s_->dir / s_->manifest.shards[loc.shard].file).string() + ", index " +
+                     std::to_string(loc.index);
+  try {
+    text += ", key '" + escape_control(record(i, Verify::no).key) + "'";
+  } catch (const Error&) {
+    // the shard or its index is what is broken: the caller's error says so
+  }
+  return text;
 }
 
 }  // namespace l3

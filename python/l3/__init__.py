@@ -98,15 +98,29 @@ def load_image(path: PathLike) -> np.ndarray:
 # ---- datasets ------------------------------------------------------------------------
 
 
+def _check_channels(channels: Optional[int]) -> Optional[int]:
+    if channels is None:
+        return None
+    if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) or int(channels) not in (1, 3):
+        raise ValueError(f"channels must be None (as stored), 1 (gray) or 3 (RGB); got {channels!r}")
+    return int(channels)
+
+
 class Dataset:
     """Random access to a converted dataset (a directory with manifest.json and shards).
 
     ds[i] -> (image uint8 (H, W, C), label int; -1 when unlabelled). Shards are
     memory-mapped and opened on first access; record checksums are verified.
+
+    channels=None gives each image as stored (1, 2, 3 or 4 channels); 3 gives RGB
+    as PIL's convert("RGB") does (gray and gray+alpha replicated, alpha dropped),
+    1 gives gray (gray+alpha drops alpha; a colour record raises ValueError). The
+    rule is the Loader's (its channels=), implemented once in C++.
     """
 
-    def __init__(self, path: PathLike, verify_shard_hashes: bool = False):
+    def __init__(self, path: PathLike, verify_shard_hashes: bool = False, channels: Optional[int] = None):
         self._path = os.fspath(path)
+        self._channels = _check_channels(channels)
         self._ds = _l3._Dataset(self._path, verify_shard_hashes)
 
     def __len__(self) -> int:
@@ -122,7 +136,12 @@ class Dataset:
         return i
 
     def __getitem__(self, i: int) -> Tuple[np.ndarray, int]:
-        return self._ds.get(self._index(i))
+        return self._ds.get(self._index(i), channels=self._channels or 0)
+
+    @property
+    def channels(self) -> Optional[int]:
+        """Channels of the images it returns (None: as stored)."""
+        return self._channels
 
     def __iter__(self):
         for i in range(len(self)):

@@ -5,7 +5,8 @@ IterableDataset: whole batches from l3.Loader (decode, crop, resize, flip and
     distributed ranks: worker w of rank r reads partition r * num_workers + w of
     world_size * num_workers, so every sample of the epoch goes to exactly one
     (rank, worker). Use with DataLoader(ds, batch_size=None, num_workers=k) and
-    call ds.set_epoch(e) before each epoch (like DistributedSampler).
+    call ds.set_epoch(e) before each epoch (like DistributedSampler); it reaches
+    the workers also with persistent_workers=True (the epoch is shared memory).
 
     device="cuda": decode and transforms on the GPU; images come out as CUDA
     tensors on the batch's device memory (no copy) and labels are moved to the
@@ -15,7 +16,7 @@ IterableDataset: whole batches from l3.Loader (decode, crop, resize, flip and
     next iteration, or clone it.
 
 Dataset: map-style, ds[i] -> (uint8 tensor C x H x W, label), for torch samplers
-    and your own transforms.
+    and your own transforms; 3 channels by default (channels=3, as ImageFolder).
 
     from torch.utils.data import DataLoader
     import l3.torch
@@ -100,7 +101,9 @@ class IterableDataset(tud.IterableDataset):
         self.batch_size = int(batch_size)
         self.rank = rank
         self.world_size = world_size
-        self.epoch = int(epoch)
+        # The epoch lives in shared memory: DataLoader workers (persistent ones too)
+        # read it at each __iter__, so set_epoch() in the training process reaches them.
+        self._epoch = torch.tensor([int(epoch)], dtype=torch.int64).share_memory_()
         self.drop_padding = bool(drop_padding)
         self.workers = workers
         self.return_records = bool(return_records)
@@ -114,7 +117,14 @@ class IterableDataset(tud.IterableDataset):
         self._size = len(_l3.Dataset(self.path))
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+        """The epoch the next iteration reads (its order and augmentation). Reaches
+        DataLoader workers, persistent_workers=True included: they share this value
+        and read it when the DataLoader starts the next epoch."""
+        self._epoch[0] = int(epoch)
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch[0])
 
     def _partition(self, for_len: bool = False) -> Tuple[int, int, int]:
         rank, world = _distributed()
@@ -175,21 +185,27 @@ class Dataset(tud.Dataset):
     """Map-style access: ds[i] -> (image, label). The image is a uint8 tensor C x H x W
     (layout="chw", torchvision's convention) or H x W x C (layout="hwc"), passed
     through `transform` when given; the label through `target_transform`.
-    Opened lazily in each DataLoader worker."""
+    Opened lazily in each DataLoader worker.
+
+    channels=3 (the default) gives every image 3 channels, as torchvision's
+    ImageFolder (PIL convert("RGB")) does: gray and gray+alpha are replicated,
+    RGBA drops alpha. channels=1: gray (colour records raise ValueError);
+    channels=None: as stored (1, 2, 3 or 4). Same rule as l3.Loader(channels=)."""
 
     def __init__(self, path: os.PathLike | str, transform: Optional[Callable] = None,
-                 target_transform: Optional[Callable] = None, layout: str = "chw"):
+                 target_transform: Optional[Callable] = None, layout: str = "chw", channels: Optional[int] = 3):
         if layout not in ("chw", "hwc"):
             raise ValueError(f"layout must be 'chw' or 'hwc'; got {layout!r}")
         self.path = os.fspath(path)
         self.transform = transform
         self.target_transform = target_transform
         self.layout = layout
-        self._ds: Optional[_l3.Dataset] = _l3.Dataset(self.path)
+        self._ds: Optional[_l3.Dataset] = _l3.Dataset(self.path, channels=channels)
+        self.channels = self._ds.channels
 
     def _dataset(self) -> "_l3.Dataset":
         if self._ds is None:
-            self._ds = _l3.Dataset(self.path)
+            self._ds = _l3.Dataset(self.path, channels=self.channels)
         return self._ds
 
     def __getstate__(self):

@@ -73,16 +73,7 @@ auto without_gil(F&& f) {
   return f();
 }
 
-l3::Error with_context(const l3::Error& e, const std::string& context) {
-  // what() is "<errc name>: <detail>"; keep the detail, put the context first.
-  std::string detail = e.what();
-  const std::string prefix = std::string(l3::errc_name(e.code())) + ": ";
-  if (detail.rfind(prefix, 0) == 0) detail.erase(0, prefix.size());
-  std::string msg = context;
-  msg += ": ";
-  msg += detail;
-  return l3::Error(e.code(), msg);
-}
+using l3::with_context;
 
 // ---- buffers owned by Python objects -------------------------------------------
 
@@ -222,22 +213,31 @@ nb::dict info_dict(const l3::ImageInfo& i) {
 
 nb::dict info(nb::bytes data) { return info_dict(l3::read_info(as_span(data))); }
 
-U8Array decode_span(std::span<const std::uint8_t> data, unsigned threads, bool verify) {
+// channels 0: as stored; 1 or 3: by the loader's channel rule (l3::convert_channels).
+U8Array decode_span(std::span<const std::uint8_t> data, unsigned threads, bool verify, std::uint32_t channels = 0) {
   l3::DecodeOptions opt;
   opt.threads = threads;
   opt.verify_checksum = verify;
   const l3::ImageInfo i = l3::read_info(data, opt.limits);
-  HostBuffer* buf = new_host_buffer(i.decoded_size());
+  if (channels == i.channels) channels = 0;
+  if (channels != 0) l3::check_output_channels(i.channels, channels);
+  const std::size_t out_bytes = channels == 0 ? i.decoded_size() : std::size_t{i.width} * i.height * channels;
+  HostBuffer* buf = new_host_buffer(out_bytes);
   try {
     without_gil([&] {
-      l3::decode(data, l3::MutableImageView{static_cast<std::uint8_t*>(buf->data), i.width, i.height, i.channels, 0},
-                 opt);
+      auto* out = static_cast<std::uint8_t*>(buf->data);
+      if (channels == 0) {
+        l3::decode(data, l3::MutableImageView{out, i.width, i.height, i.channels, 0}, opt);
+        return;
+      }
+      std::vector<std::uint8_t> stored = l3::decode(data, nullptr, opt);
+      l3::convert_channels(l3::ImageView{stored.data(), i.width, i.height, i.channels, 0}, channels, out);
     });
   } catch (...) {
     free_host_buffer(buf);
     throw;
   }
-  return owned_image(i.height, i.width, i.channels, buf);
+  return owned_image(i.height, i.width, channels == 0 ? i.channels : channels, buf);
 }
 
 U8Array decode(nb::bytes data, unsigned threads, bool verify) { return decode_span(as_span(data), threads, verify); }
@@ -310,19 +310,7 @@ public:
   std::size_t shard_count() const { return ds_->shard_count(); }
 
   std::string context(std::uint64_t i) const {
-    std::string s = "dataset ";
-    s += ds_->directory().string();
-    s += ", record ";
-    s += std::to_string(i);
-    if (i < ds_->size()) {
-      const l3::RecordLocation loc = ds_->locate(i);
-      s += " (shard ";
-      s += ds_->manifest().shards[loc.shard].file;
-      s += ", index ";
-      s += std::to_string(loc.index);
-      s += ")";
-    }
-    return s;
+    return "dataset " + ds_->directory().string() + ", record " + std::to_string(i) + " (" + ds_->describe(i) + ")";
   }
 
   // verify: check the payload checksum (Verify::yes reads and hashes the payload).
@@ -357,11 +345,11 @@ public:
     for (std::uint64_t i = 0; i < ds_->size(); ++i) out.push_back(record(i, l3::Verify::no).label);
     return out;
   }
-  nb::tuple get(std::uint64_t i, unsigned threads) const {
+  nb::tuple get(std::uint64_t i, unsigned threads, std::uint32_t channels) const {
     const l3::RecordView r = record(i);
     try {
       // The record's checksum was verified by record(); the stream's own is skipped.
-      U8Array img = decode_span(r.payload, threads, false);
+      U8Array img = decode_span(r.payload, threads, false, channels);
       return nb::make_tuple(img, r.label);
     } catch (const l3::Error& e) {
       throw with_context(e, context(i));
@@ -871,7 +859,7 @@ NB_MODULE(_l3, m) {
   nb::class_<PyDataset>(m, "_Dataset")
       .def(nb::init<const std::string&, bool>(), "path"_a, "verify_shard_hashes"_a = false)
       .def("__len__", &PyDataset::size)
-      .def("get", &PyDataset::get, "i"_a, "threads"_a = 1)
+      .def("get", &PyDataset::get, "i"_a, "threads"_a = 1, "channels"_a = 0)
       .def("label", &PyDataset::label)
       .def("key", &PyDataset::key)
       .def("payload", &PyDataset::payload)

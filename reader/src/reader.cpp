@@ -283,6 +283,13 @@ struct Reader::Impl {
     return Permutation(n, key).inverse(std::uint64_t{fresh} * opt.echo + copy);
   }
 
+  // A record's error names its shard file, index and key, so the bad record
+  // can be found (and dropped or re-converted).
+  std::exception_ptr about_record(const Error& e, std::uint64_t record) const {
+    const std::string where = "record " + std::to_string(record) + " (" + dataset->describe(record) + ")";
+    return std::make_exception_ptr(with_context(e, where));
+  }
+
   // ---- read stage (scheduler thread) ------------------------------------------
 
   void fetch(std::uint64_t record, Task& t, bool fill_cache) {
@@ -405,8 +412,7 @@ struct Reader::Impl {
   Rect plan_record(std::uint64_t seed_record, std::span<const std::uint8_t> payload, WorkerScratch& ws,
                    ImageInfo& info) {
     info = read_info(payload, opt.limits);
-    if (opt.transform.channels == 1 && info.channels > 2)
-      throw_error(errc::unsupported, "one output channel needs gray images");
+    check_output_channels(info.channels, opt.transform.channels);
     xf::Box u{};
     bool any = false;
     for (std::uint32_t c = 0; c < opt.echo; ++c) {
@@ -515,7 +521,7 @@ struct Reader::Impl {
         counters.corrupt.fetch_add(1, std::memory_order_relaxed);
         error = replace(t, ws, replaced);
       } else {
-        error = std::current_exception();
+        error = about_record(e, t.record);
       }
     } catch (...) {
       error = std::current_exception();
@@ -547,9 +553,9 @@ struct Reader::Impl {
         replaced = true;
         return nullptr;
       } catch (const Error& e) {
-        if (!is_data_error(e.code())) return std::current_exception();
+        if (!is_data_error(e.code())) return about_record(e, r.record);
         counters.corrupt.fetch_add(1, std::memory_order_relaxed);
-        last = std::current_exception();
+        last = about_record(e, r.record);
       } catch (...) {
         return std::current_exception();
       }
@@ -661,7 +667,7 @@ struct Reader::Impl {
             p.region = plan_record(p.task.record, p.candidate.payload, p.ws, info);
             break;
           } catch (const Error& e) {
-            candidate_failed(p, std::current_exception(), e.code());
+            candidate_failed(p, about_record(e, p.candidate.record), e.code());
           } catch (...) {
             p.error = std::current_exception();
             p.done = true;
@@ -694,7 +700,7 @@ struct Reader::Impl {
           p.error = nullptr;
           p.done = true;
         } else {
-          candidate_failed(p, std::make_exception_ptr(Error(status[r], "batch decode")), status[r]);
+          candidate_failed(p, about_record(Error(status[r], "batch decode"), p.candidate.record), status[r]);
         }
       }
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "l3/error.hpp"
 
@@ -78,8 +79,7 @@ void check_source(const ImageView& src, std::uint32_t ox, std::uint32_t oy, cons
   if (b.w <= 0 || b.h <= 0 || b.x < static_cast<std::int64_t>(ox) || b.y < static_cast<std::int64_t>(oy) ||
       std::int64_t{b.x} + b.w > std::int64_t{ox} + src.width || std::int64_t{b.y} + b.h > std::int64_t{oy} + src.height)
     throw_error(errc::out_of_range, "crop box outside the decoded region");
-  if (o.channels == 1 && src.channels > 2)
-    throw_error(errc::unsupported, "one output channel needs a gray source");
+  check_output_channels(src.channels, o.channels);
 }
 
 void flip_rows(std::uint8_t* out, std::uint32_t width, std::uint32_t height, std::uint32_t channels) {
@@ -203,6 +203,25 @@ void assemble(const std::uint8_t* hwc, const TransformOptions& o, void* dst) {
     for (std::size_t i = 0; i < hw; ++i)
       for (std::size_t c = 0; c < ch; ++c)
         d[chw ? c * hw + i : i * ch + c] = xf::float_to_half(xf::normalise(hwc[i * ch + c], n[c]));
+  }
+}
+
+void check_output_channels(std::uint32_t source_channels, std::uint32_t channels) {
+  if (channels != 1 && channels != 3) throw_error(errc::invalid_argument, "output channels must be 1 or 3");
+  if (channels == 1 && source_channels > 2)
+    throw_error(errc::unsupported, "one output channel needs a gray image; this one has " +
+                                       std::to_string(source_channels) + " channels");
+}
+
+void convert_channels(const ImageView& src, std::uint32_t channels, std::uint8_t* out) {
+  check_output_channels(src.channels, channels);
+  const std::size_t stride = src.stride ? src.stride : std::size_t{src.width} * src.channels;
+  const int sch = static_cast<int>(src.channels);
+  for (std::uint32_t y = 0; y < src.height; ++y) {
+    const std::uint8_t* row = src.data + std::size_t{y} * stride;
+    for (std::uint32_t x = 0; x < src.width; ++x)
+      for (std::uint32_t c = 0; c < channels; ++c)
+        *out++ = row[std::size_t{x} * src.channels + static_cast<std::size_t>(xf::source_channel(static_cast<int>(c), sch))];
   }
 }
 

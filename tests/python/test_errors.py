@@ -57,7 +57,7 @@ def test_corrupt_record_in_dataset_names_the_record(tmp_path, small_dataset):
     ds = l3.Dataset(dst)
     with pytest.raises(l3.DataError, match=r"checksum.*|record 0") as e:
         ds[0]
-    assert "record 0" in str(e.value) and "shard-00000" in str(e.value)
+    assert "record 0" in str(e.value) and "shard-00000" in str(e.value) and "key 'img000'" in str(e.value)
     assert isinstance(e.value, ValueError)
     ds[1]  # other records are fine
     with pytest.raises(l3.DataError):
@@ -80,8 +80,11 @@ def test_corrupt_record_in_loader_raise_and_skip(tmp_path, small_dataset):
     dst = corrupt_copy(d, tmp_path / "ds", 32 + 100)
     kw = dict(batch_size=8, size=16, shuffle=False)
     with l3.Loader(dst, **kw) as ld:
-        with pytest.raises(l3.DataError, match="checksum"):
+        with pytest.raises(l3.DataError, match="checksum") as e:
             ld.next()
+        # the message names the record, its shard file and its key
+        shard = str(dst / "shard-00000.l3s")
+        assert f"record 0 (shard {shard}, index 0, key 'img000')" in str(e.value), str(e.value)
         # the failed batch counts as consumed; the loader goes on
         rest = [b for b in ld]
         assert len(rest) == 4

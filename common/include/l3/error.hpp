@@ -60,6 +60,10 @@ private:
 
 [[noreturn]] void throw_error(errc e, const std::string& detail);
 
+// `e` with `context` (what failed: a file, a record) put before its detail:
+// "<errc name>: <context>: <detail>"; the code is kept.
+Error with_context(const Error& e, const std::string& context);
+
 }  // namespace l3
 
 template <> struct std::is_error_code_enum<l3::errc> : std::true_type {};

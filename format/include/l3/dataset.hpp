@@ -70,6 +70,10 @@ public:
 
   RecordLocation locate(std::uint64_t i) const;  // O(log shards); out_of_range
   RecordView record(std::uint64_t i, Verify verify = Verify::yes) const;
+  // Where record i lives, for error messages: "shard <dir>/<file>, index <k>,
+  // key '<key>'" (the key escaped by escape_control; left out when the shard's
+  // index cannot be read). Never throws l3::Error.
+  std::string describe(std::uint64_t i) const;
   // Opens (once) and returns shard k; checks it against the manifest
   // (corrupt_manifest on record count, size or label mismatch, checksum_mismatch on hash).
   const ShardReader& shard(std::size_t k) const;

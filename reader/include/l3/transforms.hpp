@@ -83,4 +83,13 @@ void crop_resize_per_sample(const ImageView& src, std::uint32_t origin_x, std::u
 // (example_bytes(options) bytes) in the output layout and dtype.
 void assemble(const std::uint8_t* hwc, const TransformOptions& options, void* dst);
 
+// The loader's channel rule (xf::source_channel), for whole images: 3 output
+// channels replicate gray (1 or 2 channels, alpha dropped) and drop the alpha
+// of RGBA, as PIL's convert("RGB") does; 1 output channel takes gray sources
+// only (gray+alpha drops alpha). Throws errc::invalid_argument for `channels`
+// other than 1 or 3 and errc::unsupported for 1 from a colour source.
+void check_output_channels(std::uint32_t source_channels, std::uint32_t channels);
+// `out` receives src.height x src.width x channels bytes (HWC).
+void convert_channels(const ImageView& src, std::uint32_t channels, std::uint8_t* out);
+
 }  // namespace l3
