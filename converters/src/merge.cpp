@@ -6,6 +6,7 @@
 
 #include "l3/convert.hpp"
 #include "l3/dataset.hpp"
+#include "l3/file_io.hpp"
 
 namespace l3 {
 namespace fs = std::filesystem;
@@ -116,6 +117,20 @@ void place_shard(const fs::path& from, const fs::path& to) {
   if (ec) fs::copy_file(from, to);
 }
 
+// OUT/skipped.jsonl: the parts' lists joined (part 0 also holds the scan's skips).
+std::uint64_t merge_skip_lists(const fs::path& out, const std::vector<Part>& parts) {
+  std::string text;
+  std::uint64_t count = 0;
+  for (const Part& part : parts) {
+    if (!fs::exists(part.dir / kSkippedName)) continue;
+    std::vector<std::uint8_t> bytes = read_file(part.dir / kSkippedName);
+    for (std::uint8_t b : bytes) count += b == '\n';
+    text.append(bytes.begin(), bytes.end());
+  }
+  write_file_atomically(out / kSkippedName, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+  return count;
+}
+
 }  // namespace
 
 std::uint64_t merge_parts(const fs::path& out, const std::vector<fs::path>& dirs) {
@@ -141,11 +156,15 @@ std::uint64_t merge_parts(const fs::path& out, const std::vector<fs::path>& dirs
   json options = parts.front().manifest.extra["l3pack"]["options"];
   options.erase("part_index");
   merged.image_stats = stats.to_json();
+  const json& first = parts.front().manifest.extra["l3pack"];
   merged.extra = {{"l3pack",
                    {{"order_fingerprint", parts.front().fingerprint},
                     {"options", options},
                     {"merged_parts", parts.size()},
-                    {"source_bytes", source_bytes}}}};
+                    {"source_bytes", source_bytes},
+                    {"key_escape", first.value("key_escape", "")},
+                    {"hidden", first.value("hidden", std::uint64_t{0})},
+                    {"skipped", {{"file", kSkippedName}, {"count", merge_skip_lists(out, parts)}}}}}};
   write_manifest_atomic(out, merged);
   return merged.total_records();
 }

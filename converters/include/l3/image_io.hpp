@@ -9,7 +9,7 @@
 //   bad_magic       not a PNG, JPEG or PNM file (detection uses magic bytes, never the name)
 //   truncated       the file ends early
 //   corrupt_header  any other malformed byte (bad header, CRC, zlib or entropy-coded data)
-//   unsupported     valid but not representable losslessly here (16-bit, CMYK, maxval != 255)
+//   unsupported     valid but not representable losslessly here (16-bit, maxval != 255)
 //   limit_exceeded  larger than LoadOptions::limits (checked before allocating)
 //   io_error        the file cannot be read or written
 #pragma once
@@ -43,10 +43,17 @@ struct LoadOptions {
   // libjpeg-turbo "warnings" mean corrupt or truncated entropy-coded data that it
   // would paper over with gray. They are errors unless this is set.
   bool accept_jpeg_warnings = false;
+  // Warnings about bytes outside the image data (extraneous bytes before a
+  // marker, a JFIF 2.x header, ...) are accepted unless this is set.
+  bool strict_jpeg = false;
+  // 16-bit PNG samples are reduced to 8 bits (the high byte, v >> 8, as PIL's
+  // RGB;16B / RGBA;16B unpackers do) instead of being refused as unsupported.
+  bool convert_16bit = false;
 };
 
 // Decodes a PNG, JPEG or PNM file held in memory. JPEG pixels are exactly those of
-// libjpeg-turbo's default decode (islow IDCT, fancy upsampling). PNG: palette becomes
+// libjpeg-turbo's default decode (islow IDCT, fancy upsampling); CMYK and YCCK
+// are then converted to RGB as PIL does (jpeg_io.cpp). PNG: palette becomes
 // RGB, or RGBA when the file has tRNS; a tRNS colour key on gray/RGB becomes an alpha
 // channel; 1/2/4-bit gray is scaled to 8 bits (v * 255 / (2^depth - 1)); interlacing
 // is undone. PNM: P2, P3, P5, P6 and P7 (PAM, depth 1-4), maxval 255 only.
