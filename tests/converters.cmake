@@ -19,7 +19,7 @@ endif()
 # l3pack's dataset commands (convert, verify, info, ls, extract, merge), end to end.
 if(TARGET l3_convert)
   pkg_check_modules(L3_TEST_XXHASH REQUIRED IMPORTED_TARGET libxxhash)
-  l3_add_test(test_dataset_cli test_dataset_cli.cpp test_dataset_cli_resume.cpp
+  l3_add_test(test_dataset_cli test_dataset_cli.cpp test_dataset_cli_resume.cpp test_dataset_cli_sources.cpp
     LIBS l3_convert l3_format l3_imageio PNG::PNG JPEG::JPEG PkgConfig::L3_TEST_XXHASH
     LABELS converters)
   target_compile_definitions(test_dataset_cli PRIVATE L3PACK_PATH="$<TARGET_FILE:l3pack>")
