@@ -106,7 +106,11 @@ TEST_CASE("list files (CSV with a header, TSV) keep their order, labels and rela
   CHECK(records[1].key == "w.png");
   CHECK(records[2].key == "imgs/x.png");
   CHECK(records[2].label == 2);
-  CHECK(l3::read_manifest(dir / "csv").classes.empty());
+  // Integer labels name themselves, so the dataset reads as labelled (issue 15: info said "unlabeled").
+  CHECK(l3::read_manifest(dir / "csv").classes ==
+        std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7"});
+  run = l3pack(dir, "info " + quoted(dir / "csv"));
+  CHECK(run.out.find("unlabeled:      0 records") != std::string::npos);
   run = l3pack(dir, "verify " + quoted(dir / "csv") + " --source " + quoted(dir / "data/list.csv"));
   CHECK_MESSAGE(run.exit_code == 0, run.err);
 

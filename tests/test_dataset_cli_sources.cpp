@@ -326,6 +326,11 @@ TEST_CASE("--convert-16bit keeps 16-bit PNGs as their high byte; without it they
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
   CHECK(skip_list(dir / "ds") == std::map<std::string, std::string>{{"deep.png", "unsupported"}});
   CHECK(run.err.find("unsupported: unsupported") == std::string::npos);
+  run = l3pack(dir, convert_args(dir / "src", dir / "strict", "--strict"));
+  CHECK(run.exit_code == 1);  // one wording, the file named once
+  CHECK(run.err == "l3pack: error: " + (dir / "src/deep.png").string() +
+                       ": unsupported: 16-bit PNG is not supported (l3 stores 8-bit samples; --convert-16bit keeps "
+                       "the high byte) (--strict: conversion stopped)\n");
   run = l3pack(dir, convert_args(dir / "src", dir / "ds16", "--convert-16bit"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
   CHECK(skip_list(dir / "ds16").empty());

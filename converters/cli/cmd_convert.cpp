@@ -125,7 +125,7 @@ void run_convert(const ConvertArguments& args) {
     line += file.string();
     line += ": ";
     line += reason;
-    line += options.strict ? "" : " (skipped)";
+    line += " (skipped)";  // under --strict the error line says it instead
     display.message(line);
   };
   try {
@@ -135,7 +135,9 @@ void run_convert(const ConvertArguments& args) {
     print_skips(report, args.out);
   } catch (const InputError& e) {
     display.finish();
-    throw Failure{e.file().string(), message_of(e) + " (--strict: conversion stopped)", exit_failure};
+    // A scan skip says its reason itself; a decode skip's reason is its errc name.
+    const std::string reason = e.code() == errc::invalid_argument ? message_of(e) : std::string(e.what());
+    throw Failure{e.file().string(), reason + " (--strict: conversion stopped)", exit_failure};
   } catch (const Error& e) {
     display.finish();
     // Options were checked above; what is left is the state of SRC or OUT: exit 1.

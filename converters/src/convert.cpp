@@ -491,8 +491,9 @@ private:
     SkippedInput entry{source.key, errc_name(encoded.error), encoded.reason};
     p_.skipped.push_back(entry);
     log_.add(entry);
-    if (observer_.skipped) observer_.skipped(source.file, entry.reason + ": " + entry.detail);
-    if (options_.strict) throw InputError(encoded.error, source.file, entry.reason + ": " + entry.detail);
+    if (observer_.skipped && !options_.strict) observer_.skipped(source.file, entry.reason + ": " + entry.detail);
+    // what() is "<errc name>: <detail>": the reason is the errc name, so it is not repeated.
+    if (options_.strict) throw InputError(encoded.error, source.file, entry.detail);
   }
 
   // The scan's skips and the decode skips, in key order (plan order for a list file).

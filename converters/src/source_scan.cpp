@@ -325,6 +325,20 @@ std::string list_key(const fs::path& list, const ListRow& row, const fs::path& b
   return escape_key(relative.generic_string());
 }
 
+// Integer labels name themselves: classes "0".."max", so that a labelled
+// dataset says it is labelled (info, the manifest's label check). Up to
+// kMaxNumberedClasses; beyond that (sparse ids) classes stay empty.
+constexpr std::int64_t kMaxNumberedClasses = 65536;
+
+std::vector<std::string> numbered_classes(const std::vector<SourceImage>& images) {
+  std::int64_t max = kNoLabel;
+  for (const SourceImage& image : images) max = std::max(max, image.label);
+  std::vector<std::string> classes;
+  if (max >= kMaxNumberedClasses) return classes;
+  for (std::int64_t k = 0; k <= max; ++k) classes.push_back(std::to_string(k));
+  return classes;
+}
+
 // Labels: all integers >= -1, or all class names (mapped to sorted indices).
 // The first row is a header when its label is not an integer and its path is
 // not a file (e.g. "path,label" or "file,class").
@@ -364,6 +378,7 @@ SourceSet scan_list(const fs::path& list, const ScanOptions& options) {
   }
   for (std::string& name : set.classes)  // the manifest is UTF-8 (spec/format.md §8.2)
     if (!is_valid_utf8_text(name)) name = escape_key(name);
+  if (!named) set.classes = numbered_classes(set.images);
   return set;
 }
 
