@@ -28,9 +28,11 @@ IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tif
 
 def make_image(rng, path, kind):
     w, h = rng.randint(8, 40), rng.randint(8, 40)
-    mode = {"png": rng.choice(["RGB", "L", "RGBA", "LA"]), "jpg": rng.choice(["RGB", "L"]), "ppm": "RGB", "pgm": "L"}[kind]
+    mode = {"png": rng.choice(["RGB", "L", "RGBA", "LA"]), "jpg": rng.choice(["RGB", "L"]), "ppm": "RGB", "pgm": "L",
+            "bmp": rng.choice(["RGB", "L"]), "webp": "RGB", "tif": rng.choice(["RGB", "L", "RGBA"])}[kind]
     im = Image.frombytes(mode, (w, h), bytes(rng.getrandbits(8) for _ in range(w * h * len(mode))))
-    im.save(path, format={"png": "PNG", "jpg": "JPEG", "ppm": "PPM", "pgm": "PPM"}[kind])
+    im.save(path, format={"png": "PNG", "jpg": "JPEG", "ppm": "PPM", "pgm": "PPM", "bmp": "BMP", "webp": "WEBP",
+                          "tif": "TIFF"}[kind])
 
 
 BAD_KINDS = ["truncated png", "truncated jpeg", "text named .jpg", "notes .txt", "zero-byte .png", "broken link"]
@@ -77,8 +79,9 @@ def build(src, n, seed=15):
         if i in bad_at:
             bad.add(os.path.relpath(make_bad(rng, folder, i, BAD_KINDS[len(bad) % len(BAD_KINDS)]), src))
         else:
-            kind = rng.choice(["png", "png", "jpg", "jpg", "ppm", "pgm"])
-            ext = {"jpg": rng.choice([".jpg", ".JPEG"]), "png": ".png", "ppm": ".ppm", "pgm": ".pgm"}[kind]
+            kind = rng.choice(["png", "png", "png", "jpg", "jpg", "jpg", "ppm", "pgm", "bmp", "webp", "tif"])
+            ext = {"jpg": rng.choice([".jpg", ".JPEG"]), "png": ".png", "ppm": ".ppm", "pgm": ".pgm", "bmp": ".bmp",
+                   "webp": ".webp", "tif": rng.choice([".tif", ".TIFF"])}[kind]
             make_image(rng, os.path.join(folder, f"img{i}{ext}"), kind)
     return bad
 

@@ -38,3 +38,11 @@ if(TARGET l3pack AND L3_SYSTEM_PYTHON)
             ${PROJECT_BINARY_DIR}/messy-folder-test 600)
   set_tests_properties(test_messy_folder PROPERTIES LABELS converters)
 endif()
+
+# WebP, TIFF and BMP inputs against PIL, mode by mode (tests/pil_parity.py).
+if(TARGET l3pack AND L3_SYSTEM_PYTHON)
+  add_test(NAME test_pil_parity
+    COMMAND ${L3_SYSTEM_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/pil_parity.py $<TARGET_FILE:l3pack>
+            ${PROJECT_BINARY_DIR}/pil-parity-test)
+  set_tests_properties(test_pil_parity PROPERTIES LABELS converters)
+endif()

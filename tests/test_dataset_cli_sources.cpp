@@ -107,7 +107,7 @@ TEST_CASE("every input is a record, a skip with its reason, or hidden; verify --
   l3::test::save_test_png(src / ".thumbs/x.png", 7, 7, 1, 5);           // hidden folder
   write_text(src / "dog/notes.txt", "not a picture");                     // not an image
   write_text(src / "dog/fake.png", "text named .png");                    // bad magic
-  write_text(src / "dog/photo.webp", "RIFF");                             // unsupported format
+  write_text(src / "dog/anim.gif", "GIF89a");                             // unsupported format
   l3::test::write_bytes(src / "dog/empty.jpg", {});                      // zero bytes
   fs::create_symlink("missing.png", src / "cat/dangling.png");            // broken link
   fs::create_symlink("..", src / "cat/deep/up");                          // a loop
@@ -124,7 +124,7 @@ TEST_CASE("every input is a record, a skip with its reason, or hidden; verify --
   const std::map<std::string, std::string> expected = {
       {"cat/dangling.png", "broken symbolic link"}, {"cat/deep/up/", "symlink loop"},
       {"dog/empty.jpg", "bad magic"},               {"dog/fake.png", "bad magic"},
-      {"dog/notes.txt", "not an image"},            {"dog/photo.webp", "unsupported format"}};
+      {"dog/notes.txt", "not an image"},            {"dog/anim.gif", "unsupported format"}};
   CHECK(skip_list(dir / "ds") == expected);
   CHECK(run.out.find("skipped:   6 inputs") != std::string::npos);
   CHECK(run.out.find("2 bad magic") != std::string::npos);

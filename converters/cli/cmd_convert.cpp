@@ -183,7 +183,8 @@ void add_convert_command(CLI::App& app) {
   command->footer(
       "Every file under SRC is converted, skipped with its reason (summary at the end, list in OUT/skipped.jsonl)\n"
       "or hidden (names starting with '.'). Symbolic links are followed; a link back to a folder being walked\n"
-      "is skipped as a symlink loop. List files: 'path,label' with integer labels or class names.\n"
+      "is skipped as a symlink loop. Images: PNG, JPEG (CMYK as PIL), PNM, WebP, TIFF, BMP, by extension.\n"
+      "List files: 'path,label' with integer labels or class names.\n"
       "Examples:\n"
       "  l3pack convert imagenet/train train-l3 --shuffle-seed 1\n"
       "  l3pack convert messy/ out --layout classes    (class folders; loose top-level files skipped)\n"

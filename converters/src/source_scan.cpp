@@ -35,15 +35,16 @@ std::string lower_extension(const std::string& name) {
 }
 
 bool is_image_name(const std::string& name) {
-  static const std::set<std::string> kImage = {".png", ".jpg", ".jpeg", ".ppm", ".pgm", ".pnm", ".pam"};
+  static const std::set<std::string> kImage = {".png", ".jpg", ".jpeg", ".ppm", ".pgm", ".pnm", ".pam",
+                                               ".webp", ".bmp", ".tif", ".tiff"};
   return kImage.contains(lower_extension(name));
 }
 
 // Image formats l3pack does not read: counted with their own reason, so that a
 // folder of them is not mistaken for a folder of documents.
 bool is_unsupported_image_name(const std::string& name) {
-  static const std::set<std::string> kOther = {".webp", ".bmp", ".tif", ".tiff", ".gif", ".heic", ".heif",
-                                               ".avif", ".jxl", ".jp2", ".ico", ".dng", ".cr2", ".nef"};
+  static const std::set<std::string> kOther = {".gif", ".heic", ".heif", ".avif", ".jxl", ".jp2",
+                                               ".ico", ".dng", ".cr2", ".nef"};
   return kOther.contains(lower_extension(name));
 }
 

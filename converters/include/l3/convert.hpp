@@ -80,8 +80,8 @@ struct SourceSet {
 // (searched recursively; no labels). Folders are walked following symbolic
 // links (a link back to a folder being walked is a "symlink loop" skip); every
 // entry is an image, a skip with its reason, or hidden. Images are recognised
-// by extension (.png .jpg .jpeg .ppm .pgm .pnm .pam, any case); files are read
-// by their bytes. Throws invalid_argument for a mixed top level or a bad list
+// by extension (.png .jpg .jpeg .ppm .pgm .pnm .pam .webp .bmp .tif .tiff, any
+// case); files are read by their bytes. Throws invalid_argument for a mixed top level or a bad list
 // line, io_error when SRC cannot be read at all.
 SourceSet scan_source(const std::filesystem::path& src, const ScanOptions& options = {});
 

@@ -1,4 +1,6 @@
-// Image file I/O for l3: PNG, JPEG and PNM (PGM/PPM/PAM) in, PNG and PNM out.
+// Image file I/O for l3: PNG, JPEG, PNM (PGM/PPM/PAM), WebP, TIFF and BMP in
+// (WebP through libwebp, TIFF through libtiff, BMP by hand; channels as PIL's
+// modes: webp_io.cpp, tiff_io.cpp, bmp_io.cpp say which files), PNG and PNM out.
 //
 // Everything is 8-bit interleaved (channels: 1 gray, 2 gray+alpha, 3 RGB,
 // 4 RGBA), the pixel model of the codec (l3/codec.hpp). Loading is lossless
@@ -6,7 +8,7 @@
 // errc::unsupported rather than reduced to 8 bits.
 //
 // Errors are l3::Error (l3/error.hpp):
-//   bad_magic       not a PNG, JPEG or PNM file (detection uses magic bytes, never the name)
+//   bad_magic       not a PNG, JPEG, PNM, WebP, TIFF or BMP file (magic bytes, never the name)
 //   truncated       the file ends early
 //   corrupt_header  any other malformed byte (bad header, CRC, zlib or entropy-coded data)
 //   unsupported     valid but not representable losslessly here (16-bit, maxval != 255)
@@ -33,7 +35,7 @@ struct Image {
   ImageView view() const { return {pixels.data(), width, height, channels, 0}; }
 };
 
-enum class ImageFormat { unknown, png, jpeg, pnm };
+enum class ImageFormat { unknown, png, jpeg, pnm, webp, tiff, bmp };
 
 // The format named by the first bytes, or unknown.
 ImageFormat detect_image_format(std::span<const std::uint8_t> bytes) noexcept;
