@@ -134,10 +134,11 @@ namespace detail {
 Image decode_bmp(std::span<const std::uint8_t> bytes, const LoadOptions& options) {
   const BmpHeader h = read_header(bytes);
   const BmpLayout layout = layout_of(bytes, h);
-  Image image = allocate_image(h.width, h.height, layout.channels, options.limits, "BMP");
+  // The rows must be in the file before anything proportional to them is allocated.
   const std::uint64_t stride = (std::uint64_t{h.width} * h.bits + 31) / 32 * 4;
   if (h.data_offset > bytes.size() || stride * h.height > bytes.size() - h.data_offset)
     throw_error(errc::truncated, "BMP: the file ends in the pixel data");
+  Image image = allocate_image(h.width, h.height, layout.channels, options.limits, "BMP");
   const std::size_t out_row = std::size_t{h.width} * layout.channels;
   for (std::uint32_t y = 0; y < h.height; ++y) {
     const std::uint32_t file_row = h.top_down ? y : h.height - 1 - y;
