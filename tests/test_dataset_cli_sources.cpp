@@ -193,10 +193,14 @@ TEST_CASE("--layout classes skips loose files; an empty folder, bad options and 
   l3::test::save_test_png(src / "b_class/a.png", 9, 8, 3, 1);
   l3::test::save_test_png(src / "a_class/a.png", 9, 8, 3, 2);
   l3::test::save_test_png(src / "stray.png", 9, 8, 3, 3);
+  l3::test::save_test_png(src / (std::string("c_") + '\xff' + "class") / "x.png", 9, 8, 3, 4);  // not UTF-8
   auto run = l3pack(dir, convert_args(src, dir / "ds", "--layout classes"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
-  CHECK(l3::read_manifest(dir / "ds").classes == std::vector<std::string>{"a_class", "b_class"});
+  CHECK(l3::read_manifest(dir / "ds").classes == std::vector<std::string>{"a_class", "b_class", "c_%FFclass"});
+  CHECK(keys_of(dir / "ds") == std::vector<std::string>{"a_class/a.png", "b_class/a.png", "c_%FFclass/x.png"});
   CHECK(skip_list(dir / "ds") == std::map<std::string, std::string>{{"stray.png", "outside the class folders"}});
+  run = l3pack(dir, "verify " + quoted(dir / "ds") + " --source " + quoted(src));  // --layout classes is recorded
+  CHECK_MESSAGE(run.exit_code == 0, run.err);
 
   // A bad tile width is a usage error before anything is scanned or written.
   run = l3pack(dir, convert_args(src, dir / "bad", "--tile-width 17"));
