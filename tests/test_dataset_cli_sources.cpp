@@ -111,6 +111,7 @@ TEST_CASE("every input is a record, a skip with its reason, or hidden; verify --
   l3::test::write_bytes(src / "dog/empty.jpg", {});                      // zero bytes
   fs::create_symlink("missing.png", src / "cat/dangling.png");            // broken link
   fs::create_symlink("..", src / "cat/deep/up");                          // a loop
+  fs::create_directory_symlink(src, src / "dog/root");                    // a loop through SRC itself
   fs::create_directories(dir / "elsewhere");
   l3::test::save_test_png(dir / "elsewhere/e.png", 5, 5, 3, 6);
   fs::create_directory_symlink(dir / "elsewhere", src / "dog/linked");    // followed
@@ -122,22 +123,22 @@ TEST_CASE("every input is a record, a skip with its reason, or hidden; verify --
   CHECK(keys_of(dir / "ds") == std::vector<std::string>{"cat/a.png", "cat/caf%E9%25.png", "cat/deep/b.JPEG",
                                                         "dog/c.png", "dog/linked/e.png"});
   const std::map<std::string, std::string> expected = {
-      {"cat/dangling.png", "broken symbolic link"}, {"cat/deep/up/", "symlink loop"},
+      {"cat/dangling.png", "broken symbolic link"}, {"cat/deep/up/", "symlink loop"}, {"dog/root/", "symlink loop"},
       {"dog/empty.jpg", "bad magic"},               {"dog/fake.png", "bad magic"},
       {"dog/notes.txt", "not an image"},            {"dog/anim.gif", "unsupported format"}};
   CHECK(skip_list(dir / "ds") == expected);
-  CHECK(run.out.find("skipped:   6 inputs") != std::string::npos);
+  CHECK(run.out.find("skipped:   7 inputs") != std::string::npos);
   CHECK(run.out.find("2 bad magic") != std::string::npos);
   CHECK(run.out.find("excluded:  2 hidden entries") != std::string::npos);
   const auto manifest = l3::read_manifest(dir / "ds");
-  CHECK(manifest.extra["l3pack"]["skipped"]["count"] == 6);
+  CHECK(manifest.extra["l3pack"]["skipped"]["count"] == 7);
   CHECK(manifest.extra["l3pack"]["key_escape"] == "percent");
   CHECK(l3::unescape_key("cat/caf%E9%25.png") == "cat/" + odd_name);
 
   run = l3pack(dir, "verify " + quoted(dir / "ds") + " --source " + quoted(src));
   CHECK_MESSAGE(run.exit_code == 0, run.err);
   CHECK(run.out.find("5 passed, 0 failed") != std::string::npos);
-  CHECK(run.out.find("6 recorded as skipped at convert time, 0 not accounted for") != std::string::npos);
+  CHECK(run.out.find("7 recorded as skipped at convert time, 0 not accounted for") != std::string::npos);
 
   // A source added after the conversion is reported, and fails verify.
   l3::test::save_test_png(src / "dog/late.png", 5, 5, 3, 8);

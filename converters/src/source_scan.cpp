@@ -179,6 +179,9 @@ public:
     ancestors_.erase(id);
   }
 
+  // SRC itself, above the class folders: a link back to it is a loop too.
+  void enter_root(const Entry& root) { ancestors_.insert({root.device, root.inode}); }
+
   void add_file(const Entry& e, std::int64_t label) {
     if (e.type == Entry::skip) return skip(e.key, e.reason, e.detail);
     if (is_image_name(e.name)) set_.images.push_back({e.path, e.key, label});
@@ -237,6 +240,7 @@ SourceSet scan_folder(const fs::path& src, const ScanOptions& options) {
     walker.walk(root, kNoLabel);
   } else {
     set.kind = SourceKind::class_folders;
+    walker.enter_root(root);
     for (const Entry& e : top) {
       if (e.type != Entry::folder) {
         if (e.type == Entry::skip) walker.skip(e.key, e.reason, e.detail);
