@@ -161,6 +161,8 @@ TEST_CASE("an unreadable subfolder is a counted skip, not a truncation; --strict
   l3::test::save_test_png(src / "cat/a.png", 9, 8, 3, 1);
   l3::test::save_test_png(src / "cat/locked/b.png", 9, 8, 3, 2);
   l3::test::save_test_png(src / "cat/z.png", 9, 8, 3, 3);
+  l3::test::save_test_png(src / "cat/secret.png", 9, 8, 3, 4);
+  fs::permissions(src / "cat/secret.png", fs::perms::none);  // an unreadable file: a decode-time skip
   fs::permissions(src / "cat/locked", fs::perms::none);
   fs::permissions(dir.path(), fs::perms::all);  // the unprivileged run writes OUT here
   // Root reads any folder: run l3pack as nobody then (setpriv, util-linux).
@@ -180,7 +182,8 @@ TEST_CASE("an unreadable subfolder is a counted skip, not a truncation; --strict
   fs::permissions(src / "cat/locked", fs::perms::owner_all);
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
   CHECK(keys_of(dir / "ds") == std::vector<std::string>{"cat/a.png", "cat/z.png"});
-  CHECK(skip_list(dir / "ds") == std::map<std::string, std::string>{{"cat/locked/", "cannot read folder"}});
+  CHECK(skip_list(dir / "ds") ==
+        std::map<std::string, std::string>{{"cat/locked/", "cannot read folder"}, {"cat/secret.png", "I/O error"}});
   fs::permissions(src / "cat/locked", fs::perms::none);
   run = convert("strict", "--strict");
   fs::permissions(src / "cat/locked", fs::perms::owner_all);
