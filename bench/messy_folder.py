@@ -10,7 +10,10 @@ of them bad in various ways, converted by `l3pack convert`; checks that
     sorted folder names, files with its extensions), compared on the files both
     accept, and the classes are the same.
 
-Usage: messy_folder.py L3PACK WORKDIR [N]   (N = 10000 by default; CI runs 300)
+Usage: messy_folder.py L3PACK WORKDIR [N]   (N = 10000 by default; CI runs 700)
+Bad kinds, in turn: truncated PNG, truncated JPEG, text named .jpg, notes .txt,
+zero-byte .png, broken symbolic link, unreadable .png (mode 000; as root, l3pack
+runs as nobody through setpriv so that the file is really unreadable).
 Needs PIL (python3-pil). Prints counts and the conversion time; exit 1 on any mismatch.
 """
 import json
@@ -35,7 +38,11 @@ def make_image(rng, path, kind):
                           "tif": "TIFF"}[kind])
 
 
-BAD_KINDS = ["truncated png", "truncated jpeg", "text named .jpg", "notes .txt", "zero-byte .png", "broken link"]
+BAD_KINDS = ["truncated png", "truncated jpeg", "text named .jpg", "notes .txt", "zero-byte .png", "broken link",
+             "unreadable .png"]
+
+# Root reads any file: to have an unreadable one, l3pack runs as nobody (setpriv).
+AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
 
 
 def make_bad(rng, folder, i, kind):
@@ -59,9 +66,13 @@ def make_bad(rng, folder, i, kind):
     elif kind == "zero-byte .png":
         p = os.path.join(folder, f"bad{i}.png")
         open(p, "wb").close()
-    else:
+    elif kind == "broken link":
         p = os.path.join(folder, f"bad{i}.png")
         os.symlink(f"missing{i}.png", p)
+    else:
+        p = os.path.join(folder, f"bad{i}.png")
+        make_image(rng, p, "png")
+        os.chmod(p, 0)
     return p
 
 
@@ -105,7 +116,7 @@ def imagefolder_labels(src):
 
 def records(l3pack, out):
     """key -> label of every record, from `l3pack ls` (label column 'k:name' or '-')."""
-    lines = subprocess.run([l3pack, "ls", out], check=True, capture_output=True, text=True).stdout.splitlines()[1:]
+    lines = subprocess.run(AS_NOBODY + [l3pack, "ls", out], check=True, capture_output=True, text=True).stdout.splitlines()[1:]
     result = {}
     for line in lines:
         fields = line.split()
@@ -118,11 +129,13 @@ def main():
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 10000
     src, out = os.path.join(work, "src"), os.path.join(work, "out")
     shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    os.chmod(work, 0o777)  # l3pack (as nobody when we are root) writes OUT here
     t0 = time.time()
     bad = build(src, n)
     print(f"built {n} inputs ({len(bad)} bad) in {time.time() - t0:.1f} s")
     t0 = time.time()
-    run = subprocess.run([l3pack, "convert", src, out], capture_output=True, text=True)
+    run = subprocess.run(AS_NOBODY + [l3pack, "convert", src, out], capture_output=True, text=True)
     seconds = time.time() - t0
     print(run.stdout, end="")
     if run.returncode != 0:
@@ -139,7 +152,7 @@ def main():
         reasons[r] = reasons.get(r, 0) + 1
     print(f"skipped: {len(skipped)} by reason {reasons}")
     t0 = time.time()
-    verify = subprocess.run([l3pack, "verify", out, "--source", src], capture_output=True, text=True)
+    verify = subprocess.run(AS_NOBODY + [l3pack, "verify", out, "--source", src], capture_output=True, text=True)
     print(verify.stdout, end="")
     print(f"verify --source: {time.time() - t0:.2f} s wall, exit {verify.returncode}")
     if verify.returncode != 0:
