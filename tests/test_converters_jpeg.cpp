@@ -69,6 +69,13 @@ TEST_CASE("harmless JPEG warnings are accepted unless strict_jpeg; data-loss war
   l3::LoadOptions strict;
   strict.strict_jpeg = true;
   CHECK(error_of(junk, strict) == l3::errc::corrupt_header);
+  // A JFIF 2.01 header (ImageNet has some): "unknown JFIF revision", same pixels.
+  std::vector<std::uint8_t> jfif2 = clean;
+  REQUIRE(std::string(jfif2.begin() + 6, jfif2.begin() + 10) == "JFIF");
+  jfif2[11] = 2;
+  jfif2[12] = 1;
+  CHECK(l3::decode_image_bytes(jfif2).pixels == l3::decode_image_bytes(clean).pixels);
+  CHECK(error_of(jfif2, strict) == l3::errc::corrupt_header);
   // Truncated entropy data stays an error by default.
   std::vector<std::uint8_t> cut(clean.begin(), clean.begin() + static_cast<long>(clean.size() / 2));
   CHECK(l3::is_data_error(error_of(cut)));
