@@ -4,6 +4,7 @@
 // CMYK/YCCK JPEGs and JPEG warnings.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include <fstream>
 #include <map>
@@ -65,13 +66,9 @@ int compare_with_pil(const fs::path& jpeg, const l3::Image& image, const fs::pat
                     std::to_string(image.height) + ") else 3)");
 }
 
-std::uint32_t crc32(const std::uint8_t* p, std::size_t n) {
-  std::uint32_t c = 0xFFFFFFFFu;
-  for (std::size_t i = 0; i < n; ++i) {
-    c ^= p[i];
-    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1)));
-  }
-  return ~c;
+// zlib's CRC-32 is PNG's chunk CRC (libpng links zlib).
+std::uint32_t chunk_crc(const std::uint8_t* p, std::size_t n) {
+  return static_cast<std::uint32_t>(::crc32(0, p, static_cast<uInt>(n)));
 }
 
 void put_be32(std::vector<std::uint8_t>& out, std::uint32_t v) {
@@ -87,10 +84,10 @@ std::vector<std::uint8_t> png_header_only(std::uint32_t width, std::uint32_t hei
   ihdr.insert(ihdr.end(), {8, 0, 0, 0, 0});
   put_be32(out, 13);
   out.insert(out.end(), ihdr.begin(), ihdr.end());
-  put_be32(out, crc32(ihdr.data(), ihdr.size()));
+  put_be32(out, chunk_crc(ihdr.data(), ihdr.size()));
   const std::uint8_t idat[4] = {'I', 'D', 'A', 'T'};  // empty: libpng's header read stops at the first IDAT
   out.insert(out.end(), {0, 0, 0, 0, 'I', 'D', 'A', 'T'});
-  put_be32(out, crc32(idat, 4));
+  put_be32(out, chunk_crc(idat, 4));
   out.insert(out.end(), {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82});
   return out;
 }
