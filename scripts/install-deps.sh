@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config git ca-certificates
-  libzstd-dev libpng-dev libjpeg62-turbo-dev libspng-dev libxxhash-dev
+  libzstd-dev libpng-dev libjpeg62-turbo-dev libspng-dev libxxhash-dev libwebp-dev libtiff-dev
   doctest-dev libcli11-dev nlohmann-json3-dev
   python3 python3-dev python3-venv python3-pip)
 if [[ "${1:-}" == "--test" ]]; then

@@ -153,6 +153,7 @@ struct JpegSpec {
   J_COLOR_SPACE color_space = JCS_RGB;
   int quality = 90;
   bool progressive = false;
+  J_COLOR_SPACE stored_space = JCS_UNKNOWN;  // e.g. JCS_YCCK for CMYK input; JCS_UNKNOWN: libjpeg's default
 };
 
 // libjpeg's default error handler calls exit(); the helpers only see valid data.
@@ -170,6 +171,7 @@ inline std::vector<std::uint8_t> make_jpeg(const JpegSpec& s, const std::vector<
   cinfo.in_color_space = s.color_space;
   jpeg_set_defaults(&cinfo);
   jpeg_set_quality(&cinfo, s.quality, TRUE);
+  if (s.stored_space != JCS_UNKNOWN) jpeg_set_colorspace(&cinfo, s.stored_space);
   if (s.progressive) jpeg_simple_progression(&cinfo);
   jpeg_start_compress(&cinfo, TRUE);
   const std::size_t stride = std::size_t{s.width} * static_cast<std::size_t>(s.components);

@@ -50,10 +50,35 @@ TEST_CASE("JPEG loads from a file, found by its bytes and not its name") {
   CHECK(l3::detect_image_format(bytes) == l3::ImageFormat::jpeg);
 }
 
-TEST_CASE("CMYK JPEG is rejected as unsupported") {
+TEST_CASE("CMYK JPEG decodes to RGB (tests/test_convert_pil.sh compares the pixels with PIL's)") {
   JpegSpec s{8, 8, 4, JCS_CMYK, 90, false};
   auto bytes = l3::test::make_jpeg(s, l3::test::gradient(8, 8, 4, 1));
-  CHECK(error_of(bytes) == l3::errc::unsupported);
+  const l3::Image image = l3::decode_image_bytes(bytes);
+  CHECK(image.channels == 3);
+  CHECK(image.pixels.size() == 8 * 8 * 3);
+}
+
+TEST_CASE("harmless JPEG warnings are accepted unless strict_jpeg; data-loss warnings are not") {
+  JpegSpec s{16, 16, 3, JCS_RGB, 90, false};
+  const auto clean = l3::test::make_jpeg(s, l3::test::gradient(16, 16, 3, 2));
+  // Junk before the DQT marker that follows SOI+APP0: libjpeg's "extraneous bytes before marker".
+  std::vector<std::uint8_t> junk = clean;
+  const std::size_t app0_end = 4 + (std::size_t{clean[4]} << 8 | clean[5]);
+  junk.insert(junk.begin() + static_cast<long>(app0_end), {0x00, 0x11, 0x22});
+  CHECK(l3::decode_image_bytes(junk).pixels == l3::decode_image_bytes(clean).pixels);
+  l3::LoadOptions strict;
+  strict.strict_jpeg = true;
+  CHECK(error_of(junk, strict) == l3::errc::corrupt_header);
+  // A JFIF 2.01 header (ImageNet has some): "unknown JFIF revision", same pixels.
+  std::vector<std::uint8_t> jfif2 = clean;
+  REQUIRE(std::string(jfif2.begin() + 6, jfif2.begin() + 10) == "JFIF");
+  jfif2[11] = 2;
+  jfif2[12] = 1;
+  CHECK(l3::decode_image_bytes(jfif2).pixels == l3::decode_image_bytes(clean).pixels);
+  CHECK(error_of(jfif2, strict) == l3::errc::corrupt_header);
+  // Truncated entropy data stays an error by default.
+  std::vector<std::uint8_t> cut(clean.begin(), clean.begin() + static_cast<long>(clean.size() / 2));
+  CHECK(l3::is_data_error(error_of(cut)));
 }
 
 TEST_CASE("JPEG limits are checked before decoding") {

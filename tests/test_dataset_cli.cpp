@@ -43,7 +43,8 @@ TEST_CASE("class folders: convert then extract gives back every source pixel") {
   auto run = l3pack(dir, convert_args(dir / "src", dir / "ds", "--shard-size 2k"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
   CHECK(run.out.find("images:    6 in") != std::string::npos);
-  CHECK(run.out.find("0 skipped") != std::string::npos);
+  CHECK(run.out.find("1 skipped") != std::string::npos);  // dog/README.txt
+  CHECK(run.out.find("1 not an image") != std::string::npos);
 
   l3::Dataset dataset = l3::Dataset::open(dir / "ds");
   CHECK(dataset.class_names() == std::vector<std::string>{"cat", "dog"});
@@ -106,7 +107,11 @@ TEST_CASE("list files (CSV with a header, TSV) keep their order, labels and rela
   CHECK(records[1].key == "w.png");
   CHECK(records[2].key == "imgs/x.png");
   CHECK(records[2].label == 2);
-  CHECK(l3::read_manifest(dir / "csv").classes.empty());
+  // Integer labels name themselves, so the dataset reads as labelled (issue 15: info said "unlabeled").
+  CHECK(l3::read_manifest(dir / "csv").classes ==
+        std::vector<std::string>{"0", "1", "2", "3", "4", "5", "6", "7"});
+  run = l3pack(dir, "info " + quoted(dir / "csv"));
+  CHECK(run.out.find("unlabeled:      0 records") != std::string::npos);
   run = l3pack(dir, "verify " + quoted(dir / "csv") + " --source " + quoted(dir / "data/list.csv"));
   CHECK_MESSAGE(run.exit_code == 0, run.err);
 
@@ -129,7 +134,13 @@ TEST_CASE("a flat folder gives unlabeled records keyed by relative path") {
   l3::test::save_test_png(dir / "flat/b.png", 8, 8, 3, 1);
   l3::test::save_test_png(dir / "flat/a.png", 8, 9, 3, 2);
   l3::test::save_test_png(dir / "flat/deeper/c.png", 8, 10, 1, 3);
-  auto run = l3pack(dir, convert_args(dir / "flat", dir / "ds"));
+  // Images next to a folder: class folders or not? The user says.
+  auto run = l3pack(dir, convert_args(dir / "flat", dir / "mixed"));
+  CHECK(run.exit_code == 1);
+  CHECK(run.err.find("mixes class folders (e.g. 'deeper/') with image files (e.g. 'a.png')") != std::string::npos);
+  CHECK(run.err.find("--layout flat") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "mixed"));
+  run = l3pack(dir, convert_args(dir / "flat", dir / "ds", "--layout flat"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
   auto records = l3::test::record_digests(dir / "ds");
   REQUIRE(records.size() == 3);
@@ -153,12 +164,18 @@ TEST_CASE("a corrupt or 16-bit input is reported and skipped; --strict stops wit
   auto run = l3pack(dir, convert_args(dir / "src", dir / "ds"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
   CHECK(run.out.find("images:    6 in") != std::string::npos);
-  CHECK(run.out.find("2 skipped") != std::string::npos);
+  CHECK(run.out.find("3 skipped") != std::string::npos);  // and dog/README.txt
   CHECK(run.err.find("broken.png: ") != std::string::npos);
   CHECK(run.err.find("deep.png: unsupported") != std::string::npos);
   CHECK(run.err.find("(skipped)") != std::string::npos);
   CHECK(l3::read_manifest(dir / "ds").total_records() == 6);
 
+  // --strict: the scan's skips stop it before any work, then the decode skips.
+  run = l3pack(dir, convert_args(dir / "src", dir / "strict", "--strict"));
+  CHECK(run.exit_code == 1);
+  CHECK(run.err.find("l3pack: error: " + (dir / "src/dog/README.txt").string() + ": not an image") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "strict"));
+  fs::remove(dir / "src/dog/README.txt");
   run = l3pack(dir, convert_args(dir / "src", dir / "strict", "--strict"));
   CHECK(run.exit_code == 1);
   CHECK(run.err.find("l3pack: error: " + (dir / "src/cat/broken.png").string()) != std::string::npos);

@@ -107,6 +107,9 @@ TEST_CASE("--shuffle-seed stores a seeded permutation, the same for the same see
 TEST_CASE("a conversion killed with SIGKILL and resumed holds exactly the records of an uninterrupted run") {
   TempDir dir;
   make_noise_tree(dir / "src", 240, 48);
+  for (int i = 0; i < 12; ++i)  // skipped inputs among the records: their reasons must survive the kill
+    l3::test::write_bytes(dir / "src" / ("class" + std::to_string(i % 3)) / ("bad" + std::to_string(i) + ".png"),
+                          {0x89, 'P', 'N', 'G', static_cast<std::uint8_t>(i)});
   const std::string options = "--shard-size 1 --threads 2 --shuffle-seed 3";  // one record per shard
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "whole", options)).exit_code == 0);
 
@@ -132,6 +135,10 @@ TEST_CASE("a conversion killed with SIGKILL and resumed holds exactly the record
 
   CHECK(l3::test::record_digests(dir / "killed") == l3::test::record_digests(dir / "whole"));
   CHECK(shard_bytes(dir / "killed") == shard_bytes(dir / "whole"));
+  CHECK(l3::test::text_of(dir / "killed" / l3::kSkippedName) == l3::test::text_of(dir / "whole" / l3::kSkippedName));
+  CHECK(l3::test::text_of(dir / "whole" / l3::kSkippedName).find("\"path\":\"class0/bad0.png\",\"reason\":\"bad magic\"") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "killed" / (std::string(l3::kSkippedName) + ".partial")));
   CHECK_FALSE(fs::exists(dir / "killed" / l3::kLockName));
   CHECK_FALSE(fs::exists(dir / "killed" / l3::kPlanName));
   for (const auto& entry : fs::directory_iterator(dir / "killed"))
@@ -163,11 +170,13 @@ TEST_CASE("--resume with other options than the interrupted run refuses") {
 TEST_CASE("--part 0/2 and 1/2 merged hold the records of one run, in the same order") {
   TempDir dir;
   make_noise_tree(dir / "src", 15, 12);
+  l3::test::write_bytes(dir / "src/class0/notes.txt", {'x'});                // a scan skip: part 0's list
+  l3::test::write_bytes(dir / "src/class1/bad.png", {0x89, 'P', 'N', 'G'});  // a decode skip: its part's list
+  l3::test::write_bytes(dir / "src/class2/bad.png", {0x89, 'P', 'N', 'G'});
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "one", "--shuffle-seed 5 --shard-size 1k")).exit_code == 0);
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "p0", "--shuffle-seed 5 --shard-size 1k --part 0/2")).exit_code == 0);
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "p1", "--shuffle-seed 5 --shard-size 1k --part 1/2")).exit_code == 0);
-  CHECK(l3::read_manifest(dir / "p0").total_records() == 7);
-  CHECK(l3::read_manifest(dir / "p1").total_records() == 8);
+  CHECK(l3::read_manifest(dir / "p0").total_records() + l3::read_manifest(dir / "p1").total_records() == 15);
   CHECK(l3::test::shard_files(dir / "p1").front() == "part-1-of-2-00000.l3s");
 
   auto run = l3pack(dir, "merge " + quoted(dir / "merged") + " " + quoted(dir / "p1") + " " + quoted(dir / "p0"));
@@ -178,6 +187,8 @@ TEST_CASE("--part 0/2 and 1/2 merged hold the records of one run, in the same or
   CHECK(merged.classes == l3::read_manifest(dir / "one").classes);
   CHECK(merged.image_stats == l3::read_manifest(dir / "one").image_stats);
   CHECK(l3pack(dir, "verify " + quoted(dir / "merged") + " --source " + quoted(dir / "src")).exit_code == 0);
+  CHECK(l3::test::text_of(dir / "merged" / l3::kSkippedName) == l3::test::text_of(dir / "one" / l3::kSkippedName));
+  CHECK(merged.extra["l3pack"]["skipped"]["count"] == 3);
 
   run = l3pack(dir, "merge " + quoted(dir / "half") + " " + quoted(dir / "p0"));
   CHECK(run.exit_code == 1);

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 #include "common.hpp"
@@ -16,11 +17,21 @@ struct ConvertArguments {
   std::string shard_size = "256MiB";
   std::string part;  // "i/n"
   std::optional<std::uint64_t> shuffle_seed;
-  bool resume = false, strict = false;
+  bool resume = false, strict = false, strict_jpeg = false, convert_16bit = false, allow_empty = false;
+  std::string layout = "auto";
+  std::filesystem::path base;
+  std::uint64_t max_pixels = kDefaultMaxPixels;
   unsigned threads = 0;
   std::uint32_t tile_width = 0, tile_height = 0;
   int effort = 1;
 };
+
+// Error::what() without its "<errc name>: " prefix: the CLI line names the subject itself.
+std::string message_of(const Error& e) {
+  std::string text = e.what();
+  const std::string prefix = std::string(errc_name(e.code())) + ": ";
+  return text.starts_with(prefix) ? text.substr(prefix.size()) : text;
+}
 
 // "1000", "64k", "256MiB", "1G": binary multiples (k = 1024).
 std::uint64_t parse_size(const std::string& text) {
@@ -59,7 +70,33 @@ ConvertOptions to_options(const ConvertArguments& args) {
   options.resume = args.resume;
   options.strict = args.strict;
   options.threads = args.threads;
+  options.scan.layout = args.layout == "classes" ? SourceLayout::classes
+                        : args.layout == "flat"  ? SourceLayout::flat
+                                                 : SourceLayout::automatic;
+  options.scan.list_base = args.base;
+  options.max_pixels = args.max_pixels;
+  options.strict_jpeg = args.strict_jpeg;
+  options.convert_16bit = args.convert_16bit;
+  options.allow_empty = args.allow_empty;
+  try {
+    validate_convert_options(options);
+  } catch (const Error& e) {
+    throw Failure{"", message_of(e), exit_usage};
+  }
+  if (!args.base.empty() && !std::filesystem::is_directory(args.base))
+    throw Failure{args.base.string(), "--base must be an existing folder", exit_usage};
   return options;
+}
+
+// "skipped:   12 inputs (listed in OUT/skipped.jsonl)" and one line per reason.
+void print_skips(const ConvertReport& r, const std::filesystem::path& out) {
+  std::map<std::string, std::uint64_t> counts;
+  for (const SkippedInput& s : r.skipped_inputs) ++counts[s.reason];
+  std::printf("skipped:   %llu inputs (listed in %s)\n", static_cast<unsigned long long>(r.skipped),
+              (out / kSkippedName).c_str());
+  for (const auto& [reason, n] : counts) std::printf("  %8llu %s\n", static_cast<unsigned long long>(n), reason.c_str());
+  if (r.hidden != 0)
+    std::printf("excluded:  %llu hidden entries (names starting with '.')\n", static_cast<unsigned long long>(r.hidden));
 }
 
 void print_summary(const ConvertReport& r) {
@@ -75,6 +112,7 @@ void print_summary(const ConvertReport& r) {
   std::printf("time:      %.2f s, %.2f images/s\n", r.seconds, r.seconds > 0 ? converted / r.seconds : 0.0);
 }
 
+
 void run_convert(const ConvertArguments& args) {
   ConvertOptions options = to_options(args);
   ProgressDisplay display("convert");
@@ -82,25 +120,29 @@ void run_convert(const ConvertArguments& args) {
   observer.progress = [&](const ConvertProgress& p) {
     display.update({p.done, p.total, p.skipped, p.bytes_in, p.seconds});
   };
-  observer.skipped = [&](const std::filesystem::path& file, const std::string& reason) {
+  observer.skipped = [&](const std::filesystem::path& file, const std::string& reason) {  // reason: "<why>: <detail>"
     std::string line = "l3pack: warning: ";
     line += file.string();
     line += ": ";
     line += reason;
-    line += options.strict ? "" : " (skipped)";
+    line += " (skipped)";  // under --strict the error line says it instead
     display.message(line);
   };
   try {
     ConvertReport report = convert_dataset(args.src, args.out, options, observer);
     display.finish();
     print_summary(report);
+    print_skips(report, args.out);
   } catch (const InputError& e) {
     display.finish();
-    throw Failure{e.file().string(), std::string(e.what()) + " (--strict: conversion stopped)", exit_failure};
+    // A scan skip says its reason itself; a decode skip's reason is its errc name.
+    const std::string reason = e.code() == errc::invalid_argument ? message_of(e) : std::string(e.what());
+    throw Failure{e.file().string(), reason + " (--strict: conversion stopped)", exit_failure};
   } catch (const Error& e) {
     display.finish();
     // Options were checked above; what is left is the state of SRC or OUT: exit 1.
-    throw Failure{args.out.string(), e.what(), exit_failure};
+    // The library's messages start with the file or folder they concern.
+    throw Failure{"", message_of(e), exit_failure};
   }
 }
 
@@ -117,14 +159,36 @@ void add_convert_command(CLI::App& app) {
   command->add_option("--shuffle-seed", args->shuffle_seed, "Store records in this seed's shuffled order");
   command->add_option("--part", args->part, "Convert part i of n (i/n) for a later 'l3pack merge'");
   command->add_flag("--resume", args->resume, "Continue an interrupted conversion into OUT");
-  command->add_flag("--strict", args->strict, "Stop at the first unreadable input (default: report and skip)");
+  command->add_flag("--strict", args->strict,
+                    "Stop at the first input that would be skipped (default: report, skip, list in OUT/skipped.jsonl)");
+  command->add_option("--layout", args->layout,
+                      "auto (default): class folders, or a flat folder; an error when both are at the top. "
+                      "classes: top-level folders are classes, loose files skipped. flat: every image, no labels")
+      ->check(CLI::IsMember({"auto", "classes", "flat"}));
+  command->add_option("--base", args->base,
+                      "List file: read relative paths from this folder, and accept absolute paths under it");
+  command->add_option("--max-pixels", args->max_pixels,
+                      "Skip images with more pixels, checked from the header before decoding (default 178956970, "
+                      "PIL's limit; at most 1073741824)");
+  command->add_flag("--convert-16bit", args->convert_16bit,
+                    "Reduce 16-bit PNGs to 8 bits (the high byte, as PIL does for RGB) instead of skipping them");
+  command->add_flag("--strict-jpeg", args->strict_jpeg,
+                    "Skip JPEGs with any libjpeg warning (default: accept warnings about bytes outside the image "
+                    "data, e.g. extraneous bytes before a marker)");
+  command->add_flag("--allow-empty", args->allow_empty, "Commit a dataset even when no image was converted");
   command->add_option("--threads", args->threads, "Worker threads (0: all cores)");
   command->add_option("--tile-width", args->tile_width, "Codec tile width (0: default)");
   command->add_option("--tile-height", args->tile_height, "Codec tile height (0: default)");
   command->add_option("--effort", args->effort, "Codec effort (0 or 1)")->check(CLI::Range(0, 1));
   command->footer(
+      "Every file under SRC is converted, skipped with its reason (summary at the end, list in OUT/skipped.jsonl)\n"
+      "or hidden (names starting with '.'). Symbolic links are followed; a link back to a folder being walked\n"
+      "is skipped as a symlink loop. Images: PNG, JPEG (CMYK as PIL), PNM, WebP, TIFF, BMP, by extension.\n"
+      "List files: 'path,label' with integer labels or class names.\n"
       "Examples:\n"
       "  l3pack convert imagenet/train train-l3 --shuffle-seed 1\n"
+      "  l3pack convert messy/ out --layout classes    (class folders; loose top-level files skipped)\n"
+      "  l3pack convert /data/list.csv out --base /data\n"
       "  l3pack convert list.csv out --part 3/8    (then: l3pack merge all out-part0 ... out-part7)");
   command->callback([args] { run_convert(*args); });
 }

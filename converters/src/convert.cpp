@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
 #include <optional>
 
 #include "l3/convert.hpp"
@@ -37,8 +39,19 @@ std::uint64_t xxh3(std::span<const std::uint8_t> bytes) { return XXH3_64bits(byt
 struct Plan {
   std::vector<SourceImage> items;  // this part, in record order
   std::vector<std::string> classes;
+  std::vector<SkippedInput> scan_skipped;  // found by the scan (part 0 only: they belong to no part)
+  std::uint64_t hidden = 0;
   json document;                   // stored as OUT/l3pack-plan.json; equal plans give equal outputs
 };
+
+const char* layout_name(SourceLayout layout) {
+  switch (layout) {
+    case SourceLayout::automatic: return "auto";
+    case SourceLayout::classes: return "classes";
+    case SourceLayout::flat: return "flat";
+  }
+  return "?";
+}
 
 const char* kind_name(SourceKind kind) {
   switch (kind) {
@@ -66,16 +79,51 @@ std::uint64_t order_fingerprint(const std::vector<SourceImage>& order) {
 }
 
 json options_json(const ConvertOptions& o) {
-  return {{"tile_width", o.encode.tile_width}, {"tile_height", o.encode.tile_height}, {"effort", o.encode.effort},
-          {"shard_size", o.shard_size},        {"shuffle_seed", o.shuffle_seed ? json(*o.shuffle_seed) : json()},
-          {"part_index", o.part_index},        {"part_count", o.part_count}};
+  return {{"tile_width", o.encode.tile_width},
+          {"tile_height", o.encode.tile_height},
+          {"effort", o.encode.effort},
+          {"shard_size", o.shard_size},
+          {"shuffle_seed", o.shuffle_seed ? json(*o.shuffle_seed) : json()},
+          {"part_index", o.part_index},
+          {"part_count", o.part_count},
+          {"layout", layout_name(o.scan.layout)},
+          {"base", o.scan.list_base.empty() ? json() : json(escape_key(fs::absolute(o.scan.list_base).string()))},
+          {"max_pixels", o.max_pixels},
+          {"convert_16bit", o.convert_16bit},
+          {"strict_jpeg", o.strict_jpeg}};
+}
+
+json skipped_json(const SkippedInput& s) { return {{"path", s.key}, {"reason", s.reason}, {"detail", s.detail}}; }
+
+// --strict: an input the scan cannot convert stops the run before any work.
+void refuse_scan_skips(const fs::path& src, const std::vector<SkippedInput>& skipped) {
+  if (skipped.empty()) return;
+  const SkippedInput& first = skipped.front();
+  std::string reason = first.reason;
+  if (!first.detail.empty()) reason += " (" + first.detail + ")";
+  reason += "; " + std::to_string(skipped.size()) + " inputs under " + src.string() + " would be skipped";
+  throw InputError(errc::invalid_argument, src / unescape_key(first.key), reason);
+}
+
+std::string count_by_reason(const std::vector<SkippedInput>& skipped) {
+  std::map<std::string, std::uint64_t> counts;
+  for (const SkippedInput& s : skipped) ++counts[s.reason];
+  std::string text;
+  for (const auto& [reason, n] : counts) text += (text.empty() ? "" : ", ") + std::to_string(n) + " " + reason;
+  return text;
+}
+
+[[noreturn]] void no_images(const fs::path& src, const std::vector<SkippedInput>& skipped, std::uint64_t hidden) {
+  std::string detail = src.string() + ": no images to convert";
+  if (!skipped.empty()) detail += " (" + std::to_string(skipped.size()) + " skipped: " + count_by_reason(skipped) + ")";
+  if (hidden != 0) detail += " (" + std::to_string(hidden) + " hidden entries excluded)";
+  detail += "; --allow-empty writes an empty dataset";
+  throw_error(errc::io_error, detail);
 }
 
 Plan make_plan(const fs::path& src, const ConvertOptions& options) {
-  if (options.part_count == 0 || options.part_index >= options.part_count)
-    throw_error(errc::invalid_argument, "--part i/n needs 0 <= i < n");
-  if (options.shard_size == 0) throw_error(errc::invalid_argument, "--shard-size must be at least 1 byte");
-  SourceSet source = scan_source(src);
+  SourceSet source = scan_source(src, options.scan);
+  if (options.strict) refuse_scan_skips(src, source.skipped);
   std::vector<SourceImage> order;
   if (options.shuffle_seed) {
     for (std::size_t i : seeded_permutation(source.images.size(), *options.shuffle_seed))
@@ -88,11 +136,21 @@ Plan make_plan(const fs::path& src, const ConvertOptions& options) {
   Plan plan;
   plan.classes = source.classes;
   plan.items.assign(order.begin() + static_cast<std::ptrdiff_t>(begin), order.begin() + static_cast<std::ptrdiff_t>(end));
+  if (options.part_index == 0) {
+    plan.scan_skipped = std::move(source.skipped);
+    plan.hidden = source.hidden;
+  }
+  if (plan.items.empty() && !options.allow_empty) no_images(src, plan.scan_skipped, plan.hidden);
+  // Keys, not file names: a name that is not UTF-8 cannot be JSON (its key is escaped).
   json items = json::array();
-  for (const SourceImage& image : plan.items) items.push_back({image.key, image.label, image.file.string()});
+  for (const SourceImage& image : plan.items) items.push_back({image.key, image.label});
+  json skipped = json::array();
+  for (const SkippedInput& s : plan.scan_skipped) skipped.push_back(skipped_json(s));
   plan.document = {{"format", "l3pack-plan"},
-                   {"version", 1},
-                   {"source", fs::absolute(src).lexically_normal().string()},
+                   {"version", 2},
+                   {"source", escape_key(fs::absolute(src).lexically_normal().string())},
+                   {"scan_skipped", skipped},
+                   {"hidden", plan.hidden},
                    {"source_kind", kind_name(source.kind)},
                    {"classes", plan.classes},
                    {"options", options_json(options)},
@@ -169,6 +227,7 @@ private:
 
 struct Progress {
   std::size_t next_item = 0;  // first plan item not in a kept shard
+  std::vector<SkippedInput> skipped;  // plan items before next_item that are not records
   std::vector<ManifestShard> shards;
   ImageStatsBuilder stats;
   std::uint64_t records = 0, bytes_in = 0, bytes_out = 0;
@@ -199,6 +258,10 @@ bool keep_shard(const fs::path& file, const Plan& plan, Progress& progress) {
     std::size_t cursor = progress.next_item;
     const std::size_t first = cursor;
     if (reader.size() == 0 || !shard_continues_plan(reader, plan, cursor)) return false;
+    std::set<std::string_view> stored;
+    for (std::uint64_t i = 0; i < reader.size(); ++i) stored.insert(reader.record(i, Verify::no).key);
+    for (std::size_t k = first; k < cursor; ++k)
+      if (!stored.contains(plan.items[k].key)) progress.skipped.push_back({plan.items[k].key, "", ""});
     for (std::uint64_t i = 0; i < reader.size(); ++i) progress.stats.add_record(reader.record(i, Verify::no).payload);
     for (std::size_t k = first; k < cursor; ++k) progress.bytes_in += file_size_or_zero(plan.items[k].file);
     progress.shards.push_back({file.filename().string(), reader.size(), reader.file_size(), xxh3(reader.file_bytes())});
@@ -211,14 +274,34 @@ bool keep_shard(const fs::path& file, const Plan& plan, Progress& progress) {
   }
 }
 
+// The skip log of an interrupted run (OUT/skipped.jsonl.partial): key -> entry.
+std::map<std::string, SkippedInput> read_skip_log(const fs::path& file) {
+  std::map<std::string, SkippedInput> entries;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) continue;  // a line cut by the crash
+    SkippedInput s{j.value("path", ""), j.value("reason", ""), j.value("detail", "")};
+    entries[s.key] = s;
+  }
+  return entries;
+}
+
 Progress recover(const fs::path& out, const Plan& plan, const ConvertOptions& options) {
   Progress progress;
   std::uint64_t k = 0;
   while (fs::exists(out / shard_name(options, k)) && keep_shard(out / shard_name(options, k), plan, progress)) ++k;
+  // Reasons for the skips inside the kept shards, from the interrupted run's log.
+  const std::map<std::string, SkippedInput> log = read_skip_log(out / (std::string(kSkippedName) + ".partial"));
+  for (SkippedInput& s : progress.skipped) {
+    auto it = log.find(s.key);
+    s = it != log.end() ? it->second : SkippedInput{s.key, "skipped", "by the interrupted run (reason not recorded)"};
+  }
   // Everything after the kept prefix is redone: remove it (and stale temporaries).
   for (const auto& entry : fs::directory_iterator(out)) {
     const std::string name = entry.path().filename().string();
-    bool ours = name.ends_with(".l3s") || name.ends_with(".l3s.tmp");
+    bool ours = name.ends_with(".l3s") || name.ends_with(".l3s.tmp") || name.starts_with(kSkippedName);
     bool kept = false;
     for (const ManifestShard& shard : progress.shards) kept = kept || shard.file == name;
     if (ours && !kept) fs::remove(entry.path());
@@ -274,22 +357,37 @@ struct EncodedImage {
   std::uint32_t width = 0, height = 0, channels = 0;
   std::uint64_t source_bytes = 0;
   errc error = errc::ok;
-  std::string reason;
+  std::string reason;  // Error::what() without the errc prefix
 };
 
-EncodedImage encode_file(const SourceImage& source, const EncodeOptions& encode_options) {
+// What an l3::Error says after its "<errc name>: " prefix (the skip reason is the errc name).
+std::string detail_of(const Error& e) {
+  std::string text = e.what();
+  const std::string prefix = std::string(errc_name(e.code())) + ": ";
+  return text.starts_with(prefix) ? text.substr(prefix.size()) : text;
+}
+
+LoadOptions load_options(const ConvertOptions& options) {
+  LoadOptions load;
+  load.limits.max_pixels = options.max_pixels;
+  load.strict_jpeg = options.strict_jpeg;
+  load.convert_16bit = options.convert_16bit;
+  return load;
+}
+
+EncodedImage encode_file(const SourceImage& source, const EncodeOptions& encode_options, const LoadOptions& load) {
   EncodedImage result;
   try {
     std::vector<std::uint8_t> bytes = read_file(source.file);
     result.source_bytes = bytes.size();
-    Image image = decode_image_bytes(bytes);
+    Image image = decode_image_bytes(bytes, load);
     result.width = image.width;
     result.height = image.height;
     result.channels = image.channels;
     result.l3i = encode(image.view(), encode_options);
   } catch (const Error& e) {
     result.error = e.code();
-    result.reason = e.what();
+    result.reason = detail_of(e);
   } catch (const std::bad_alloc&) {
     result.error = errc::out_of_memory;
     result.reason = "out of memory";
@@ -306,29 +404,62 @@ unsigned worker_count(unsigned requested) {
   return hardware == 0 ? 1 : hardware;
 }
 
+std::string skipped_line(const SkippedInput& s) { return skipped_json(s).dump() + "\n"; }
+
+// OUT/skipped.jsonl.partial: each skip appended (and flushed) as it happens, so
+// --resume after a crash still knows why the inputs in the kept shards were skipped.
+class SkipLog {
+public:
+  SkipLog(const fs::path& file, const std::vector<SkippedInput>& earlier) : file_(file) {
+    std::string text;
+    for (const SkippedInput& s : earlier) text += skipped_line(s);
+    write_file_atomically(file_, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+    out_ = std::fopen(file_.c_str(), "ab");
+    if (!out_) throw_error(errc::io_error, file_.string() + ": cannot open: " + std::strerror(errno));
+  }
+  ~SkipLog() {
+    if (out_) std::fclose(out_);
+  }
+  SkipLog(const SkipLog&) = delete;
+  SkipLog& operator=(const SkipLog&) = delete;
+  void add(const SkippedInput& s) {
+    const std::string line = skipped_line(s);
+    if (std::fwrite(line.data(), 1, line.size(), out_) != line.size() || std::fflush(out_) != 0)
+      throw_error(errc::io_error, file_.string() + ": cannot write: " + std::strerror(errno));
+  }
+
+private:
+  fs::path file_;
+  std::FILE* out_ = nullptr;
+};
+
 class Converter {
 public:
   Converter(const fs::path& out, const Plan& plan, const ConvertOptions& options, const ConvertObserver& observer,
             Progress progress)
-      : out_(out), plan_(plan), options_(options), observer_(observer), p_(std::move(progress)) {}
+      : out_(out), plan_(plan), options_(options), observer_(observer), p_(std::move(progress)),
+        log_(out / (std::string(kSkippedName) + ".partial"), p_.skipped) {}
 
   ConvertReport run() {
     EncodeOptions encode_options = options_.encode;
     encode_options.threads = 1;  // parallel over images instead
+    const LoadOptions load = load_options(options_);
     const std::size_t first = p_.next_item, end = plan_.items.size();
     ConvertReport report;
     report.resumed_records = p_.records;
     detail::OrderedPipeline<EncodedImage> pipeline(
         first, end, worker_count(options_.threads),
-        [&](std::size_t i) { return encode_file(plan_.items[i], encode_options); });
+        [&](std::size_t i) { return encode_file(plan_.items[i], encode_options, load); });
     for (std::size_t i = first; i < end; ++i) {
       add(plan_.items[i], pipeline.take());
       report_progress(i + 1);
     }
     if (writer_) finish_shard();
-    commit();
+    report.skipped_inputs = all_skipped();
+    commit(report.skipped_inputs);
     report.images = p_.records;
-    report.skipped = skipped_;
+    report.skipped = report.skipped_inputs.size();
+    report.hidden = plan_.hidden;
     report.shards = p_.shards.size();
     report.bytes_in = p_.bytes_in;
     report.bytes_out = p_.bytes_out;
@@ -344,8 +475,8 @@ private:
         writer_->append(encoded.l3i, source.label, source.key);
       } catch (const Error& e) {
         if (e.code() == errc::io_error) throw;
-        encoded.error = e.code();  // a key the format cannot store (length, UTF-8)
-        encoded.reason = e.what();
+        encoded.error = e.code();  // a key the format cannot store (length)
+        encoded.reason = "key: " + detail_of(e);
       }
     }
     bytes_in_now_ += encoded.source_bytes;
@@ -357,9 +488,20 @@ private:
   }
 
   void skip(const SourceImage& source, const EncodedImage& encoded) {
-    ++skipped_;
-    if (observer_.skipped) observer_.skipped(source.file, encoded.reason);
-    if (options_.strict) throw InputError(encoded.error, source.file, encoded.reason);
+    SkippedInput entry{source.key, errc_name(encoded.error), encoded.reason};
+    p_.skipped.push_back(entry);
+    log_.add(entry);
+    if (observer_.skipped && !options_.strict) observer_.skipped(source.file, entry.reason + ": " + entry.detail);
+    // what() is "<errc name>: <detail>": the reason is the errc name, so it is not repeated.
+    if (options_.strict) throw InputError(encoded.error, source.file, entry.detail);
+  }
+
+  // The scan's skips and the decode skips, in key order (plan order for a list file).
+  std::vector<SkippedInput> all_skipped() const {
+    std::vector<SkippedInput> all = plan_.scan_skipped;
+    all.insert(all.end(), p_.skipped.begin(), p_.skipped.end());
+    std::stable_sort(all.begin(), all.end(), [](const SkippedInput& a, const SkippedInput& b) { return a.key < b.key; });
+    return all;
   }
 
   void finish_shard() {
@@ -370,7 +512,18 @@ private:
     p_.shards.push_back(manifest_entry(summary));
   }
 
-  void commit() {
+  // OUT/skipped.jsonl, then the manifest (spec/format.md §8.4): nothing is
+  // committed when no record was written, unless the caller allows it.
+  void commit(const std::vector<SkippedInput>& skipped) {
+    std::string text;
+    for (const SkippedInput& s : skipped) text += skipped_line(s);
+    write_file_atomically(out_ / kSkippedName, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+    std::error_code ignored;
+    fs::remove(out_ / (std::string(kSkippedName) + ".partial"), ignored);
+    if (p_.records == 0 && !options_.allow_empty)
+      throw_error(errc::io_error, out_.string() + ": no input could be converted (" + std::to_string(skipped.size()) +
+                                      " skipped, listed in " + kSkippedName +
+                                      "); nothing committed (--allow-empty commits an empty dataset)");
     Manifest manifest;
     manifest.shards = p_.shards;
     manifest.classes = plan_.classes;
@@ -382,9 +535,11 @@ private:
                         {"part_first_record", doc["part_first_record"]},
                         {"options", doc["options"]},
                         {"source_kind", doc["source_kind"]},
-                        {"source_bytes", p_.bytes_in}}}};
+                        {"source_bytes", p_.bytes_in},
+                        {"key_escape", "percent"},
+                        {"skipped", {{"file", kSkippedName}, {"count", skipped.size()}}},
+                        {"hidden", plan_.hidden}}}};
     write_manifest_atomic(out_, manifest);
-    std::error_code ignored;
     fs::remove(out_ / kPlanName, ignored);  // the manifest is now the record of the run
   }
 
@@ -393,7 +548,7 @@ private:
     ConvertProgress progress;
     progress.done = done;
     progress.total = plan_.items.size();
-    progress.skipped = skipped_;
+    progress.skipped = p_.skipped.size();
     progress.bytes_in = bytes_in_now_;
     progress.bytes_out = bytes_out_now_ + (writer_ ? writer_->bytes_written() : 0);
     progress.seconds = elapsed();
@@ -407,15 +562,35 @@ private:
   const ConvertOptions& options_;
   const ConvertObserver& observer_;
   Progress p_;
+  SkipLog log_;
   std::optional<ShardWriter> writer_;
-  std::uint64_t skipped_ = 0, bytes_in_now_ = 0, bytes_out_now_ = 0;
+  std::uint64_t bytes_in_now_ = 0, bytes_out_now_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace
 
+void validate_convert_options(const ConvertOptions& options) {
+  if (options.part_count == 0 || options.part_index >= options.part_count)
+    throw_error(errc::invalid_argument, "--part i/n needs 0 <= i < n");
+  if (options.shard_size == 0) throw_error(errc::invalid_argument, "--shard-size must be at least 1 byte");
+  if (options.max_pixels == 0 || options.max_pixels > Limits{}.max_pixels)
+    throw_error(errc::invalid_argument, "--max-pixels must be 1.." + std::to_string(Limits{}.max_pixels) +
+                                            " (the codec's limit), got " + std::to_string(options.max_pixels));
+  if (options.encode.effort < 0 || options.encode.effort > 1)
+    throw_error(errc::invalid_argument, "--effort must be 0 or 1, got " + std::to_string(options.encode.effort));
+  // The codec is the one judge of tile sizes: encode one pixel with them.
+  const std::uint8_t pixel = 0;
+  try {
+    encode(ImageView{&pixel, 1, 1, 1, 0}, options.encode);
+  } catch (const Error& e) {
+    throw_error(errc::invalid_argument, "--tile-width/--tile-height: " + detail_of(e));
+  }
+}
+
 ConvertReport convert_dataset(const fs::path& src, const fs::path& out, const ConvertOptions& options,
                               const ConvertObserver& observer) {
+  validate_convert_options(options);
   Plan plan = make_plan(src, options);
   std::error_code ec;
   fs::create_directories(out, ec);

@@ -14,6 +14,9 @@ namespace l3::detail {
 Image decode_png(std::span<const std::uint8_t> bytes, const LoadOptions& options);
 Image decode_jpeg(std::span<const std::uint8_t> bytes, const LoadOptions& options);
 Image decode_pnm(std::span<const std::uint8_t> bytes, const LoadOptions& options);
+Image decode_webp(std::span<const std::uint8_t> bytes, const LoadOptions& options);
+Image decode_tiff(std::span<const std::uint8_t> bytes, const LoadOptions& options);
+Image decode_bmp(std::span<const std::uint8_t> bytes, const LoadOptions& options);
 
 // An image of the given shape with its pixel buffer allocated, after checking the
 // shape against the limits (so a forged header cannot make us allocate gigabytes).

@@ -27,6 +27,12 @@ ImageFormat detect_image_format(std::span<const std::uint8_t> bytes) noexcept {
   if (starts_with(bytes, png_magic)) return ImageFormat::png;
   if (starts_with(bytes, jpeg_magic)) return ImageFormat::jpeg;
   if (is_pnm_magic(bytes)) return ImageFormat::pnm;
+  static constexpr std::array<std::uint8_t, 4> riff{'R', 'I', 'F', 'F'}, webp{'W', 'E', 'B', 'P'};
+  if (starts_with(bytes, riff) && bytes.size() >= 12 && starts_with(bytes.subspan(8), webp)) return ImageFormat::webp;
+  static constexpr std::array<std::uint8_t, 4> tiff_le{'I', 'I', 42, 0}, tiff_be{'M', 'M', 0, 42};
+  if (starts_with(bytes, tiff_le) || starts_with(bytes, tiff_be)) return ImageFormat::tiff;
+  static constexpr std::array<std::uint8_t, 2> bmp{'B', 'M'};
+  if (starts_with(bytes, bmp) && bytes.size() >= 18) return ImageFormat::bmp;
   return ImageFormat::unknown;
 }
 
@@ -35,9 +41,12 @@ Image decode_image_bytes(std::span<const std::uint8_t> bytes, const LoadOptions&
     case ImageFormat::png: return detail::decode_png(bytes, options);
     case ImageFormat::jpeg: return detail::decode_jpeg(bytes, options);
     case ImageFormat::pnm: return detail::decode_pnm(bytes, options);
+    case ImageFormat::webp: return detail::decode_webp(bytes, options);
+    case ImageFormat::tiff: return detail::decode_tiff(bytes, options);
+    case ImageFormat::bmp: return detail::decode_bmp(bytes, options);
     case ImageFormat::unknown: break;
   }
-  throw_error(errc::bad_magic, bytes.empty() ? "empty file" : "not a PNG, JPEG or PNM file");
+  throw_error(errc::bad_magic, bytes.empty() ? "empty file" : "not a PNG, JPEG, PNM, WebP, TIFF or BMP file");
 }
 
 Image load_image(const std::filesystem::path& path, const LoadOptions& options) {

@@ -6,6 +6,7 @@
 
 #include "l3/convert.hpp"
 #include "l3/dataset.hpp"
+#include "l3/file_io.hpp"
 
 namespace l3 {
 namespace fs = std::filesystem;
@@ -116,6 +117,31 @@ void place_shard(const fs::path& from, const fs::path& to) {
   if (ec) fs::copy_file(from, to);
 }
 
+// OUT/skipped.jsonl: the parts' lists joined, sorted by path as one run writes
+// it (part 0 also holds the scan's skips).
+std::uint64_t merge_skip_lists(const fs::path& out, const std::vector<Part>& parts) {
+  std::vector<std::pair<std::string, std::string>> lines;  // (path, line)
+  for (const Part& part : parts) {
+    if (!fs::exists(part.dir / kSkippedName)) continue;
+    std::vector<std::uint8_t> bytes = read_file(part.dir / kSkippedName);
+    std::string text(bytes.begin(), bytes.end());
+    for (std::size_t at = 0, end; at < text.size(); at = end + 1) {
+      end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      std::string line = text.substr(at, end - at);
+      json entry = json::parse(line, nullptr, false);
+      if (entry.is_discarded() || !entry.is_object() || !entry.contains("path") || !entry["path"].is_string())
+        bad_part(part.dir, std::string(kSkippedName) + " holds a line that is not a skip record");
+      lines.emplace_back(entry["path"].get<std::string>(), line + "\n");
+    }
+  }
+  std::stable_sort(lines.begin(), lines.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string text;
+  for (const auto& [path, line] : lines) text += line;
+  write_file_atomically(out / kSkippedName, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+  return lines.size();
+}
+
 }  // namespace
 
 std::uint64_t merge_parts(const fs::path& out, const std::vector<fs::path>& dirs) {
@@ -141,11 +167,15 @@ std::uint64_t merge_parts(const fs::path& out, const std::vector<fs::path>& dirs
   json options = parts.front().manifest.extra["l3pack"]["options"];
   options.erase("part_index");
   merged.image_stats = stats.to_json();
+  const json& first = parts.front().manifest.extra["l3pack"];
   merged.extra = {{"l3pack",
                    {{"order_fingerprint", parts.front().fingerprint},
                     {"options", options},
                     {"merged_parts", parts.size()},
-                    {"source_bytes", source_bytes}}}};
+                    {"source_bytes", source_bytes},
+                    {"key_escape", first.value("key_escape", "")},
+                    {"hidden", first.value("hidden", std::uint64_t{0})},
+                    {"skipped", {{"file", kSkippedName}, {"count", merge_skip_lists(out, parts)}}}}}};
   write_manifest_atomic(out, merged);
   return merged.total_records();
 }

@@ -129,6 +129,7 @@ std::uint32_t output_channels(const PngHeader& header) {
 bool read_png_pixels(png_structp png, png_infop info, const PngHeader& header, png_bytepp rows,
                      std::size_t expected_row_bytes) {
   if (setjmp(png_jmpbuf(png))) return false;
+  if (header.bit_depth == 16) png_set_strip_16(png);  // only with LoadOptions::convert_16bit: the high byte
   if (header.color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (header.color_type == PNG_COLOR_TYPE_GRAY && header.bit_depth < 8) png_set_expand_gray_1_2_4_to_8(png);
   if (header.has_trns) png_set_tRNS_to_alpha(png);
@@ -195,17 +196,48 @@ bool write_png(png_structp png, png_infop info, const ImageView& image, png_byte
   return true;
 }
 
+std::uint32_t be32(const std::uint8_t* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | p[3];
+}
+
+// The 12 bytes of an IEND chunk: length 0, type, CRC.
+constexpr std::uint8_t kIend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+
+// A file that holds whole chunks, IDAT among them, and ends without IEND (or
+// inside it): the same bytes with IEND completed, which libpng then reads like
+// any PNG (so the pixel data must still be complete). Empty for any other file.
+std::vector<std::uint8_t> with_iend_completed(std::span<const std::uint8_t> bytes) {
+  std::size_t at = 8;  // after the signature
+  bool idat = false;
+  while (bytes.size() - at >= 12) {
+    const std::uint64_t length = be32(&bytes[at]);
+    if (std::memcmp(&bytes[at + 4], "IEND", 4) == 0) return {};
+    idat = idat || std::memcmp(&bytes[at + 4], "IDAT", 4) == 0;
+    if (length + 12 > bytes.size() - at) return {};  // a chunk cut short: truly truncated
+    at += 12 + static_cast<std::size_t>(length);
+  }
+  const std::size_t tail = bytes.size() - at;
+  if (!idat || std::memcmp(&bytes[at], kIend, tail) != 0) return {};
+  std::vector<std::uint8_t> fixed(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(at));
+  fixed.insert(fixed.end(), kIend, kIend + 12);
+  return fixed;
+}
+
 }  // namespace
 
 namespace detail {
 
 Image decode_png(std::span<const std::uint8_t> bytes, const LoadOptions& options) {
+  if (bytes.size() > 8) {
+    std::vector<std::uint8_t> fixed = with_iend_completed(bytes);
+    if (!fixed.empty()) return decode_png(fixed, options);
+  }
   PngReader reader(bytes);
   PngHeader header;
   if (!read_png_header(reader.png, reader.info, &header)) reader.fail();
-  if (header.bit_depth == 16)
+  if (header.bit_depth == 16 && !options.convert_16bit)
     throw_error(errc::unsupported, "16-bit PNG is not supported (l3 stores 8-bit samples; "
-                                   "reducing to 8 bits would lose data)");
+                                   "--convert-16bit keeps the high byte)");
   Image image = allocate_image(header.width, header.height, output_channels(header), options.limits, "PNG");
   const std::size_t stride = std::size_t{image.width} * image.channels;
   std::vector<png_bytep> rows = row_pointers(image.pixels.data(), image.height, stride);

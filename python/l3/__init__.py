@@ -360,12 +360,25 @@ class DatasetWriter:
             self.abort()
 
 
+MAX_PIXELS = 178956970  # l3pack convert's default --max-pixels (PIL's DecompressionBombError threshold)
+
+
 def convert(src: PathLike, out: PathLike, shard_size: int = 256 << 20, threads: int = 0, strict: bool = False,
-            resume: bool = False, shuffle_seed: Optional[int] = None) -> dict:
+            resume: bool = False, shuffle_seed: Optional[int] = None, max_pixels: int = MAX_PIXELS,
+            layout: str = "auto", base: Optional[PathLike] = None, allow_empty: bool = False,
+            convert_16bit: bool = False, strict_jpeg: bool = False) -> dict:
     """`l3pack convert SRC OUT`: a folder of class folders, a flat folder or a list file
-    (path,label lines) becomes a dataset directory. Returns the conversion report."""
+    (path,label lines; integer labels or class names) becomes a dataset directory.
+
+    The keyword arguments are l3pack's options: images with more than `max_pixels`
+    pixels are skipped (checked from the header, before decoding); `layout` is
+    "auto", "classes" or "flat"; `base` is the folder a list file's paths are read
+    from. Returns the conversion report; its "skipped_inputs" (also OUT/skipped.jsonl)
+    holds {"path", "reason", "detail"} for every input not converted."""
     return _l3.convert(os.fspath(src), os.fspath(out), int(shard_size), int(threads), bool(strict), bool(resume),
-                       -1 if shuffle_seed is None else int(shuffle_seed))
+                       -1 if shuffle_seed is None else int(shuffle_seed), int(max_pixels), str(layout),
+                       "" if base is None else os.fspath(base), bool(allow_empty), bool(convert_16bit),
+                       bool(strict_jpeg))
 
 
 # ---- the streaming loader ------------------------------------------------------------

@@ -433,14 +433,30 @@ void write_manifest(const std::string& dir, const nb::list& shards, const std::v
   without_gil([&] { l3::write_manifest_atomic(dir, m); });
 }
 
+l3::SourceLayout layout_of(const std::string& name) {
+  if (name == "auto") return l3::SourceLayout::automatic;
+  if (name == "classes") return l3::SourceLayout::classes;
+  if (name == "flat") return l3::SourceLayout::flat;
+  l3::throw_error(l3::errc::invalid_argument, "layout must be 'auto', 'classes' or 'flat', got '" + name + "'");
+}
+
+// Options past the first seven come from l3.convert's keyword arguments (python/l3/__init__.py).
 nb::dict convert(const std::string& src, const std::string& out, std::uint64_t shard_size, unsigned threads,
-                 bool strict, bool resume, std::int64_t shuffle_seed) {
+                 bool strict, bool resume, std::int64_t shuffle_seed, std::uint64_t max_pixels,
+                 const std::string& layout, const std::string& base, bool allow_empty, bool convert_16bit,
+                 bool strict_jpeg) {
   l3::ConvertOptions opt;
   opt.shard_size = shard_size;
   opt.threads = threads;
   opt.strict = strict;
   opt.resume = resume;
   if (shuffle_seed >= 0) opt.shuffle_seed = static_cast<std::uint64_t>(shuffle_seed);
+  opt.max_pixels = max_pixels;
+  opt.scan.layout = layout_of(layout);
+  opt.scan.list_base = base;
+  opt.allow_empty = allow_empty;
+  opt.convert_16bit = convert_16bit;
+  opt.strict_jpeg = strict_jpeg;
   const l3::ConvertReport r = without_gil([&] { return l3::convert_dataset(src, out, opt); });
   nb::dict d;
   d["images"] = r.images;
@@ -450,6 +466,16 @@ nb::dict convert(const std::string& src, const std::string& out, std::uint64_t s
   d["bytes_in"] = r.bytes_in;
   d["bytes_out"] = r.bytes_out;
   d["seconds"] = r.seconds;
+  d["hidden"] = r.hidden;
+  nb::list skipped;
+  for (const l3::SkippedInput& s : r.skipped_inputs) {
+    nb::dict entry;
+    entry["path"] = s.key;
+    entry["reason"] = s.reason;
+    entry["detail"] = s.detail;
+    skipped.append(entry);
+  }
+  d["skipped_inputs"] = skipped;
   return d;
 }
 
@@ -852,7 +878,8 @@ NB_MODULE(_l3, m) {
   m.def("write_manifest", &write_manifest, "dir"_a, "shards"_a, "classes"_a, "image_stats_json"_a = "{}",
         "extra_json"_a = "{}");
   m.def("convert", &convert, "src"_a, "out"_a, "shard_size"_a, "threads"_a, "strict"_a, "resume"_a,
-        "shuffle_seed"_a);
+        "shuffle_seed"_a, "max_pixels"_a, "layout"_a, "base"_a, "allow_empty"_a, "convert_16bit"_a,
+        "strict_jpeg"_a);
 
   m.def("_drain", &drain, "path"_a, "config"_a, "epochs"_a, "warmup"_a);
 

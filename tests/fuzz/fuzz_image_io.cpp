@@ -1,4 +1,4 @@
-// fuzz_image_io: bytes -> decode_image_bytes (PNG, JPEG, PNM) with small limits.
+// fuzz_image_io: bytes -> decode_image_bytes (PNG, JPEG, PNM, WebP, TIFF, BMP) with small limits.
 // Properties: only l3::Error escapes; a decoded image is within the limits,
 // has 1-4 channels and exactly width * height * channels bytes.
 #include "fuzz_common.hpp"

@@ -3,7 +3,10 @@
 // per-process temporary file first.
 // Properties: only l3::Error escapes (invalid_argument for a bad line); every
 // listed image has a non-empty relative key that stays inside the list's
-// folder, keys are unique, labels are >= -1, file == root / key.
+// folder, keys are unique, labels are >= -1, keys are escaped (spec/format.md
+// §8.4: escape_key(unescape_key(key)) == key) and file == root / unescape_key(key);
+// when there are classes (class names, or "0".."max" for integer labels),
+// every label < classes.size().
 #include <unistd.h>
 
 #include <cstdio>
@@ -41,7 +44,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       for (const fs::path& part : key) L3_FUZZ_CHECK(part != "..");
       L3_FUZZ_CHECK(keys.insert(img.key).second);
       L3_FUZZ_CHECK(img.label >= l3::kNoLabel);
-      L3_FUZZ_CHECK(img.file == set.root / key);
+      L3_FUZZ_CHECK(set.classes.empty() || img.label < static_cast<std::int64_t>(set.classes.size()));
+      L3_FUZZ_CHECK(l3::escape_key(l3::unescape_key(img.key)) == img.key);
+      L3_FUZZ_CHECK(img.file == set.root / l3::unescape_key(img.key));
     }
   } catch (const l3::Error& e) {
     L3_FUZZ_CHECK(e.code() == l3::errc::invalid_argument || e.code() == l3::errc::io_error);

@@ -21,6 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,33 +38,72 @@ inline constexpr const char* kLockName = ".l3pack.lock";
 // One input image.
 struct SourceImage {
   std::filesystem::path file;  // where to read it
-  std::string key;             // path relative to the source root, '/'-separated
+  std::string key;             // path relative to the source root, '/'-separated, escaped (escape_key)
   std::int64_t label = kNoLabel;
 };
 
+// An input that is not converted, and why (spec/format.md §8.4). Reasons are a
+// short fixed vocabulary ("not an image", "broken symbolic link", "truncated",
+// ...) so that a summary can count them; detail says more and may be empty.
+struct SkippedInput {
+  std::string key;     // escaped path relative to the source root; a folder ends with '/'
+  std::string reason;
+  std::string detail;
+};
+
 enum class SourceKind { class_folders, list_file, flat_folder };
+
+// How a source folder is read. automatic: only subfolders at the top level (plus
+// files that are not images) means class folders, only files means a flat
+// folder, and subfolders next to image files is an error that names both.
+enum class SourceLayout { automatic, classes, flat };
+
+struct ScanOptions {
+  SourceLayout layout = SourceLayout::automatic;
+  // List files: the folder relative paths are read from, and the only place
+  // absolute paths may point into (keys are relative to it). Empty: the list
+  // file's folder, and absolute paths are refused.
+  std::filesystem::path list_base;
+};
 
 struct SourceSet {
   SourceKind kind = SourceKind::flat_folder;
   std::filesystem::path root;        // the folder keys are relative to
   std::vector<SourceImage> images;   // folders: sorted by key; list file: file order
-  std::vector<std::string> classes;  // class_folders: sorted folder names (label i = classes[i])
+  std::vector<std::string> classes;  // label i = classes[i]: sorted class folder names or list class names
+  std::vector<SkippedInput> skipped; // found while scanning, sorted by key
+  std::uint64_t hidden = 0;          // entries excluded because their name starts with '.'
 };
 
-// Reads SRC: a list file (CSV or TSV lines "path,label"; paths relative to the
-// list file's folder), a folder whose top level holds only subfolders (one per
-// class), or a folder of images (searched recursively; no labels). Images are
-// recognised by extension (.png .jpg .jpeg .ppm .pgm .pnm .pam, any case).
-SourceSet scan_source(const std::filesystem::path& src);
+// Reads SRC: a list file (CSV or TSV lines "path,label"; the label an integer
+// >= -1 or a class name), a folder of class folders, or a folder of images
+// (searched recursively; no labels). Folders are walked following symbolic
+// links (a link back to a folder being walked is a "symlink loop" skip); every
+// entry is an image, a skip with its reason, or hidden. Images are recognised
+// by extension (.png .jpg .jpeg .ppm .pgm .pnm .pam .webp .bmp .tif .tiff, any
+// case); files are read by their bytes. Throws invalid_argument for a mixed top level or a bad list
+// line, io_error when SRC cannot be read at all.
+SourceSet scan_source(const std::filesystem::path& src, const ScanOptions& options = {});
 
 // The folder a key is relative to, for SRC as given to scan_source.
-std::filesystem::path source_root(const std::filesystem::path& src);
+std::filesystem::path source_root(const std::filesystem::path& src, const ScanOptions& options = {});
+
+// Keys from file names (spec/format.md §8.4): the bytes of a valid UTF-8 name
+// are kept, except '%', written "%25"; every byte of an invalid sequence is
+// written "%XX" (two uppercase hex digits). unescape_key is the inverse; it
+// throws invalid_argument for a '%' not followed by two hex digits.
+std::string escape_key(std::string_view raw_path);
+std::string unescape_key(std::string_view key);
 
 // A permutation of 0..n-1, stable across platforms and standard libraries:
 // Fisher-Yates from the last element down, where the swap partner of i is
 // x mod (i+1) for the first output x of std::mt19937_64(seed) not below
 // 2^64 mod (i+1) (rejection sampling keeps it unbiased).
 std::vector<std::size_t> seeded_permutation(std::size_t n, std::uint64_t seed);
+
+// PIL's DecompressionBombError threshold (2 x Image.MAX_IMAGE_PIXELS): an image
+// PIL refuses to open, l3pack skips; spec/limits.md §4 explains the choice.
+inline constexpr std::uint64_t kDefaultMaxPixels = 178956970;
 
 struct ConvertOptions {
   EncodeOptions encode{};                          // encode.threads is ignored: images run in parallel
@@ -72,9 +112,22 @@ struct ConvertOptions {
   std::uint32_t part_index = 0;                    // this run converts the contiguous range
   std::uint32_t part_count = 1;                    //   [N*i/n, N*(i+1)/n) of the planned order
   bool resume = false;                             // continue an interrupted conversion into OUT
-  bool strict = false;                             // a bad input stops the run (InputError)
+  bool strict = false;                             // a skipped input stops the run (InputError)
   unsigned threads = 0;                            // workers; 0: all hardware threads
+  ScanOptions scan{};                              // layout of a folder, base of a list file
+  // Images with more pixels are skipped ("limit exceeded"), checked from the file's
+  // header before any pixel buffer is allocated: a worker holds at most
+  // max_pixels x 4 bytes of pixels (plus the encoded record). At most 2^30 (the codec's limit).
+  std::uint64_t max_pixels = kDefaultMaxPixels;
+  bool convert_16bit = false;                      // 16-bit PNG samples reduced to 8 bits (LoadOptions)
+  bool strict_jpeg = false;                        // any libjpeg warning makes a JPEG a skip
+  bool allow_empty = false;                        // commit a dataset of 0 records instead of failing
 };
+
+// Throws invalid_argument, naming the option, for any value convert_dataset would
+// refuse (tile size, effort, shard size, part, max_pixels); called first, before
+// anything is read or written.
+void validate_convert_options(const ConvertOptions& options);
 
 struct ConvertProgress {
   std::uint64_t done = 0;       // inputs handled (converted or skipped), resumed ones included
@@ -92,13 +145,17 @@ struct ConvertObserver {
 
 struct ConvertReport {
   std::uint64_t images = 0;          // records in the dataset
-  std::uint64_t skipped = 0;         // inputs that could not be read (this process)
+  std::uint64_t skipped = 0;         // inputs not converted (scan and decode), = skipped_inputs.size()
   std::uint64_t resumed_records = 0; // records found in kept shards (--resume)
   std::uint64_t shards = 0;
   std::uint64_t bytes_in = 0;        // source file bytes of every record in the dataset
   std::uint64_t bytes_out = 0;       // shard file bytes
+  std::uint64_t hidden = 0;          // entries excluded by name ('.' first)
+  std::vector<SkippedInput> skipped_inputs;  // also in OUT/skipped.jsonl (spec/format.md §8.4)
   double seconds = 0;
 };
+
+inline constexpr const char* kSkippedName = "skipped.jsonl";
 
 // A bad input under ConvertOptions::strict.
 class InputError : public Error {

@@ -1,4 +1,6 @@
-// Image file I/O for l3: PNG, JPEG and PNM (PGM/PPM/PAM) in, PNG and PNM out.
+// Image file I/O for l3: PNG, JPEG, PNM (PGM/PPM/PAM), WebP, TIFF and BMP in
+// (WebP through libwebp, TIFF through libtiff, BMP by hand; channels as PIL's
+// modes: webp_io.cpp, tiff_io.cpp, bmp_io.cpp say which files), PNG and PNM out.
 //
 // Everything is 8-bit interleaved (channels: 1 gray, 2 gray+alpha, 3 RGB,
 // 4 RGBA), the pixel model of the codec (l3/codec.hpp). Loading is lossless
@@ -6,10 +8,10 @@
 // errc::unsupported rather than reduced to 8 bits.
 //
 // Errors are l3::Error (l3/error.hpp):
-//   bad_magic       not a PNG, JPEG or PNM file (detection uses magic bytes, never the name)
+//   bad_magic       not a PNG, JPEG, PNM, WebP, TIFF or BMP file (magic bytes, never the name)
 //   truncated       the file ends early
 //   corrupt_header  any other malformed byte (bad header, CRC, zlib or entropy-coded data)
-//   unsupported     valid but not representable losslessly here (16-bit, CMYK, maxval != 255)
+//   unsupported     valid but not representable losslessly here (16-bit, maxval != 255)
 //   limit_exceeded  larger than LoadOptions::limits (checked before allocating)
 //   io_error        the file cannot be read or written
 #pragma once
@@ -33,7 +35,7 @@ struct Image {
   ImageView view() const { return {pixels.data(), width, height, channels, 0}; }
 };
 
-enum class ImageFormat { unknown, png, jpeg, pnm };
+enum class ImageFormat { unknown, png, jpeg, pnm, webp, tiff, bmp };
 
 // The format named by the first bytes, or unknown.
 ImageFormat detect_image_format(std::span<const std::uint8_t> bytes) noexcept;
@@ -43,10 +45,17 @@ struct LoadOptions {
   // libjpeg-turbo "warnings" mean corrupt or truncated entropy-coded data that it
   // would paper over with gray. They are errors unless this is set.
   bool accept_jpeg_warnings = false;
+  // Warnings about bytes outside the image data (extraneous bytes before a
+  // marker, a JFIF 2.x header, ...) are accepted unless this is set.
+  bool strict_jpeg = false;
+  // 16-bit PNG samples are reduced to 8 bits (the high byte, v >> 8, as PIL's
+  // RGB;16B / RGBA;16B unpackers do) instead of being refused as unsupported.
+  bool convert_16bit = false;
 };
 
 // Decodes a PNG, JPEG or PNM file held in memory. JPEG pixels are exactly those of
-// libjpeg-turbo's default decode (islow IDCT, fancy upsampling). PNG: palette becomes
+// libjpeg-turbo's default decode (islow IDCT, fancy upsampling); CMYK and YCCK
+// are then converted to RGB as PIL does (jpeg_io.cpp). PNG: palette becomes
 // RGB, or RGBA when the file has tRNS; a tRNS colour key on gray/RGB becomes an alpha
 // channel; 1/2/4-bit gray is scaled to 8 bits (v * 255 / (2^depth - 1)); interlacing
 // is undone. PNM: P2, P3, P5, P6 and P7 (PAM, depth 1-4), maxval 255 only.

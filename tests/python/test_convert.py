@@ -1,0 +1,50 @@
+"""l3.convert's options from issue 15: max_pixels, layout, allow_empty, the skip list."""
+import json
+import os
+
+import pytest
+
+import l3
+
+from conftest import SAMPLE
+
+
+def _class_tree(tmp_path):
+    files = sorted(p for p in SAMPLE.iterdir() if p.suffix in (".png", ".jpg"))
+    src = tmp_path / "src"
+    for cls in ("a", "b"):
+        (src / cls).mkdir(parents=True)
+    for i, p in enumerate(files):
+        os.symlink(p, src / ("a" if i % 2 else "b") / p.name)
+    (src / "a" / "notes.txt").write_text("not an image")
+    return src, files
+
+
+def test_convert_max_pixels_skips_from_the_header(tmp_path):
+    src, files = _class_tree(tmp_path)
+    report = l3.convert(src, tmp_path / "all", threads=1)
+    assert report["images"] == len(files)
+    assert report["skipped_inputs"] == [{"path": "a/notes.txt", "reason": "not an image", "detail": ".txt"}]
+    assert l3.MAX_PIXELS == 178956970
+    smallest = min(l3.load_image(p).shape[0] * l3.load_image(p).shape[1] for p in files)
+    report = l3.convert(src, tmp_path / "small", threads=1, max_pixels=smallest)
+    big = [s for s in report["skipped_inputs"] if s["reason"] == "limit exceeded"]
+    assert report["images"] >= 1 and len(big) == len(files) - report["images"]
+    assert all(f"exceeds the limit of {smallest} pixels" in s["detail"] for s in big)
+    listed = [json.loads(line) for line in open(tmp_path / "small" / "skipped.jsonl")]
+    assert listed == report["skipped_inputs"]
+
+
+def test_convert_options_are_checked_and_empty_is_refused(tmp_path):
+    src, _ = _class_tree(tmp_path)
+    with pytest.raises(ValueError, match="--max-pixels"):
+        l3.convert(src, tmp_path / "bad", max_pixels=0)
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(ValueError, match="layout"):
+        l3.convert(src, tmp_path / "bad", layout="sideways")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "a.txt").write_text("x")
+    with pytest.raises(OSError, match="no images to convert"):
+        l3.convert(tmp_path / "junk", tmp_path / "none")
+    report = l3.convert(tmp_path / "junk", tmp_path / "empty", allow_empty=True)
+    assert report["images"] == 0 and len(l3.Dataset(tmp_path / "empty")) == 0
