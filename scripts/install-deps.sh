@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config git ca-certificates
   libzstd-dev libpng-dev libjpeg62-turbo-dev libspng-dev libxxhash-dev
-  doctest-dev libcli11-dev nlohmann-json3-dev
+  doctest-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev
   python3 python3-dev python3-venv python3-pip)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(clang libclang-rt-14-dev python3-numpy python3-pil)

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <xxhash.h>
 
 #include "common.hpp"
 #include "l3/bench_read_cli.hpp"
@@ -26,6 +27,7 @@ struct BenchReadArguments {
   double cache_mb = 0;
   bool no_verify = false;
   bool json = false;
+  bool digest = false;
   std::string device = "cpu";  // cpu, cuda or cuda:N
 };
 
@@ -81,6 +83,8 @@ void run_bench_read(BenchReadArguments& a) {
   }
   std::uint64_t batches = 0;
   std::uint64_t checksum = 0;  // touches every batch so nothing is optimised away
+  XXH3_state_t* digest = XXH3_createState();  // --digest: every batch's bytes, labels and records, in order
+  XXH3_64bits_reset(digest);
   for (std::uint64_t e = 0; e < a.epochs; ++e) {
     if (e > 0) reader->set_epoch(o.epoch + e);
     for (;;) {
@@ -90,10 +94,17 @@ void run_bench_read(BenchReadArguments& a) {
       // A device batch is complete when next() returns it (the backend's
       // run() waited for its writes); its bytes are not read on the host.
       if (b->device < 0) checksum += static_cast<const std::uint8_t*>(b->data)[b->bytes / 2];
+      if (a.digest && b->device < 0) {
+        XXH3_64bits_update(digest, b->data, b->bytes);
+        XXH3_64bits_update(digest, b->labels.data(), b->labels.size_bytes());
+        XXH3_64bits_update(digest, b->records.data(), b->records.size_bytes());
+      }
       ++batches;
     }
   }
   const Metrics m = reader->metrics();
+  if (a.digest) std::printf("digest: %016llx\n", static_cast<unsigned long long>(XXH3_64bits_digest(digest)));
+  XXH3_freeState(digest);
   if (a.json) {
     std::printf("%s\n", m.to_json().c_str());
   } else {
@@ -142,6 +153,9 @@ void add_bench_read_command(CLI::App& app) {
       ->option_text("raise|skip (default raise)");
   cmd->add_flag("--no-verify", args->no_verify, "Do not check record checksums");
   cmd->add_flag("--json", args->json, "Print the metrics as one JSON object");
+  cmd->add_flag("--digest", args->digest,
+                "Print an XXH3 digest of every batch (pixels, labels, record indices, in order): equal digests, "
+                "equal epochs (host batches only)");
   cmd->add_option("--device", args->device,
                   "cpu: decode and transforms on the CPU workers; cuda[:N]: both on CUDA device N, batches in device "
                   "memory (builds with CUDA only)")
