@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   l3::cli::add_merge_command(app);
   l3::cli::add_bench_command(app);
   l3::cli::add_bench_read_command(app);
+  l3::cli::add_cache_command(app);
   // (cmd_bench_read: one line here when it lands)
   try {
     app.parse(argc, argv);

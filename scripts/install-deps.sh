@@ -24,3 +24,16 @@ if ((${#missing[@]})); then
 else
   echo "install-deps: all ${#packages[@]} packages present"
 fi
+
+# The object-storage tests (tests/s3/) run an S3 server: moto[server] from PyPI,
+# in its own virtual environment (idempotent: kept while it imports).
+if [[ "${1:-}" == "--test" ]]; then
+  s3_venv="$HOME/.cache/l3/venv-s3"  # tests/storage.cmake looks for it there
+  if ! "$s3_venv/bin/python" -c 'import moto.server, boto3, pytest' 2>/dev/null; then
+    echo "install-deps: pip install moto[server] pytest into $s3_venv"
+    python3 -m venv "$s3_venv"
+    "$s3_venv/bin/python" -m pip install -q 'moto[server]>=5,<6' pytest
+  else
+    echo "install-deps: $s3_venv has moto"
+  fi
+fi

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -15,6 +16,12 @@ struct Dataset::State {
   struct Slot {
     std::once_flag once;
     std::unique_ptr<ShardReader> reader;
+    // A remote shard whose download failed (retries exhausted): the error is
+    // given again for kRetryAfter instead of a new round of retries for every
+    // record of the shard the reader has queued.
+    std::mutex m;
+    std::exception_ptr failed;
+    std::chrono::steady_clock::time_point failed_at;
   };
   std::filesystem::path dir;
   DatasetOptions options;
@@ -71,9 +78,27 @@ std::unique_ptr<ShardReader> open_checked(const std::filesystem::path& dir, cons
 }  // namespace
 
 const ShardReader& Dataset::open_slot(State& s, std::size_t k) {
+  constexpr auto kRetryAfter = std::chrono::seconds(5);
   auto& slot = s.slots[k];
+  const bool remote = is_remote(s.dir);
+  if (remote) {
+    std::lock_guard lock(slot.m);
+    if (slot.failed && std::chrono::steady_clock::now() - slot.failed_at < kRetryAfter)
+      std::rethrow_exception(slot.failed);
+  }
   // A throwing open leaves the once_flag unset, so a later call retries.
-  std::call_once(slot.once, [&] { slot.reader = open_checked(s.dir, s.manifest.shards[k], s.manifest, s.options); });
+  std::call_once(slot.once, [&] {
+    try {
+      slot.reader = open_checked(s.dir, s.manifest.shards[k], s.manifest, s.options);
+    } catch (...) {
+      if (remote) {
+        std::lock_guard lock(slot.m);
+        slot.failed = std::current_exception();
+        slot.failed_at = std::chrono::steady_clock::now();
+      }
+      throw;
+    }
+  });
   return *slot.reader;
 }
 
@@ -138,7 +163,11 @@ void Dataset::prefetch(std::vector<std::size_t> order) const {
         }
         try {
           (void)open_slot(*st, k);
-        } catch (...) {  // reported by the reader's own shard(k) call, which tries again
+        } catch (...) {
+          // The reader's own shard(k) call tries again and reports the error;
+          // prefetching stops here (the store is failing: no point in more requests).
+          std::lock_guard stop(p.m);
+          p.next = p.order.size();
         }
       }
     });
