@@ -31,7 +31,7 @@ public:
     for (const char* name : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
                              "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
                              "AWS_SHARED_CREDENTIALS_FILE", "AWS_NO_SIGN_REQUEST", "L3_S3_ADDRESSING",
-                             "L3_S3_VERIFY_TLS", "L3_CACHE_DIR", "L3_CACHE_MAX_BYTES", "HOME"})
+                             "L3_S3_VERIFY_TLS", "L3_S3_MAX_ATTEMPTS", "L3_CACHE_DIR", "L3_CACHE_MAX_BYTES", "HOME"})
       vars.try_emplace(name, std::nullopt);
     for (const auto& [name, value] : vars) {
       const char* old = std::getenv(name.c_str());
@@ -116,8 +116,9 @@ TEST_CASE("configuration: AWS_REGION wins; an endpoint means path-style unless L
   }
   {
     EnvScope env({{"AWS_ENDPOINT_URL", "https://minio.example:9000"}, {"AWS_ENDPOINT_URL_S3", "https://s3.example"},
-                  {"L3_S3_ADDRESSING", "virtual"}, {"L3_S3_VERIFY_TLS", "0"}});
+                  {"L3_S3_ADDRESSING", "virtual"}, {"L3_S3_VERIFY_TLS", "0"}, {"L3_S3_MAX_ATTEMPTS", "3"}});
     S3Config c = s3_config_from_env();
+    CHECK(c.max_attempts == 3);
     CHECK(c.endpoint == "https://s3.example");
     CHECK(c.addressing == Addressing::virtual_host);
     CHECK_FALSE(c.verify_tls);
@@ -128,6 +129,10 @@ TEST_CASE("configuration: AWS_REGION wins; an endpoint means path-style unless L
   }
   {
     EnvScope env({{"L3_S3_ADDRESSING", "sideways"}});
+    CHECK_THROWS_AS(s3_config_from_env(), Error);
+  }
+  {
+    EnvScope env({{"L3_S3_MAX_ATTEMPTS", "0"}});
     CHECK_THROWS_AS(s3_config_from_env(), Error);
   }
   {

@@ -171,6 +171,11 @@ S3Config s3_config_from_env(const std::string& endpoint_override) {
   else if (style == "virtual") c.addressing = Addressing::virtual_host;
   else if (!style.empty()) throw_error(errc::invalid_argument, "L3_S3_ADDRESSING must be path or virtual");
   if (env("L3_S3_VERIFY_TLS") == "0") c.verify_tls = false;
+  if (const std::string a = env("L3_S3_MAX_ATTEMPTS"); !a.empty()) {
+    const long v = std::strtol(a.c_str(), nullptr, 10);
+    if (v < 1 || v > 100) throw_error(errc::invalid_argument, "L3_S3_MAX_ATTEMPTS must be 1..100");
+    c.max_attempts = static_cast<unsigned>(v);
+  }
   return c;
 }
 

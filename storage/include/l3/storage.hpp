@@ -51,7 +51,7 @@ struct S3Config {
   bool anonymous = false;     // unsigned requests (public buckets)
   bool verify_tls = true;     // certificate and host checks for https
   unsigned max_in_flight = 16;       // ranged GETs in flight per transfer
-  unsigned max_attempts = 6;         // per request, with exponential backoff
+  unsigned max_attempts = 10;        // per request, with exponential backoff (L3_S3_MAX_ATTEMPTS)
   unsigned backoff_ms = 100;         // first retry's delay; doubles each attempt
   unsigned connect_timeout_s = 10;
   unsigned low_speed_timeout_s = 30; // a transfer under 1 KiB/s for this long is retried
@@ -67,7 +67,8 @@ struct S3Config {
 //   anonymous. AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1.
 //   AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL (an endpoint other than AWS's
 //   defaults to path-style addressing); L3_S3_ADDRESSING=path|virtual
-//   overrides; L3_S3_VERIFY_TLS=0 turns certificate checks off.
+//   overrides; L3_S3_VERIFY_TLS=0 turns certificate checks off;
+//   L3_S3_MAX_ATTEMPTS (1..100) bounds the tries of one request.
 // A non-empty endpoint_override wins over the environment (a per-call option).
 S3Config s3_config_from_env(const std::string& endpoint_override = {});
 
