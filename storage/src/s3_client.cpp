@@ -259,7 +259,6 @@ struct S3Client::Impl {
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, r.body.empty() ? "" : reinterpret_cast<const char*>(r.body.data()));
         add("Content-Type: application/octet-stream");
-        add("Expect:");
       }
     }
     add("x-amz-content-sha256: " + sha256_hex(r.body));
