@@ -1,4 +1,4 @@
-# storage: s3:// URLs, configuration, the shard cache (spec/format.md §9). The
+# storage: s3:// URLs, configuration, the shard cache (spec/format.md §8.4). The
 # tests against a real S3 server (moto) are tests/s3/ (pytest, below).
 l3_add_test(test_storage
   test_storage.cpp

@@ -1,5 +1,5 @@
 // l3_storage without a server: URLs, AWS-style configuration, the shard cache,
-// transport failures (spec/format.md §9). tests/s3/ runs against moto.
+// transport failures (spec/format.md §8.4). tests/s3/ runs against moto.
 #include <doctest/doctest.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -176,6 +176,30 @@ TEST_CASE("configuration: profiles of the shared credentials file") {
     CHECK_THROWS_AS(s3_config_from_env(), Error);
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("object URLs: AWS virtual-host, path-style endpoints, GCS's S3-compatible endpoint") {
+  {
+    EnvScope env({{"AWS_REGION", "eu-central-1"}});
+    S3Config c = s3_config_from_env();
+    CHECK(object_url(c, "my-bkt", "a b/c+d.l3s") == "https://my-bkt.s3.eu-central-1.amazonaws.com/a%20b/c%2Bd.l3s");
+  }
+  {
+    EnvScope env({{"AWS_ENDPOINT_URL", "http://127.0.0.1:9000"}});
+    CHECK(object_url(s3_config_from_env(), "bkt", "p/manifest.json", "list-type=2") ==
+          "http://127.0.0.1:9000/bkt/p/manifest.json?list-type=2");
+  }
+  {  // Google Cloud Storage: HMAC key as AWS keys, region auto (spec/format.md §8.4.2)
+    EnvScope env({{"AWS_ENDPOINT_URL", "https://storage.googleapis.com"}, {"AWS_REGION", "auto"},
+                  {"AWS_ACCESS_KEY_ID", "GOOG1EXAMPLE"}, {"AWS_SECRET_ACCESS_KEY", "hmac-secret"}});
+    S3Config c = s3_config_from_env();
+    const S3Url u = parse_s3_url("s3://gcs-bucket/imagenet/train");
+    CHECK(object_url(c, u.bucket, u.key("manifest.json")) ==
+          "https://storage.googleapis.com/gcs-bucket/imagenet/train/manifest.json");
+    CHECK(c.region == "auto");
+    CHECK(c.verify_tls);
+    CHECK_FALSE(c.anonymous);
+  }
 }
 
 TEST_CASE("shard cache: keyed by hash, temporary then rename, damaged copies dropped") {

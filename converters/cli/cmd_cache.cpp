@@ -1,4 +1,4 @@
-// l3pack cache [show|clear]: the local cache of remote shards (spec/format.md §9.3).
+// l3pack cache [show|clear]: the local cache of remote shards (spec/format.md §8.4.3).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>

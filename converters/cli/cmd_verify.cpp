@@ -40,7 +40,7 @@ std::vector<ShardSlot> open_shards(const std::filesystem::path& dir, const Manif
     const std::filesystem::path file = dir / entry.file;
     std::string problem;
     try {
-      slot.reader.emplace(shard_file(dir, entry));  // a remote shard: its cached copy (spec/format.md §9)
+      slot.reader.emplace(shard_file(dir, entry));  // a remote shard: its cached copy (spec/format.md §8.4)
       auto bytes = slot.reader->file_bytes();
       if (slot.reader->size() != entry.records) problem = "record count differs from the manifest";
       else if (slot.reader->file_size() != entry.bytes) problem = "file size differs from the manifest";

@@ -308,7 +308,7 @@ unsigned worker_count(unsigned requested) {
 }
 
 // Where finished shards and the manifest go besides the local folder: an
-// object store (spec/format.md §9.6). Null for a local conversion.
+// object store (spec/format.md §8.4.5). Null for a local conversion.
 class Publisher {
 public:
   virtual ~Publisher() = default;
@@ -426,7 +426,7 @@ private:
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-// ---- converting into an object store (spec/format.md §9.6) ----
+// ---- converting into an object store (spec/format.md §8.4.5) ----
 
 // Shards are written into a local staging folder exactly as a local conversion
 // (so --resume and --part behave the same), each uploaded as soon as it is

@@ -1,4 +1,4 @@
-// Datasets in an object store (spec/format.md §9): the manifest by one GET,
+// Datasets in an object store (spec/format.md §8.4): the manifest by one GET,
 // each shard downloaded once into the local shard cache by ranged GETs of
 // kFetchBlock bytes, many in flight, then read like a local file (one code
 // path for local and remote shards from there on).
@@ -14,7 +14,7 @@ namespace l3 {
 namespace {
 
 // The ranged GET size: large enough that request overhead is small, small
-// enough that many are in flight on one shard (spec/format.md §9.1).
+// enough that many are in flight on one shard (spec/format.md §8.4.1).
 constexpr std::uint64_t kFetchBlock = std::uint64_t{8} << 20;
 
 void pwrite_all(int fd, std::uint64_t offset, std::span<const std::uint8_t> bytes, const std::string& what) {

@@ -278,7 +278,7 @@ struct Reader::Impl {
 
   // The shards of this rank's run in the order the run first reads them: a
   // remote dataset downloads them in this order, ahead of the scheduler
-  // (spec/format.md §9.1). One pass over the run's positions.
+  // (spec/format.md §8.4.1). One pass over the run's positions.
   std::vector<std::size_t> shards_in_run_order() const {
     std::vector<std::size_t> order;
     std::vector<bool> seen(dataset->shard_count());

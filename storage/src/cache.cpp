@@ -1,4 +1,4 @@
-// ShardCache: remote shards on local disk, keyed by their XXH3 (spec/format.md §9.3).
+// ShardCache: remote shards on local disk, keyed by their XXH3 (spec/format.md §8.4.3).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>

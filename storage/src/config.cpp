@@ -1,4 +1,4 @@
-// s3:// URLs and the AWS-style configuration (spec/format.md §9.1, §9.2).
+// s3:// URLs and the AWS-style configuration (spec/format.md §8.4.1, §8.4.2).
 #include <cstdlib>
 #include <fstream>
 

@@ -1,4 +1,4 @@
-// S3Client: libcurl requests signed by CURLOPT_AWS_SIGV4 (spec/format.md §9.1).
+// S3Client: libcurl requests signed by CURLOPT_AWS_SIGV4 (spec/format.md §8.4.1).
 //
 // Every request carries x-amz-content-sha256 (S3 requires it with SigV4; curl
 // 7.88 signs the body's SHA-256 but does not send the header). Query strings
@@ -205,19 +205,7 @@ struct S3Client::Impl {
   S3Config config;
   mutable std::atomic<std::uint64_t> requests{0}, retries{0}, bytes_down{0}, bytes_up{0};
 
-  std::string url_of(const Request& r) const {
-    std::string endpoint = config.endpoint_or_default();
-    const std::string path = uri_encode(r.key, true);
-    std::string url;
-    if (config.addressing == Addressing::path) {
-      url = endpoint + "/" + r.bucket + "/" + path;
-    } else {
-      const auto scheme_end = endpoint.find("://") + 3;
-      url = endpoint.substr(0, scheme_end) + r.bucket + "." + endpoint.substr(scheme_end) + "/" + path;
-    }
-    if (!r.query.empty()) url += "?" + r.query;
-    return url;
-  }
+  std::string url_of(const Request& r) const { return object_url(config, r.bucket, r.key, r.query); }
 
   // A configured easy handle for r (owned by the caller, with its header list).
   CURL* make_handle(Request& r, curl_slist*& headers) const {
@@ -441,6 +429,21 @@ void S3Client::Impl::get_ranges(const std::string& bucket, const std::string& ke
     }
     if (finished < t.size()) curl_multi_poll(m.multi, nullptr, 0, active ? 100 : 10, nullptr);
   }
+}
+
+std::string object_url(const S3Config& config, const std::string& bucket, const std::string& key,
+                       const std::string& query) {
+  const std::string endpoint = config.endpoint_or_default();
+  const std::string path = uri_encode(key, true);
+  std::string url;
+  if (config.addressing == Addressing::path) {
+    url = endpoint + "/" + bucket + "/" + path;
+  } else {
+    const auto scheme_end = endpoint.find("://") + 3;
+    url = endpoint.substr(0, scheme_end) + bucket + "." + endpoint.substr(scheme_end) + "/" + path;
+  }
+  if (!query.empty()) url += "?" + query;
+  return url;
 }
 
 S3Client::S3Client(S3Config config) : impl_(std::make_unique<Impl>()) { impl_->config = std::move(config); }

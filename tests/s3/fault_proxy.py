@@ -30,6 +30,7 @@ class FaultProxy:
         self.requests = self.ranged_gets = self.slowdowns = self.truncations = self.outages = 0
         self.bytes_sent = 0
         self.sockets: set = set()
+        self.headers: list = []  # every request's headers (lower-case names)
         self.server = None
         self.port = 0
         self.thread = None
@@ -107,6 +108,7 @@ class FaultProxy:
         ranged = h.command == "GET" and "Range" in h.headers
         fault = None
         with self.lock:
+            self.headers.append({k.lower(): v for k, v in h.headers.items()})
             self.requests += 1
             if ranged:
                 self.ranged_gets += 1

@@ -1,4 +1,4 @@
-"""A real S3 server for the tests: moto's server on 127.0.0.1 (spec/format.md §9.5).
+"""A real S3 server for the tests: moto's server on 127.0.0.1 (spec/format.md §8.4.6).
 
 moto checks SigV4 signatures only once INITIAL_NO_AUTH_ACTION_COUNT requests
 have been served; the fixture spends exactly those on creating an IAM user

@@ -119,3 +119,39 @@ def test_secrets_never_printed(moto, remote_ds, tmp_path):
     assert out and secret not in out
     for name in os.listdir(tmp_path / "cache"):
         assert secret not in name
+
+
+def test_session_token_is_sent_and_signed(moto, remote_ds, local_ds, tmp_path):
+    from fault_proxy import FaultProxy
+    proxy = FaultProxy(moto.port).start()
+    try:
+        env = s3_env(proxy.endpoint, moto.creds, tmp_path / "cache", AWS_SESSION_TOKEN="tok-abc123")
+        run(["info", remote_ds], env=env, check=False)  # moto may or may not accept a made-up token
+        h = proxy.headers[0]
+        assert h["x-amz-security-token"] == "tok-abc123"
+        assert "x-amz-security-token" in h["authorization"].split("SignedHeaders=")[1]
+        assert moto.creds["AWS_SECRET_ACCESS_KEY"] not in json.dumps(proxy.headers)
+    finally:
+        proxy.stop()
+
+
+def test_anonymous_access_sends_no_signature(local_ds, tmp_path):
+    """A public bucket: a server without auth, AWS_NO_SIGN_REQUEST=true."""
+    import s3_fixture
+    from fault_proxy import FaultProxy
+    with s3_fixture.MotoServer(auth=False) as server:
+        client = server.client({"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"})
+        client.create_bucket(Bucket="public-bkt")
+        client.put_bucket_policy(Bucket="public-bkt", Policy=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+                           "Resource": "arn:aws:s3:::public-bkt/*"}]}))
+        s3_fixture.upload_dir(client, "public-bkt", "ds", str(local_ds))
+        proxy = FaultProxy(server.port).start()
+        try:
+            env = s3_env(proxy.endpoint, {"AWS_ACCESS_KEY_ID": "AKIAUNUSED", "AWS_SECRET_ACCESS_KEY": "unused"},
+                         tmp_path / "cache", AWS_NO_SIGN_REQUEST="true")
+            assert digest("s3://public-bkt/ds", env) == digest(local_ds)
+            assert proxy.headers and not any("authorization" in h for h in proxy.headers)
+        finally:
+            proxy.stop()

@@ -44,7 +44,7 @@ std::string serialize_manifest(const Manifest& manifest);  // deterministic
 // Validates, writes dir/manifest.json.tmp, fsyncs, renames, fsyncs dir.
 void write_manifest_atomic(const std::filesystem::path& dir, const Manifest& manifest);
 
-// Remote datasets (spec/format.md §9): `dir` may be s3://bucket/prefix
+// Remote datasets (spec/format.md §8.4): `dir` may be s3://bucket/prefix
 // wherever a dataset folder is taken (read_manifest, Dataset::open).
 bool is_remote(const std::filesystem::path& dir);
 // The local file holding shard m of the dataset at dir: dir/m.file, or for a
@@ -81,7 +81,7 @@ public:
   RecordLocation locate(std::uint64_t i) const;  // O(log shards); out_of_range
   RecordView record(std::uint64_t i, Verify verify = Verify::yes) const;
   // Opens shards in the background in this order (a remote dataset downloads
-  // them ahead of use: spec/format.md §9.1); at most one prefetch runs, a new
+  // them ahead of use: spec/format.md §8.4.1); at most one prefetch runs, a new
   // call replaces the order of the previous one. No-op for a local dataset.
   void prefetch(std::vector<std::size_t> order) const;
   // Opens (once) and returns shard k; checks it against the manifest

@@ -1,4 +1,4 @@
-// Object storage for datasets (spec/format.md §9): s3:// URLs, AWS-style
+// Object storage for datasets (spec/format.md §8.4): s3:// URLs, AWS-style
 // configuration, an S3 client over libcurl (SigV4 signing by CURLOPT_AWS_SIGV4,
 // many ranged GETs in flight on one multi handle, retries with backoff), and
 // the local disk cache of remote shards.
@@ -60,7 +60,7 @@ struct S3Config {
   std::string describe() const;  // endpoint, region, key id and how it signs; no secret
 };
 
-// The configuration the AWS CLI and SDKs would use (spec/format.md §9.2):
+// The configuration the AWS CLI and SDKs would use (spec/format.md §8.4.2):
 //   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; else the
 //   profile AWS_PROFILE (default "default") of AWS_SHARED_CREDENTIALS_FILE
 //   (default ~/.aws/credentials); no credentials, or AWS_NO_SIGN_REQUEST=true:
@@ -71,6 +71,11 @@ struct S3Config {
 //   L3_S3_MAX_ATTEMPTS (1..100) bounds the tries of one request.
 // A non-empty endpoint_override wins over the environment (a per-call option).
 S3Config s3_config_from_env(const std::string& endpoint_override = {});
+
+// The URL of an object under `config` (path-style or virtual-host; the key
+// URI-encoded, '/' kept); `query` is appended after '?' when not empty.
+std::string object_url(const S3Config& config, const std::string& bucket, const std::string& key,
+                       const std::string& query = {});
 
 // ---- the client -------------------------------------------------------------
 
@@ -94,7 +99,7 @@ struct TransferStats {
 
 // Safe to use from several threads (each call uses its own curl handles).
 // Handles are created per call in the calling process, so a client copied into
-// a forked child works there (spec/format.md §9.4).
+// a forked child works there (spec/format.md §8.4.4).
 class S3Client {
 public:
   explicit S3Client(S3Config config);
@@ -139,7 +144,7 @@ private:
 // again in a forked child (the parent's is never touched after fork).
 std::shared_ptr<S3Client> shared_s3_client(const std::string& endpoint_override = {});
 
-// ---- the local cache of remote shards (spec/format.md §9.3) -------------------
+// ---- the local cache of remote shards (spec/format.md §8.4.3) -------------------
 
 struct CacheOptions {
   std::filesystem::path dir;   // empty: $L3_CACHE_DIR, else $XDG_CACHE_HOME/l3/shards, else ~/.cache/l3/shards
