@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <xxhash.h>
 
 #include "common.hpp"
 #include "l3/bench_read_cli.hpp"
 #include "l3/reader.hpp"
+#include "l3/storage.hpp"
 #ifdef L3_READER_HAVE_CUDA
 #include "l3/reader_backend_cuda.hpp"
 #endif
@@ -105,10 +107,27 @@ void run_bench_read(BenchReadArguments& a) {
   const Metrics m = reader->metrics();
   if (a.digest) std::printf("digest: %016llx\n", static_cast<unsigned long long>(XXH3_64bits_digest(digest)));
   XXH3_freeState(digest);
+  // A remote dataset: what the store was asked for (spec/format.md §8.4.1).
+  const bool remote = is_remote(a.dataset);
+  const storage::TransferStats t = remote ? storage::shared_s3_client()->stats() : storage::TransferStats{};
+  std::uint64_t dataset_bytes = 0;
+  for (const ManifestShard& shard : ds.manifest().shards) dataset_bytes += shard.bytes;
   if (a.json) {
-    std::printf("%s\n", m.to_json().c_str());
+    nlohmann::json j = nlohmann::json::parse(m.to_json());
+    if (remote)
+      j["storage"] = {{"requests", t.requests}, {"retries", t.retries}, {"bytes_downloaded", t.bytes_down},
+                      {"dataset_bytes", dataset_bytes}};
+    std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s", m.summary().c_str());
+    if (remote)
+      std::printf("storage: %llu requests (%llu retries), %llu bytes downloaded = %.3fx the shards' %llu bytes, "
+                  "%.4f requests per image\n",
+                  static_cast<unsigned long long>(t.requests), static_cast<unsigned long long>(t.retries),
+                  static_cast<unsigned long long>(t.bytes_down),
+                  dataset_bytes ? static_cast<double>(t.bytes_down) / static_cast<double>(dataset_bytes) : 0.0,
+                  static_cast<unsigned long long>(dataset_bytes),
+                  m.examples ? static_cast<double>(t.requests) / static_cast<double>(m.examples) : 0.0);
   }
   (void)checksum;
 }

@@ -626,17 +626,26 @@ TransferStats S3Client::stats() const {
 }
 
 std::shared_ptr<S3Client> shared_s3_client(const std::string& endpoint_override) {
+  // Keyed by the whole configuration, read from the environment on each call:
+  // a changed variable (new keys, another endpoint) takes effect at the next
+  // dataset opened, as with a new boto3 session. The key holds secrets: it
+  // stays in this table and is never printed.
+  S3Config c = s3_config_from_env(endpoint_override);
+  std::string key = c.access_key + '\n' + c.secret_key + '\n' + c.session_token + '\n' + c.region + '\n' +
+                    c.endpoint + '\n' + std::to_string(static_cast<int>(c.addressing)) + std::to_string(c.anonymous) +
+                    std::to_string(c.verify_tls) + '\n' + std::to_string(c.max_attempts);
+  using Table = std::vector<std::pair<std::string, std::shared_ptr<S3Client>>>;
   static std::mutex m;
   static pid_t owner = 0;
-  static std::vector<std::pair<std::string, std::shared_ptr<S3Client>>>* clients = nullptr;
+  static Table* clients = nullptr;
   std::lock_guard lock(m);
   if (owner != ::getpid()) {  // first use, or a forked child: start afresh (the parent's are left alone)
-    clients = new std::vector<std::pair<std::string, std::shared_ptr<S3Client>>>();  // never freed: see above
+    clients = new Table();    // never freed: a child must not destroy its parent's clients
     owner = ::getpid();
   }
-  for (auto& [endpoint, client] : *clients)
-    if (endpoint == endpoint_override) return client;
-  clients->emplace_back(endpoint_override, std::make_shared<S3Client>(s3_config_from_env(endpoint_override)));
+  for (auto& [k, client] : *clients)
+    if (k == key) return client;
+  clients->emplace_back(std::move(key), std::make_shared<S3Client>(std::move(c)));
   return clients->back().second;
 }
 

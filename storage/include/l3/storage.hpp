@@ -140,8 +140,9 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
-// One client per endpoint override in this process, created on first use and
-// again in a forked child (the parent's is never touched after fork).
+// The client for the current environment's configuration (s3_config_from_env,
+// read on every call): one per distinct configuration in this process, made on
+// first use, and afresh in a forked child (the parent's are never touched).
 std::shared_ptr<S3Client> shared_s3_client(const std::string& endpoint_override = {});
 
 // ---- the local cache of remote shards (spec/format.md §8.4.3) -------------------
