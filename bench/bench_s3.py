@@ -16,7 +16,8 @@ moto is a Python server: it is the bottleneck of the cold run here, not
 representative of S3 or Ceph radosgw (spec/format.md §8.4, the issue's bar is
 against radosgw). Needs moto[server] and Pillow in this Python.
 
-Usage: bench/bench_s3.py [--images N] [--shard-size 32MiB] [--workers 2] [--out FILE]
+Usage: bench/bench_s3.py [--radosgw] [--images N] [--shard-size 16MiB] [--workers 2] [--rounds 3] [--out FILE]
+  --radosgw: Ceph radosgw (bench/radosgw_local.sh; Debian ceph-mon ceph-osd radosgw) instead of moto
 """
 from __future__ import annotations
 
@@ -35,6 +36,36 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests" / "s3"))
 import s3_fixture  # noqa: E402
+
+
+class RadosGW:
+    """Ceph radosgw on a one-OSD memory-backed cluster (bench/radosgw_local.sh)."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.port = folder, s3_fixture.free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.keys = None
+
+    def __enter__(self):
+        out = subprocess.run(["bash", str(HERE / "radosgw_local.sh"), "start", str(self.folder), str(self.port)],
+                             check=True, capture_output=True, text=True, timeout=300).stdout.split()
+        self.keys = {"AWS_ACCESS_KEY_ID": out[-2], "AWS_SECRET_ACCESS_KEY": out[-1]}
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run(["bash", str(HERE / "radosgw_local.sh"), "stop", str(self.folder)], timeout=60)
+
+    def client(self, creds):
+        import boto3
+        from botocore.config import Config
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id=creds["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"],
+                            config=Config(s3={"addressing_style": "path"}))
+
+    def setup(self, bucket):
+        self.client(self.keys).create_bucket(Bucket=bucket)
+        return self.keys
 
 
 def make_source(src: Path, images: int) -> None:
@@ -76,9 +107,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--radosgw", action="store_true", help="Ceph radosgw (bench/radosgw_local.sh) instead of moto")
     ap.add_argument("--l3pack", default=str(ROOT / "build" / "converters" / "l3pack"))
-    ap.add_argument("--out", default=str(HERE / "results" / f"s3-moto-{socket.gethostname()}.md"))
+    ap.add_argument("--out", default="")
     args = ap.parse_args()
+    server_name = "radosgw" if args.radosgw else "moto"
+    args.out = args.out or str(HERE / "results" / f"s3-{server_name}-{socket.gethostname()}.md")
     work = HERE / "work" / "s3"
     src, ds, cache = work / "src", work / "ds", work / "cache"
     make_source(src, args.images)
@@ -93,7 +127,7 @@ def main() -> None:
     # on the host falls on all three alike; the median round of each is reported.
     runs = {"local": [], "cold": [], "warm": []}
     bench_read(args.l3pack, str(ds), dict(os.environ), args)  # fills the page cache
-    with s3_fixture.MotoServer() as server:
+    with (RadosGW(work / "ceph") if args.radosgw else s3_fixture.MotoServer()) as server:
         creds = server.setup("bench")
         s3_fixture.upload_dir(server.client(creds), "bench", "ds", str(ds))
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -111,9 +145,10 @@ def main() -> None:
     all_digests = {r["digest"] for v in runs.values() for r in v}
     if len(all_digests) != 1:
         raise SystemExit(f"epochs differ: {all_digests}")
-    digests = {k: v["digest"] for k, v in results.items()}
-    if len(set(digests.values())) != 1:
-        raise SystemExit(f"epochs differ: {digests}")
+
+    server_desc = ("Ceph radosgw " + subprocess.run(["radosgw", "--version"], capture_output=True, text=True).stdout.split()[2]
+                   + " (beast frontend, one memstore OSD, SigV4-signed requests)") if args.radosgw else (
+        f"moto {__import__('moto').__version__} (Python) with signature checks")
 
     def ips(r):  # the reader's clock (first next() to last batch), and the whole process's
         m = r["metrics"]
@@ -130,15 +165,14 @@ def main() -> None:
         down = st.get("bytes_downloaded", 0)
         rows.append(f"| {name} | {rd:,.0f} ({spread}) | {rd / lrd:.2f}x | {proc:,.0f} | {proc / lproc:.2f}x | "
                     f"{req} | {req / r['metrics']['examples']:.4f} | {down:,} | {down / dataset_bytes:.3f}x |")
-    report = f"""# Reader from S3 on loopback (moto) vs local disk
+    report = f"""# Reader from S3 on loopback ({server_name}) vs local disk
 
 Host {socket.gethostname()}, {os.cpu_count()} cores; dataset: {manifest['total_records']} images
 (random crops of bench/sample, 160-320 px), {len(manifest['shards'])} shards, {dataset_bytes:,} bytes;
 bench-read --batch {args.batch} --workers {args.workers} --crop 224, one epoch per run; {args.rounds} rounds of
 (local, cold, warm) interleaved, the median of each shown (load average {os.getloadavg()[0]:.1f} at the end:
 the host is shared); every run gave digest
-{digests['local']} (identical epochs). Server: moto {__import__('moto').__version__} (Python) with
-signature checks, on 127.0.0.1. Command: `python bench/bench_s3.py --images {args.images} --shard-size
+{all_digests.pop()} (identical epochs). Server: {server_desc}, on 127.0.0.1. Command: `python bench/bench_s3.py {'--radosgw ' if args.radosgw else ''}--images {args.images} --shard-size
 {args.shard_size} --workers {args.workers} --rounds {args.rounds}`; each run: `{results['cold']['command']}`.
 
 | run | images/s (reader; all rounds) | vs local | images/s (process) | vs local | requests | per image | bytes downloaded | vs dataset |
@@ -147,9 +181,9 @@ signature checks, on 127.0.0.1. Command: `python bench/bench_s3.py --images {arg
 
 "reader" is the reader's own clock (first next() to last batch: includes waiting for the first
 shard); "process" is the whole `l3pack bench-read` run (opening the dataset, the manifest GET).
-moto serves the cold run from a single Python process: it, not l3, bounds the cold figure, which
+""" + ("" if args.radosgw else """moto serves the cold run from a single Python process: it, not l3, bounds the cold figure, which
 is not representative of S3 or Ceph radosgw.
-"""
+""")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(report)
     print(report)
