@@ -71,13 +71,12 @@ std::string uri_encode(std::string_view s, bool keep_slash) {
 }
 
 // The text between <tag> and </tag> after `from`, XML entities decoded.
-std::string xml_value(std::string_view xml, std::string_view tag, std::size_t from = 0, std::size_t* end = nullptr) {
+std::string xml_value(std::string_view xml, std::string_view tag) {
   const std::string open = "<" + std::string(tag) + ">", close = "</" + std::string(tag) + ">";
-  const auto b = xml.find(open, from);
+  const auto b = xml.find(open);
   if (b == std::string_view::npos) return {};
   const auto e = xml.find(close, b + open.size());
   if (e == std::string_view::npos) return {};
-  if (end) *end = e + close.size();
   std::string raw(xml.substr(b + open.size(), e - b - open.size())), out;
   for (std::size_t i = 0; i < raw.size(); ++i) {
     static const std::pair<std::string_view, char> entities[] = {
@@ -159,7 +158,9 @@ std::string http_problem(const Request& r) {
 size_t on_body(char* data, size_t size, size_t n, void* user) {
   auto& r = *static_cast<Request*>(user);
   const std::size_t bytes = size * n;
-  const bool ok = r.status >= 200 && r.status < 300;
+  // A ranged GET must answer 206: a 200 carries the object from byte 0 (the
+  // server ignored Range) and is refused in judge().
+  const bool ok = r.range ? r.status == 206 : r.status >= 200 && r.status < 300;
   if (ok && r.sink) {
     const std::uint64_t at = r.range->offset + r.received;
     if (r.received + bytes > r.range->size) return 0;  // more than asked for: abort the transfer
@@ -283,6 +284,10 @@ struct S3Client::Impl {
       std::string_view body(reinterpret_cast<const char*>(r.response.data()), r.response.size());
       return retryable_status(r.status, xml_value(body, "Code")) ? Outcome::retry : Outcome::fail;
     }
+    if (r.range && r.status != 206) {
+      problem = "HTTP " + std::to_string(r.status) + " to a ranged GET: the server ignored the Range header";
+      return Outcome::fail;
+    }
     if (r.range && r.received < r.range->size) {
       problem = "body ended after " + std::to_string(r.received) + " of " + std::to_string(r.range->size) + " bytes";
       return Outcome::retry;
@@ -292,7 +297,7 @@ struct S3Client::Impl {
       std::string_view body(reinterpret_cast<const char*>(r.response.data()), r.response.size());
       if (body.find("<Error>") != std::string_view::npos) {
         problem = "HTTP 200 with error " + xml_value(body, "Code") + ": " + xml_value(body, "Message");
-        return retryable_status(500, {}) ? Outcome::retry : Outcome::fail;
+        return Outcome::retry;  // S3 documents these as InternalError-like: retry the (idempotent) request
       }
     }
     return Outcome::done;
@@ -300,7 +305,7 @@ struct S3Client::Impl {
 
   void reset_for_retry(Request& r) const {
     if (!r.range) r.received = 0;  // a ranged GET resumes; anything else starts over
-    if (!r.sink || r.status < 200 || r.status >= 300) r.response.clear();
+    r.response.clear();
   }
 
   // One request to completion (retries included); throws on failure.
