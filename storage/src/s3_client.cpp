@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -123,16 +124,14 @@ struct Request {
   std::vector<std::string> headers;
   std::span<const std::uint8_t> body;
   std::optional<ByteRange> range;  // GET bytes [offset, offset + size)
-  std::optional<std::uint64_t> suffix;  // GET the last n bytes
 
   // Filled by the transfer.
   long status = 0;
   std::vector<std::uint8_t> response;   // body (error bodies are kept here too)
   std::string etag;
-  std::uint64_t content_range_total = 0;  // total object size from Content-Range
-  std::uint64_t content_length = 0;
   std::uint64_t received = 0;             // body bytes of a 2xx response
   const S3Client::RangeSink* sink = nullptr;
+  std::exception_ptr sink_error;  // what the sink threw (the transfer was aborted)
   std::size_t sink_index = 0;
   char curl_error[CURL_ERROR_SIZE] = {};
 };
@@ -164,7 +163,12 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   if (ok && r.sink) {
     const std::uint64_t at = r.range->offset + r.received;
     if (r.received + bytes > r.range->size) return 0;  // more than asked for: abort the transfer
-    (*r.sink)(r.sink_index, at, {reinterpret_cast<const std::uint8_t*>(data), bytes});
+    try {  // no exception may cross libcurl's C frames: kept, rethrown by judge()
+      (*r.sink)(r.sink_index, at, {reinterpret_cast<const std::uint8_t*>(data), bytes});
+    } catch (...) {
+      r.sink_error = std::current_exception();
+      return 0;
+    }
   } else if (ok || r.response.size() < (64u << 10)) {  // error bodies: keep the start
     r.response.insert(r.response.end(), data, data + bytes);
   }
@@ -192,11 +196,6 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   std::string value = line.substr(colon + 1);
   value.erase(0, value.find_first_not_of(' '));
   if (name == "etag") r.etag = value;
-  if (name == "content-length") r.content_length = std::strtoull(value.c_str(), nullptr, 10);
-  if (name == "content-range") {  // "bytes a-b/total"
-    const auto slash = value.find('/');
-    if (slash != std::string::npos) r.content_range_total = std::strtoull(value.c_str() + slash + 1, nullptr, 10);
-  }
   return size * n;
 }
 
@@ -234,13 +233,9 @@ struct S3Client::Impl {
     if (r.range) {
       add("Range: bytes=" + std::to_string(r.range->offset + r.received) + "-" +
           std::to_string(r.range->offset + r.range->size - 1));
-    } else if (r.suffix) {
-      add("Range: bytes=-" + std::to_string(*r.suffix));
     }
     if (r.method == "GET") {
       curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    } else if (r.method == "HEAD") {
-      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     } else {
       curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r.method.c_str());
       if (r.method != "DELETE") {
@@ -274,6 +269,7 @@ struct S3Client::Impl {
   // What a finished transfer means: done, retry, or a failure message.
   enum class Outcome { done, retry, fail };
   Outcome judge(Request& r, CURLcode rc, std::string& problem) const {
+    if (r.sink_error) std::rethrow_exception(r.sink_error);
     if (rc != CURLE_OK) {
       problem = std::string(curl_easy_strerror(rc));
       if (r.curl_error[0]) problem += std::string(" (") + r.curl_error + ")";
@@ -463,34 +459,9 @@ std::vector<std::uint8_t> S3Client::get(const std::string& bucket, const std::st
   return std::move(r.response);
 }
 
-std::vector<std::uint8_t> S3Client::get_suffix(const std::string& bucket, const std::string& key, std::uint64_t size,
-                                               std::uint64_t& object_size) const {
-  Request r;
-  r.bucket = bucket;
-  r.key = key;
-  r.suffix = size;
-  impl_->perform(r);
-  object_size = r.content_range_total ? r.content_range_total : r.response.size();
-  return std::move(r.response);
-}
-
 void S3Client::get_ranges(const std::string& bucket, const std::string& key, std::span<const ByteRange> ranges,
                           const RangeSink& sink) const {
   impl_->get_ranges(bucket, key, ranges, sink);
-}
-
-std::optional<std::uint64_t> S3Client::head(const std::string& bucket, const std::string& key) const {
-  Request r;
-  r.method = "HEAD";
-  r.bucket = bucket;
-  r.key = key;
-  try {
-    impl_->perform(r);
-  } catch (const Error&) {
-    if (r.status == 404) return std::nullopt;
-    throw;
-  }
-  return r.content_length;
 }
 
 std::vector<ObjectInfo> S3Client::list(const std::string& bucket, const std::string& prefix) const {
@@ -616,14 +587,6 @@ void S3Client::upload_file(const std::string& bucket, const std::string& key, co
     }
     throw;
   }
-}
-
-void S3Client::remove(const std::string& bucket, const std::string& key) const {
-  Request r;
-  r.method = "DELETE";
-  r.bucket = bucket;
-  r.key = key;
-  impl_->perform(r);
 }
 
 TransferStats S3Client::stats() const {

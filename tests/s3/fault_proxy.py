@@ -22,10 +22,11 @@ SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>
 
 class FaultProxy:
     def __init__(self, upstream_port: int, slowdown_every: int = 0, truncate_every: int = 0,
-                 outage_at: int = 0, outage_seconds: float = 2.0):
+                 outage_at: int = 0, outage_seconds: float = 2.0, on_request=None):
         self.upstream_port = upstream_port
         self.slowdown_every, self.truncate_every = slowdown_every, truncate_every
         self.outage_at, self.outage_seconds = outage_at, outage_seconds
+        self.on_request = on_request  # on_request(method, path), before forwarding
         self.lock = threading.Lock()
         self.requests = self.ranged_gets = self.slowdowns = self.truncations = self.outages = 0
         self.bytes_sent = 0
@@ -122,6 +123,8 @@ class FaultProxy:
                 elif self.truncate_every and n % self.truncate_every == 0:
                     fault = "truncate"
                     self.truncations += 1
+        if self.on_request:
+            self.on_request(h.command, h.path)
         if fault == "outage":
             threading.Thread(target=self._outage, daemon=True).start()
             h.close_connection = True

@@ -41,12 +41,32 @@ def test_convert_to_s3_then_verify_and_read_like_local(moto, source_dir, local_d
 
 
 def test_manifest_put_is_if_none_match(moto, source_dir, tmp_path):
-    # A manifest that appears while the conversion runs (another writer) is not overwritten.
     env = s3_env(moto.endpoint, moto.creds, tmp_path / "cache")
+    # A committed prefix is refused up front.
     moto.s3.put_object(Bucket=BUCKET, Key="race/ds/manifest.json", Body=b"{}")
     r = run(["convert", source_dir, f"s3://{BUCKET}/race/ds"], env=env, check=False)
     assert r.returncode != 0 and "already holds a committed dataset" in r.stderr
-    assert moto.s3.get_object(Bucket=BUCKET, Key="race/ds/manifest.json")["Body"].read() == b"{}"
+    # A manifest that appears while the conversion runs (another writer, after
+    # the check) is not overwritten: the final PUT carries If-None-Match: *.
+    from fault_proxy import FaultProxy
+    raced = []
+
+    def other_writer(method, path):
+        if method == "PUT" and path.endswith(".l3s") and not raced:
+            raced.append(path)
+            moto.s3.put_object(Bucket=BUCKET, Key="race2/ds/manifest.json", Body=b"theirs")
+
+    proxy = FaultProxy(moto.port, on_request=other_writer).start()
+    try:
+        env = s3_env(proxy.endpoint, moto.creds, tmp_path / "cache2")
+        r = run(["convert", source_dir, f"s3://{BUCKET}/race2/ds"], env=env, check=False)
+        assert raced and r.returncode == 1
+        assert "If-None-Match" in r.stderr and "manifest.json" in r.stderr
+        put = [h for h in proxy.headers if h.get("if-none-match")]
+        assert len(put) == 1 and put[0]["if-none-match"] == "*"
+        assert moto.s3.get_object(Bucket=BUCKET, Key="race2/ds/manifest.json")["Body"].read() == b"theirs"
+    finally:
+        proxy.stop()
 
 
 def test_large_shard_is_a_multipart_upload(moto, tmp_path):

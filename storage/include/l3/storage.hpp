@@ -111,16 +111,12 @@ public:
 
   // The whole object; io_error "not found" (404) and every other failure.
   std::vector<std::uint8_t> get(const std::string& bucket, const std::string& key) const;
-  // The object's last `size` bytes (one suffix-range GET) and its total size.
-  std::vector<std::uint8_t> get_suffix(const std::string& bucket, const std::string& key, std::uint64_t size,
-                                       std::uint64_t& object_size) const;
   // Ranged GETs of `ranges`, up to max_in_flight at once; each range's bytes go
   // to sink(range index, offset within the object, bytes), possibly in several
   // pieces, from the calling thread. A range is complete or the call throws.
   using RangeSink = std::function<void(std::size_t, std::uint64_t, std::span<const std::uint8_t>)>;
   void get_ranges(const std::string& bucket, const std::string& key, std::span<const ByteRange> ranges,
                   const RangeSink& sink) const;
-  std::optional<std::uint64_t> head(const std::string& bucket, const std::string& key) const;  // size; nullopt: 404
   std::vector<ObjectInfo> list(const std::string& bucket, const std::string& prefix) const;
 
   // PUT of one object. if_none_match: "If-None-Match: *" (fails with io_error
@@ -131,7 +127,6 @@ public:
   // visible only once complete; aborted on failure), one PUT when smaller.
   void upload_file(const std::string& bucket, const std::string& key, const std::filesystem::path& file,
                    std::uint64_t part_size = std::uint64_t{64} << 20) const;
-  void remove(const std::string& bucket, const std::string& key) const;
 
   TransferStats stats() const;
 
