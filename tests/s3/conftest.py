@@ -64,7 +64,7 @@ def source_dir(local_ds) -> Path:
     return local_ds.parent / "src"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moto():
     with s3_fixture.MotoServer() as server:
         server.creds = server.setup(BUCKET)
@@ -72,7 +72,7 @@ def moto():
         yield server
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def remote_ds(moto, local_ds) -> str:
     s3_fixture.upload_dir(moto.s3, BUCKET, "datasets/ds", str(local_ds))
     return f"s3://{BUCKET}/datasets/ds"

@@ -41,10 +41,10 @@ def test_endpoint_down_mid_epoch_and_back(moto, remote_ds, local_ds, tmp_path):
 def test_endpoint_down_for_good_fails_with_one_line(moto, remote_ds, local_ds, tmp_path):
     proxy = FaultProxy(moto.port, outage_at=1, outage_seconds=30.0).start()
     try:
-        env = s3_env(proxy.endpoint, moto.creds, tmp_path / "cache", L3_S3_MAX_ATTEMPTS=3)
+        env = s3_env(proxy.endpoint, moto.creds, tmp_path / "cache", L3_S3_MAX_ATTEMPTS=2)
         r = run(["bench-read", remote_ds, "--crop", "24"], env=env, check=False, timeout=60)
         assert r.returncode == 1
         lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and "s3://l3-test/datasets/ds/shard-" in lines[0] and "attempts" in lines[0]
+        assert len(lines) == 1 and "s3://l3-test/datasets/ds/shard-" in lines[0] and "after 2 attempts" in lines[0]
     finally:
         proxy.stop()
