@@ -155,3 +155,34 @@ def test_anonymous_access_sends_no_signature(local_ds, tmp_path):
             assert proxy.headers and not any("authorization" in h for h in proxy.headers)
         finally:
             proxy.stop()
+
+
+def test_processes_share_one_cache(moto, remote_ds, local_ds, tmp_path):
+    """Three readers at once on an empty cache: no locks, no shared memory, same epochs,
+    one file per shard and no temporaries left."""
+    import subprocess
+    from conftest import l3pack_path
+    env = s3_env(moto.endpoint, moto.creds, tmp_path / "cache")
+    cmd = [l3pack_path(), "bench-read", remote_ds, "--digest", "--epochs", "2", "--batch", "8", "--crop", "24",
+           "--block", "4", "--seed", "7", "--workers", "2"]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    local = digest(local_ds)
+    for (out, err), p in zip(outs, procs):
+        assert p.returncode == 0, err
+        assert f"digest: {local}" in out
+    names = os.listdir(tmp_path / "cache")
+    assert len(names) == len(json.loads((local_ds / "manifest.json").read_text())["shards"])
+    assert not any(".tmp." in n for n in names)
+
+
+def test_lru_limit_smaller_than_the_dataset(moto, remote_ds, local_ds, tmp_path):
+    sizes = [s["bytes"] for s in json.loads((local_ds / "manifest.json").read_text())["shards"]]
+    limit = sum(sizes) // 3
+    env = s3_env(moto.endpoint, moto.creds, tmp_path / "cache", L3_CACHE_MAX_BYTES=limit)
+    local = digest(local_ds)
+    assert digest(remote_ds, env) == local
+    assert digest(remote_ds, env) == local  # evicted shards are fetched again
+    held = sum((tmp_path / "cache" / n).stat().st_size for n in os.listdir(tmp_path / "cache"))
+    assert 0 < held <= limit
+    assert f"{limit} bytes (LRU)" in run(["cache"], env=env).stdout
