@@ -6,6 +6,7 @@
 // Subcommand code throws cli::Failure; main() prints it as one line and exits.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "cli/common.hpp"
@@ -27,6 +28,11 @@ int main(int argc, char** argv) {
   CLI::App app{"l3pack: convert, inspect and pack lossless .l3i images", "l3pack"};
   app.set_version_flag("--version", std::string("l3pack ") + L3_VERSION);
   app.require_subcommand(1);
+  // Per call, for s3:// datasets: wins over AWS_ENDPOINT_URL(_S3) (spec/format.md §8.4.2).
+  app.add_option_function<std::string>(
+         "--endpoint-url", [](const std::string& url) { ::setenv("AWS_ENDPOINT_URL_S3", url.c_str(), 1); },
+         "S3 endpoint for s3:// datasets (before the command; overrides AWS_ENDPOINT_URL)")
+      ->trigger_on_parse();
   app.footer(
       "Examples:\n"
       "  l3pack encode photo.png photo.l3i     encode (PNG, JPEG, PPM/PGM/PAM in)\n"
@@ -37,6 +43,7 @@ int main(int argc, char** argv) {
       "  l3pack info ds/ | ls ds/ | extract ds/ out/ | merge ds/ part0/ part1/\n"
       "  l3pack bench photos/                  bytes and decode speed against PNG\n"
       "  l3pack bench-read ds/ --crop 224      the streaming reader's throughput and stalls\n"
+      "  l3pack info s3://bucket/ds            any dataset may be s3://bucket/prefix (AWS_* variables)\n"
       "Run 'l3pack <command> --help' for a command's options.\n"
       "Exit status: 0 success, 1 bad data or I/O error, 2 bad command line.");
   l3::cli::add_encode_command(app);

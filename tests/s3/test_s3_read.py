@@ -186,3 +186,12 @@ def test_lru_limit_smaller_than_the_dataset(moto, remote_ds, local_ds, tmp_path)
     held = sum((tmp_path / "cache" / n).stat().st_size for n in os.listdir(tmp_path / "cache"))
     assert 0 < held <= limit
     assert f"{limit} bytes (LRU)" in run(["cache"], env=env).stdout
+
+
+def test_endpoint_url_option_wins_over_the_environment(moto, remote_ds, tmp_path):
+    from conftest import s3_fixture
+    dead = f"http://127.0.0.1:{s3_fixture.free_port()}"
+    env = s3_env(dead, moto.creds, tmp_path / "cache", L3_S3_MAX_ATTEMPTS=1)
+    assert run(["info", remote_ds], env=env, check=False).returncode == 1
+    info = json.loads(run(["--endpoint-url", moto.endpoint, "info", remote_ds, "--json"], env=env).stdout)
+    assert info["records"] == 90
