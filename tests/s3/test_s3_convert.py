@@ -23,7 +23,8 @@ def keys(moto, prefix):
 def test_convert_to_s3_then_verify_and_read_like_local(moto, source_dir, local_ds, tmp_path):
     env = s3_env(moto.endpoint, moto.creds, tmp_path / "cache")
     url = f"s3://{BUCKET}/converted/ds"
-    run(["convert", source_dir, url, "--shard-size", "20KiB", "--shuffle-seed", "3"], env=env)
+    r = run(["convert", source_dir, url, "--shard-size", "20KiB", "--shuffle-seed", "3"], env=env)
+    assert moto.creds["AWS_SECRET_ACCESS_KEY"] not in r.stdout + r.stderr  # progress and report
     stored = keys(moto, "converted/ds")
     local = {n: (local_ds / n).stat().st_size for n in os.listdir(local_ds)}
     assert stored == local  # the same shards and manifest, nothing else (no plan, no temporaries)
