@@ -85,7 +85,9 @@ void run_bench_read(BenchReadArguments& a) {
   }
   std::uint64_t batches = 0;
   std::uint64_t checksum = 0;  // touches every batch so nothing is optimised away
-  XXH3_state_t* digest = XXH3_createState();  // --digest: every batch's bytes, labels and records, in order
+  // --digest: every batch's bytes, labels and records, in order.
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+  XXH3_state_t* digest = state.get();
   XXH3_64bits_reset(digest);
   for (std::uint64_t e = 0; e < a.epochs; ++e) {
     if (e > 0) reader->set_epoch(o.epoch + e);
@@ -106,7 +108,6 @@ void run_bench_read(BenchReadArguments& a) {
   }
   const Metrics m = reader->metrics();
   if (a.digest) std::printf("digest: %016llx\n", static_cast<unsigned long long>(XXH3_64bits_digest(digest)));
-  XXH3_freeState(digest);
   // A remote dataset: what the store was asked for (spec/format.md §8.4.1).
   const bool remote = is_remote(a.dataset);
   const storage::TransferStats t = remote ? storage::shared_s3_client()->stats() : storage::TransferStats{};
