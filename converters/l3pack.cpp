@@ -6,6 +6,7 @@
 // Subcommand code throws cli::Failure; main() prints it as one line and exits.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "cli/common.hpp"
@@ -41,7 +42,12 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 // would report it as an unexpected argument, without saying it was meant as a command.
 const char* unknown_command(CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
-    if (argv[i][0] == '-') continue;
+    if (argv[i][0] == '-') {
+      // An option's value (`--endpoint-url URL`) is not a command.
+      const CLI::Option* option = app.get_option_no_throw(argv[i]);
+      if (option != nullptr && option->get_expected_min() > 0) ++i;
+      continue;
+    }
     auto named = [&](CLI::App* command) { return command->check_name(argv[i]); };
     return app.get_subcommands(named).empty() ? argv[i] : nullptr;
   }
@@ -54,6 +60,11 @@ int main(int argc, char** argv) {
   CLI::App app{"l3pack: convert, inspect and pack lossless .l3i images", "l3pack"};
   app.set_version_flag("--version", std::string("l3pack ") + L3_VERSION);
   app.require_subcommand(1);
+  // Per call, for s3:// datasets: wins over AWS_ENDPOINT_URL(_S3) (spec/format.md §8.5.2).
+  app.add_option_function<std::string>(
+         "--endpoint-url", [](const std::string& url) { ::setenv("AWS_ENDPOINT_URL_S3", url.c_str(), 1); },
+         "S3 endpoint for s3:// datasets (before the command; overrides AWS_ENDPOINT_URL)")
+      ->trigger_on_parse();
   l3::cli::add_encode_command(app);
   l3::cli::add_decode_command(app);
   l3::cli::add_info_command(app);
@@ -64,6 +75,7 @@ int main(int argc, char** argv) {
   l3::cli::add_merge_command(app);
   l3::cli::add_bench_command(app);
   l3::cli::add_bench_read_command(app);
+  l3::cli::add_cache_command(app);
   // Set after the subcommands are added: CLI11 copies a parent's footer into each
   // new subcommand, and each command's --help shows its own examples.
   app.footer(
@@ -76,6 +88,7 @@ int main(int argc, char** argv) {
       "  l3pack info ds/ | ls ds/ | extract ds/ out/ | merge ds/ part0/ part1/\n"
       "  l3pack bench photos/                  bytes and decode speed against PNG\n"
       "  l3pack bench-read ds/ --crop 224      the streaming reader's throughput and stalls\n"
+      "  l3pack info s3://bucket/ds            any dataset may be s3://bucket/prefix (AWS_* variables)\n"
       "Run 'l3pack <command> --help' for a command's options.\n"
       "Exit status: 0 success, 1 bad data or I/O error, 2 bad command line.");
   if (const char* name = unknown_command(app, argc, argv)) {

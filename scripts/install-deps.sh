@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config git ca-certificates
   libzstd-dev libpng-dev libjpeg62-turbo-dev libspng-dev libxxhash-dev libwebp-dev libtiff-dev
-  doctest-dev libcli11-dev nlohmann-json3-dev
+  doctest-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev
   python3 python3-dev python3-venv python3-pip)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(clang libclang-rt-14-dev python3-numpy python3-pil)
@@ -23,4 +23,17 @@ if ((${#missing[@]})); then
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   echo "install-deps: all ${#packages[@]} packages present"
+fi
+
+# The object-storage tests (tests/s3/) run an S3 server: moto[server] from PyPI,
+# in its own virtual environment (idempotent: kept while it imports).
+if [[ "${1:-}" == "--test" ]]; then
+  s3_venv="$HOME/.cache/l3/venv-s3"  # tests/storage.cmake looks for it there
+  if ! "$s3_venv/bin/python" -c 'import moto.server, boto3, pytest' 2>/dev/null; then
+    echo "install-deps: pip install moto[server] pytest into $s3_venv"
+    python3 -m venv "$s3_venv"
+    "$s3_venv/bin/python" -m pip install -q 'moto[server]>=5,<6' pytest
+  else
+    echo "install-deps: $s3_venv has moto"
+  fi
 fi

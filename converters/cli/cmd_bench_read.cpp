@@ -5,11 +5,14 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <xxhash.h>
 
 #include "common.hpp"
 #include "l3/bench_read_cli.hpp"
 #include "l3/reader.hpp"
+#include "l3/storage.hpp"
 #ifdef L3_READER_HAVE_CUDA
 #include "l3/reader_backend_cuda.hpp"
 #endif
@@ -26,6 +29,7 @@ struct BenchReadArguments {
   double cache_mb = 0;
   bool no_verify = false;
   bool json = false;
+  bool digest = false;
   std::string device = "cpu";  // cpu, cuda or cuda:N
 };
 
@@ -81,6 +85,10 @@ void run_bench_read(BenchReadArguments& a) {
   }
   std::uint64_t batches = 0;
   std::uint64_t checksum = 0;  // touches every batch so nothing is optimised away
+  // --digest: every batch's bytes, labels and records, in order.
+  const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+  XXH3_state_t* digest = state.get();
+  XXH3_64bits_reset(digest);
   for (std::uint64_t e = 0; e < a.epochs; ++e) {
     if (e > 0) reader->set_epoch(o.epoch + e);
     for (;;) {
@@ -90,14 +98,37 @@ void run_bench_read(BenchReadArguments& a) {
       // A device batch is complete when next() returns it (the backend's
       // run() waited for its writes); its bytes are not read on the host.
       if (b->device < 0) checksum += static_cast<const std::uint8_t*>(b->data)[b->bytes / 2];
+      if (a.digest && b->device < 0) {
+        XXH3_64bits_update(digest, b->data, b->bytes);
+        XXH3_64bits_update(digest, b->labels.data(), b->labels.size_bytes());
+        XXH3_64bits_update(digest, b->records.data(), b->records.size_bytes());
+      }
       ++batches;
     }
   }
   const Metrics m = reader->metrics();
+  if (a.digest) std::printf("digest: %016llx\n", static_cast<unsigned long long>(XXH3_64bits_digest(digest)));
+  // A remote dataset: what the store was asked for (spec/format.md §8.5.1).
+  const bool remote = is_remote(a.dataset);
+  const storage::TransferStats t = remote ? storage::shared_s3_client()->stats() : storage::TransferStats{};
+  std::uint64_t dataset_bytes = 0;
+  for (const ManifestShard& shard : ds.manifest().shards) dataset_bytes += shard.bytes;
   if (a.json) {
-    std::printf("%s\n", m.to_json().c_str());
+    nlohmann::json j = nlohmann::json::parse(m.to_json());
+    if (remote)
+      j["storage"] = {{"requests", t.requests}, {"retries", t.retries}, {"bytes_downloaded", t.bytes_down},
+                      {"dataset_bytes", dataset_bytes}};
+    std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s", m.summary().c_str());
+    if (remote)
+      std::printf("storage: %llu requests (%llu retries), %llu bytes downloaded = %.3fx the shards' %llu bytes, "
+                  "%.4f requests per image\n",
+                  static_cast<unsigned long long>(t.requests), static_cast<unsigned long long>(t.retries),
+                  static_cast<unsigned long long>(t.bytes_down),
+                  dataset_bytes ? static_cast<double>(t.bytes_down) / static_cast<double>(dataset_bytes) : 0.0,
+                  static_cast<unsigned long long>(dataset_bytes),
+                  m.examples ? static_cast<double>(t.requests) / static_cast<double>(m.examples) : 0.0);
   }
   (void)checksum;
 }
@@ -142,6 +173,9 @@ void add_bench_read_command(CLI::App& app) {
       ->option_text("raise|skip (default raise)");
   cmd->add_flag("--no-verify", args->no_verify, "Do not check record checksums");
   cmd->add_flag("--json", args->json, "Print the metrics as one JSON object");
+  cmd->add_flag("--digest", args->digest,
+                "Print an XXH3 digest of every batch (pixels, labels, record indices, in order): equal digests, "
+                "equal epochs (host batches only)");
   cmd->add_option("--device", args->device,
                   "cpu: decode and transforms on the CPU workers; cuda[:N]: both on CUDA device N, batches in device "
                   "memory (builds with CUDA only)")

@@ -7,6 +7,7 @@
 
 #include "common.hpp"
 #include "l3/codec.hpp"
+#include "l3/dataset.hpp"
 #include "l3/file_io.hpp"
 
 namespace l3::cli {
@@ -56,7 +57,7 @@ void print_text(const std::filesystem::path& file, const InfoReport& report) {
 }
 
 void run_info(const InfoArguments& args) {
-  if (std::filesystem::is_directory(args.file)) return run_dataset_info(args.file, args.json);
+  if (std::filesystem::is_directory(args.file) || is_remote(args.file)) return run_dataset_info(args.file, args.json);
   std::vector<std::uint8_t> encoded = about_file(args.file, [&] { return read_file(args.file); });
   InfoReport report;
   report.info = about_file(args.file, [&] { return read_info(encoded); });

@@ -42,7 +42,7 @@ std::vector<ShardSlot> open_shards(const std::filesystem::path& dir, const Manif
     const std::filesystem::path file = dir / entry.file;
     std::string problem;
     try {
-      slot.reader.emplace(file);
+      slot.reader.emplace(shard_file(dir, entry));  // a remote shard: its cached copy (spec/format.md §8.5)
       auto bytes = slot.reader->file_bytes();
       if (slot.reader->size() != entry.records) problem = "record count differs from the manifest";
       else if (slot.reader->file_size() != entry.bytes) problem = "file size differs from the manifest";

@@ -77,6 +77,7 @@ void add_verify_command(CLI::App& app);
 void add_ls_command(CLI::App& app);
 void add_extract_command(CLI::App& app);
 void add_merge_command(CLI::App& app);
+void add_cache_command(CLI::App& app);  // cmd_cache.cpp
 void add_bench_command(CLI::App& app);
 
 }  // namespace l3::cli

@@ -18,6 +18,7 @@
 #include "l3/dataset.hpp"
 #include "l3/file_io.hpp"
 #include "l3/image_io.hpp"
+#include "l3/storage.hpp"
 #include "ordered_pipeline.hpp"
 
 namespace l3 {
@@ -433,12 +434,21 @@ private:
   std::FILE* out_ = nullptr;
 };
 
+// Where finished shards and the manifest go besides the local folder: an
+// object store (spec/format.md §8.5.5). Null for a local conversion.
+class Publisher {
+public:
+  virtual ~Publisher() = default;
+  virtual void upload(const fs::path& file) = 0;      // a finished file: a shard, or the skip list
+  virtual void manifest(const Manifest& manifest) = 0; // last, once every shard is published
+};
+
 class Converter {
 public:
   Converter(const fs::path& out, const Plan& plan, const ConvertOptions& options, const ConvertObserver& observer,
-            Progress progress)
+            Progress progress, Publisher* publisher = nullptr)
       : out_(out), plan_(plan), options_(options), observer_(observer), p_(std::move(progress)),
-        log_(out / (std::string(kSkippedName) + ".partial"), p_.skipped) {}
+        log_(out / (std::string(kSkippedName) + ".partial"), p_.skipped), publisher_(publisher) {}
 
   ConvertReport run() {
     EncodeOptions encode_options = options_.encode;
@@ -507,6 +517,7 @@ private:
   void finish_shard() {
     ShardSummary summary = writer_->finalize();
     writer_.reset();
+    if (publisher_) publisher_->upload(summary.path);
     bytes_out_now_ += summary.bytes;
     p_.bytes_out += summary.bytes;
     p_.shards.push_back(manifest_entry(summary));
@@ -520,6 +531,7 @@ private:
     write_file_atomically(out_ / kSkippedName, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
     std::error_code ignored;
     fs::remove(out_ / (std::string(kSkippedName) + ".partial"), ignored);
+    if (publisher_) publisher_->upload(out_ / kSkippedName);  // before the manifest that names it
     if (p_.records == 0 && !options_.allow_empty)
       throw_error(errc::io_error, out_.string() + ": no input could be converted (" + std::to_string(skipped.size()) +
                                       " skipped, listed in " + kSkippedName +
@@ -539,6 +551,7 @@ private:
                         {"key_escape", "percent"},
                         {"skipped", {{"file", kSkippedName}, {"count", skipped.size()}}},
                         {"hidden", plan_.hidden}}}};
+    if (publisher_) publisher_->manifest(manifest);
     write_manifest_atomic(out_, manifest);
     fs::remove(out_ / kPlanName, ignored);  // the manifest is now the record of the run
   }
@@ -563,10 +576,90 @@ private:
   const ConvertObserver& observer_;
   Progress p_;
   SkipLog log_;
+  Publisher* publisher_ = nullptr;
   std::optional<ShardWriter> writer_;
   std::uint64_t bytes_in_now_ = 0, bytes_out_now_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
+
+// ---- converting into an object store (spec/format.md §8.5.5) ----
+
+// Shards are written into a local staging folder exactly as a local conversion
+// (so --resume and --part behave the same), each uploaded as soon as it is
+// finalized (a multipart upload: the object appears only once complete), and
+// manifest.json is uploaded last with If-None-Match: * (a committed dataset is
+// never overwritten). The staging folder is removed after the commit.
+class StorePublisher : public Publisher {
+public:
+  explicit StorePublisher(const fs::path& out)
+      : url_(storage::parse_s3_url(out.native())), client_(storage::shared_s3_client()) {
+    for (const storage::ObjectInfo& o : client_->list(url_.bucket, url_.key("")))
+      stored_.emplace_back(o.key, o.size);
+  }
+  bool committed() const { return size_of(kManifestName).has_value(); }
+  bool empty() const { return stored_.empty(); }
+  // A kept shard (--resume) that is not in the store yet, or not whole.
+  void republish(const ManifestShard& shard, const fs::path& file) {
+    if (size_of(shard.file) != shard.bytes) upload(file);
+  }
+  void upload(const fs::path& file) override {
+    client_->upload_file(url_.bucket, url_.key(file.filename().string()), file, part_size());
+  }
+  void manifest(const Manifest& manifest) override {
+    const std::string text = serialize_manifest(manifest);
+    client_->put(url_.bucket, url_.key(kManifestName), {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()},
+                 true);
+  }
+
+private:
+  std::optional<std::uint64_t> size_of(const std::string& name) const {
+    for (const auto& [key, size] : stored_)
+      if (key == url_.key(name)) return size;
+    return std::nullopt;
+  }
+  // L3_S3_PART_SIZE (bytes, >= 5 MiB, S3's minimum), default 64 MiB.
+  static std::uint64_t part_size() {
+    const char* v = std::getenv("L3_S3_PART_SIZE");
+    return v && *v ? std::strtoull(v, nullptr, 10) : std::uint64_t{64} << 20;
+  }
+  storage::S3Url url_;
+  std::shared_ptr<storage::S3Client> client_;
+  std::vector<std::pair<std::string, std::uint64_t>> stored_;
+};
+
+// OUT's staging folder: under the shard cache, named by OUT's URL.
+fs::path staging_folder(const fs::path& out) {
+  const std::string url = out.native();
+  return storage::cache_options_from_env().dir / "convert" / hex16(xxh3({reinterpret_cast<const std::uint8_t*>(url.data()), url.size()}));
+}
+
+ConvertReport convert_into(const fs::path& out, const Plan& plan, const ConvertOptions& options,
+                           const ConvertObserver& observer, StorePublisher* publisher) {
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw_error(errc::io_error, out.string() + ": cannot create the folder: " + ec.message());
+  OutputLock lock(out);
+  Progress progress = prepare_output(out, plan, options);
+  if (publisher)
+    for (const ManifestShard& shard : progress.shards) publisher->republish(shard, out / shard.file);
+  return Converter(out, plan, options, observer, std::move(progress), publisher).run();
+}
+
+ConvertReport convert_to_store(const fs::path& out, const Plan& plan, const ConvertOptions& options,
+                               const ConvertObserver& observer) {
+  StorePublisher publisher(out);
+  if (publisher.committed())
+    throw_error(errc::invalid_argument, out.string() + ": already holds a committed dataset (manifest.json)");
+  const fs::path staging = staging_folder(out);
+  if (!options.resume && !publisher.empty())
+    throw_error(errc::invalid_argument,
+                out.string() + ": prefix is not empty (use --resume to continue an interrupted conversion)");
+  if (!options.resume) fs::remove_all(staging);  // a stale staging folder of a run whose objects are gone
+  ConvertReport report = convert_into(staging, plan, options, observer, &publisher);
+  std::error_code ignored;
+  fs::remove_all(staging, ignored);
+  return report;
+}
 
 }  // namespace
 
@@ -592,12 +685,8 @@ ConvertReport convert_dataset(const fs::path& src, const fs::path& out, const Co
                               const ConvertObserver& observer) {
   validate_convert_options(options);
   Plan plan = make_plan(src, options);
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec) throw_error(errc::io_error, out.string() + ": cannot create the folder: " + ec.message());
-  OutputLock lock(out);
-  Progress progress = prepare_output(out, plan, options);
-  return Converter(out, plan, options, observer, std::move(progress)).run();
+  if (is_remote(out)) return convert_to_store(out, plan, options, observer);
+  return convert_into(out, plan, options, observer, nullptr);
 }
 
 }  // namespace l3

@@ -1,6 +1,11 @@
 // Dataset: manifest + lazily opened shards (spec/format.md §8.3).
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "l3/dataset.hpp"
 #include "l3/text.hpp"
@@ -12,12 +17,42 @@ struct Dataset::State {
   struct Slot {
     std::once_flag once;
     std::unique_ptr<ShardReader> reader;
+    // A remote shard whose download failed (retries exhausted): the error is
+    // given again for kRetryAfter instead of a new round of retries for every
+    // record of the shard the reader has queued.
+    std::mutex m;
+    std::exception_ptr failed;
+    std::chrono::steady_clock::time_point failed_at;
   };
   std::filesystem::path dir;
   DatasetOptions options;
   Manifest manifest;
   std::vector<std::uint64_t> starts;  // starts[k] = first global index of shard k; back() = total
   std::unique_ptr<Slot[]> slots;
+
+  // Background opening of shards (prefetch()), per process: threads started by
+  // a parent before fork() do not exist in the child, which starts its own.
+  struct Prefetch {
+    std::mutex m;
+    std::condition_variable cv;
+    std::vector<std::size_t> order;
+    std::size_t next = 0;
+    bool stop = false;
+    pid_t pid = 0;
+    std::vector<std::thread>* threads = nullptr;  // leaked, never joined, in a forked child
+  } pre;
+
+  ~State() {
+    if (!pre.threads) return;
+    if (pre.pid != ::getpid()) return;  // a forked child: the threads are the parent's
+    {
+      std::lock_guard lock(pre.m);
+      pre.stop = true;
+    }
+    pre.cv.notify_all();
+    for (std::thread& t : *pre.threads) t.join();
+    delete pre.threads;
+  }
 };
 
 namespace {
@@ -28,7 +63,7 @@ namespace {
 
 std::unique_ptr<ShardReader> open_checked(const std::filesystem::path& dir, const ManifestShard& m,
                                           const Manifest& manifest, const DatasetOptions& opt) {
-  auto reader = std::make_unique<ShardReader>(dir / m.file, opt.limits);
+  auto reader = std::make_unique<ShardReader>(shard_file(dir, m), opt.limits);
   if (reader->size() != m.records)
     mismatch(m, "holds " + std::to_string(reader->size()) + " records, manifest says " + std::to_string(m.records));
   if (reader->file_size() != m.bytes)
@@ -42,6 +77,31 @@ std::unique_ptr<ShardReader> open_checked(const std::filesystem::path& dir, cons
 }
 
 }  // namespace
+
+const ShardReader& Dataset::open_slot(State& s, std::size_t k) {
+  constexpr auto kRetryAfter = std::chrono::seconds(5);
+  auto& slot = s.slots[k];
+  const bool remote = is_remote(s.dir);
+  if (remote) {
+    std::lock_guard lock(slot.m);
+    if (slot.failed && std::chrono::steady_clock::now() - slot.failed_at < kRetryAfter)
+      std::rethrow_exception(slot.failed);
+  }
+  // A throwing open leaves the once_flag unset, so a later call retries.
+  std::call_once(slot.once, [&] {
+    try {
+      slot.reader = open_checked(s.dir, s.manifest.shards[k], s.manifest, s.options);
+    } catch (...) {
+      if (remote) {
+        std::lock_guard lock(slot.m);
+        slot.failed = std::current_exception();
+        slot.failed_at = std::chrono::steady_clock::now();
+      }
+      throw;
+    }
+  });
+  return *slot.reader;
+}
 
 Dataset::Dataset(std::unique_ptr<State> s) : s_(std::move(s)) {}
 Dataset::~Dataset() = default;
@@ -75,10 +135,44 @@ RecordLocation Dataset::locate(std::uint64_t i) const {
 
 const ShardReader& Dataset::shard(std::size_t k) const {
   if (k >= shard_count()) throw_error(errc::out_of_range, "shard " + std::to_string(k) + " of " + std::to_string(shard_count()));
-  auto& slot = s_->slots[k];
-  // A throwing open leaves the once_flag unset, so a later call retries.
-  std::call_once(slot.once, [&] { slot.reader = open_checked(s_->dir, s_->manifest.shards[k], s_->manifest, s_->options); });
-  return *slot.reader;
+  return open_slot(*s_, k);
+}
+
+void Dataset::prefetch(std::vector<std::size_t> order) const {
+  if (!is_remote(s_->dir)) return;  // local shards are mapped on first use, at no cost
+  State::Prefetch& p = s_->pre;
+  std::lock_guard lock(p.m);
+  p.order = std::move(order);
+  p.next = 0;
+  if (p.threads && p.pid == ::getpid()) {
+    p.cv.notify_all();
+    return;
+  }
+  // Two shards download at once, each by many ranged GETs in flight.
+  p.pid = ::getpid();
+  p.stop = false;
+  p.threads = new std::vector<std::thread>();
+  for (int i = 0; i < 2; ++i) {
+    p.threads->emplace_back([st = s_.get(), &p] {
+      for (;;) {
+        std::size_t k = 0;
+        {
+          std::unique_lock wait(p.m);
+          p.cv.wait(wait, [&] { return p.stop || p.next < p.order.size(); });
+          if (p.stop) return;
+          k = p.order[p.next++];
+        }
+        try {
+          (void)open_slot(*st, k);
+        } catch (...) {
+          // The reader's own shard(k) call tries again and reports the error;
+          // prefetching stops here (the store is failing: no point in more requests).
+          std::lock_guard stop(p.m);
+          p.next = p.order.size();
+        }
+      }
+    });
+  }
 }
 
 RecordView Dataset::record(std::uint64_t i, Verify verify) const {

@@ -125,6 +125,13 @@ std::string serialize_manifest(const Manifest& m) {
 }
 
 Manifest read_manifest(const std::filesystem::path& dir) {
+  if (is_remote(dir)) {
+    try {
+      return parse_manifest(read_remote_manifest_text(dir));
+    } catch (const json::exception& e) {
+      bad(e.what());
+    }
+  }
   auto path = dir / kManifestName;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_error(errc::io_error, "no readable " + path.string() + " (dataset missing or never committed)");

@@ -272,7 +272,25 @@ struct Reader::Impl {
     next_seq = 0;
     fatal = nullptr;
     stopping = false;
+    if (is_remote(dataset->directory())) dataset->prefetch(shards_in_run_order());
     scheduler = std::thread([this] { scheduler_loop(); });
+  }
+
+  // The shards of this rank's run in the order the run first reads them: a
+  // remote dataset downloads them in this order, ahead of the scheduler
+  // (spec/format.md §8.5.1). One pass over the run's positions.
+  std::vector<std::size_t> shards_in_run_order() const {
+    std::vector<std::size_t> order;
+    std::vector<bool> seen(dataset->shard_count());
+    const std::uint64_t positions = run.plan.steps() * fresh_per_window;
+    for (std::uint64_t j = 0; j < positions && order.size() < seen.size(); ++j) {
+      const std::size_t k = dataset->locate(run.order[run.plan.position(j)]).shard;
+      if (!seen[k]) {
+        seen[k] = true;
+        order.push_back(k);
+      }
+    }
+    return order;
   }
 
   // Example `copy` of window-record `fresh` lands at this offset of the window.

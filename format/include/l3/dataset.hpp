@@ -44,6 +44,16 @@ std::string serialize_manifest(const Manifest& manifest);  // deterministic
 // Validates, writes dir/manifest.json.tmp, fsyncs, renames, fsyncs dir.
 void write_manifest_atomic(const std::filesystem::path& dir, const Manifest& manifest);
 
+// Remote datasets (spec/format.md §8.5): `dir` may be s3://bucket/prefix
+// wherever a dataset folder is taken (read_manifest, Dataset::open).
+bool is_remote(const std::filesystem::path& dir);
+// The local file holding shard m of the dataset at dir: dir/m.file, or for a
+// remote dataset its copy in the shard cache (l3/storage.hpp), downloaded on
+// first use and checked against m.file_hash (checksum_mismatch).
+std::filesystem::path shard_file(const std::filesystem::path& dir, const ManifestShard& m);
+// manifest.json of a remote dataset, as text (io_error naming the bucket).
+std::string read_remote_manifest_text(const std::filesystem::path& dir);
+
 struct DatasetOptions {
   ShardLimits limits{};
   bool verify_shard_hashes = false;  // hash each whole shard when first opened (reads it all)
@@ -74,6 +84,11 @@ public:
   // key '<key>'" (the key escaped by escape_control; left out when the shard's
   // index cannot be read). Never throws l3::Error.
   std::string describe(std::uint64_t i) const;
+
+  // Opens shards in the background in this order (a remote dataset downloads
+  // them ahead of use: spec/format.md §8.5.1); at most one prefetch runs, a new
+  // call replaces the order of the previous one. No-op for a local dataset.
+  void prefetch(std::vector<std::size_t> order) const;
   // Opens (once) and returns shard k; checks it against the manifest
   // (corrupt_manifest on record count, size or label mismatch, checksum_mismatch on hash).
   const ShardReader& shard(std::size_t k) const;
@@ -81,6 +96,7 @@ public:
 private:
   struct State;
   explicit Dataset(std::unique_ptr<State> s);
+  static const ShardReader& open_slot(State& s, std::size_t k);
   std::unique_ptr<State> s_;
 };
 

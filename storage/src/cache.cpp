@@ -1,0 +1,204 @@
+// ShardCache: remote shards on local disk, keyed by their XXH3 (spec/format.md §8.5.3).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "l3/error.hpp"
+#include "l3/storage.hpp"
+
+namespace l3::storage {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::string_view kSuffix = ".l3s";
+constexpr std::string_view kTempMark = ".tmp.";
+
+std::string hex16(std::uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+[[noreturn]] void io_fail(const std::string& what, const fs::path& path) {
+  throw_error(errc::io_error, what + " '" + path.string() + "': " + std::strerror(errno));
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+bool is_cache_file(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name.ends_with(kSuffix) && name.find(kTempMark) == std::string::npos && name.size() > 17 && name[16] == '-';
+}
+
+bool is_temporary(const fs::path& p) { return p.filename().string().find(kTempMark) != std::string::npos; }
+
+// Marks a file as just used (LRU order is by modification time; atime is
+// often not kept, noatime/relatime).
+void touch(const fs::path& p) { ::utimensat(AT_FDCWD, p.c_str(), nullptr, 0); }
+
+}  // namespace
+
+std::uint64_t file_xxh3(const fs::path& file) {
+  Fd f;
+  f.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) io_fail("cannot open", file);
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) io_fail("cannot stat", file);
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (size == 0) return XXH3_64bits(nullptr, 0);
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, f.fd, 0);
+  if (p == MAP_FAILED) io_fail("cannot mmap", file);
+  const std::uint64_t h = XXH3_64bits(p, size);
+  ::munmap(p, size);
+  return h;
+}
+
+CacheOptions cache_options_from_env() {
+  CacheOptions o;
+  if (const char* d = std::getenv("L3_CACHE_DIR"); d && *d) {
+    o.dir = d;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    o.dir = fs::path(x) / "l3" / "shards";
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    o.dir = fs::path(h) / ".cache" / "l3" / "shards";
+  } else {
+    o.dir = fs::temp_directory_path() / "l3-shards";
+  }
+  if (const char* m = std::getenv("L3_CACHE_MAX_BYTES"); m && *m) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(m, &end, 10);
+    if (errno != 0 || end == m || *end != 0)
+      throw_error(errc::invalid_argument, "L3_CACHE_MAX_BYTES must be a number of bytes (0: never evict)");
+    o.max_bytes = v;
+  }
+  return o;
+}
+
+ShardCache::ShardCache(CacheOptions options) : options_(std::move(options)) {
+  if (options_.dir.empty()) options_.dir = cache_options_from_env().dir;
+}
+
+const fs::path& ShardCache::dir() const noexcept { return options_.dir; }
+
+fs::path ShardCache::path_of(std::uint64_t hash, std::uint64_t size) const {
+  return options_.dir / (hex16(hash) + "-" + std::to_string(size) + std::string(kSuffix));
+}
+
+std::optional<fs::path> ShardCache::lookup(std::uint64_t hash, std::uint64_t size) const {
+  const fs::path p = path_of(hash, size);
+  std::error_code ec;
+  const auto bytes = fs::file_size(p, ec);
+  if (ec) return std::nullopt;
+  // A file whose bytes are not its name's hash (damaged on disk, or written by
+  // something else) is dropped and fetched again.
+  if (bytes != size || file_xxh3(p) != hash) {
+    fs::remove(p, ec);
+    return std::nullopt;
+  }
+  touch(p);
+  return p;
+}
+
+fs::path ShardCache::insert(std::uint64_t hash, std::uint64_t size, const std::string& what,
+                            const std::function<void(int fd)>& fill) const {
+  std::error_code ec;
+  fs::create_directories(options_.dir, ec);
+  if (ec) throw_error(errc::io_error, "cannot create the cache folder '" + options_.dir.string() + "': " + ec.message());
+  static std::atomic<std::uint64_t> counter{0};
+  const fs::path final_path = path_of(hash, size);
+  // Unique per process and call: concurrent fillers never share a temporary.
+  const fs::path temp = final_path.string() + std::string(kTempMark) + std::to_string(::getpid()) + "." +
+                        std::to_string(counter.fetch_add(1));
+  try {
+    {
+      Fd f;
+      f.fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (f.fd < 0) io_fail("cannot create", temp);
+      if (::ftruncate(f.fd, static_cast<off_t>(size)) != 0) io_fail("cannot size", temp);
+      fill(f.fd);
+    }
+    if (file_xxh3(temp) != hash)
+      throw_error(errc::checksum_mismatch, what + ": the downloaded bytes do not match the manifest's xxh3 " +
+                                               hex16(hash) + " (the object changed after the manifest was written?)");
+    if (::rename(temp.c_str(), final_path.c_str()) != 0) io_fail("cannot rename to", final_path);
+  } catch (...) {
+    fs::remove(temp, ec);
+    throw;
+  }
+  evict();
+  return final_path;
+}
+
+void ShardCache::evict() const {
+  if (options_.max_bytes == 0) return;  // the default: never evict (random access makes LRU thrash)
+  struct Entry {
+    fs::path path;
+    std::uint64_t size;
+    fs::file_time_type used;
+  };
+  std::vector<Entry> entries;
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(options_.dir, ec)) {
+    if (!is_cache_file(e.path())) continue;
+    std::error_code ec2;
+    const auto size = e.file_size(ec2);
+    const auto used = e.last_write_time(ec2);
+    if (ec2) continue;  // removed meanwhile by another process
+    entries.push_back({e.path(), size, used});
+    total += size;
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+  // Removing a file another process has open or mapped is safe: its data stays
+  // until that process closes it.
+  for (const Entry& e : entries) {
+    if (total <= options_.max_bytes) break;
+    if (fs::remove(e.path, ec)) total -= e.size;
+  }
+}
+
+CacheSummary ShardCache::summary() const {
+  CacheSummary s;
+  s.dir = options_.dir;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(options_.dir, ec)) {
+    std::error_code ec2;
+    if (is_cache_file(e.path())) {
+      ++s.files;
+      s.bytes += e.file_size(ec2);
+    } else if (is_temporary(e.path())) {
+      ++s.temporaries;
+    }
+  }
+  return s;
+}
+
+std::uint64_t ShardCache::clear() const {
+  std::uint64_t freed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(options_.dir, ec)) {
+    if (!is_cache_file(e.path()) && !is_temporary(e.path())) continue;  // never anything else
+    std::error_code ec2;
+    const auto size = e.file_size(ec2);
+    if (fs::remove(e.path(), ec2) && !ec2) freed += size;
+  }
+  return freed;
+}
+
+}  // namespace l3::storage
