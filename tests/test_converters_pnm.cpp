@@ -120,4 +120,9 @@ TEST_CASE("file helpers: io_error with the reason, atomic replacement") {
   std::filesystem::create_directory(dir / "blocker" / "inside");
   CHECK_THROWS_AS(l3::write_file_atomically(dir / "blocker", bytes_of("x")), l3::Error);
   CHECK(dir.file_count() == 2);  // data.bin and blocker
+  // A 255-byte name (NAME_MAX) is legal: its temporary must not be longer.
+  const auto longest = dir / std::string(251, 'n').append(".png");
+  l3::write_file_atomically(longest, bytes_of("long"));
+  CHECK(l3::read_file(longest) == bytes_of("long"));
+  CHECK(dir.file_count() == 3);  // no temporary left behind
 }

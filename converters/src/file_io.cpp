@@ -43,11 +43,20 @@ void write_all(int fd, std::span<const std::uint8_t> bytes) {
 
 // O_EXCL on a unique name instead of mkstemp: mkstemp creates mode 0600, while
 // open(0666) lets the umask give the final file the usual permissions.
+// The temporary is "<target>.tmp<pid>-<n>" (convert's resume recognises its own
+// by the target's prefix), or ".l3tmp<pid>-<n>" in the same folder when that name
+// would pass NAME_MAX: a legal 255-byte target must not fail for its temporary.
 int create_unique_temporary(const std::filesystem::path& target, std::filesystem::path& temporary) {
   static std::atomic<unsigned> counter{0};
+  constexpr std::size_t kNameMax = 255;
   for (int attempt = 0; attempt < 100; ++attempt) {
-    temporary = target;
-    temporary += ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    const std::string suffix = ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    if (target.filename().native().size() + suffix.size() <= kNameMax) {
+      temporary = target;
+      temporary += suffix;
+    } else {
+      temporary = target.parent_path() / (".l3" + suffix);
+    }
     int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0 || errno != EEXIST) return fd;
   }
