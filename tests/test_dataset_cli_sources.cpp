@@ -131,6 +131,11 @@ TEST_CASE("every input is a record, a skip with its reason, or hidden; verify --
   CHECK(manifest.extra["l3pack"]["skipped"]["count"] == 7);
   CHECK(manifest.extra["l3pack"]["key_escape"] == "percent");
   CHECK(l3::unescape_key("cat/caf%E9%25.png") == "cat/" + odd_name);
+  // extract gives the file its source's name back (bytes that are not UTF-8).
+  run = l3pack(dir, "extract " + quoted(dir / "ds") + " " + quoted(dir / "back"));
+  CHECK_MESSAGE(run.exit_code == 0, run.err);
+  CHECK(fs::exists(dir / "back" / "cat" / odd_name));
+  CHECK(!fs::exists(dir / "back" / "cat" / "caf%E9%25.png"));
 
   run = l3pack(dir, "verify " + quoted(dir / "ds") + " --source " + quoted(src));
   CHECK_MESSAGE(run.exit_code == 0, run.err);

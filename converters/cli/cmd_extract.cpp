@@ -15,6 +15,7 @@
 
 #include "common.hpp"
 #include "l3/codec.hpp"
+#include "l3/convert.hpp"
 #include "l3/dataset.hpp"
 
 namespace l3::cli {
@@ -125,10 +126,14 @@ std::vector<std::filesystem::path> plan_outputs(const Dataset& dataset, const Ex
                                                 std::vector<RecordFailure>& failures) {
   std::vector<std::filesystem::path> outputs(dataset.size());
   std::map<std::filesystem::path, std::uint64_t> taken;
+  // Keys of names that were not UTF-8 are percent-escaped (spec/format.md §8.4):
+  // the file gets its source's name back.
+  const bool escaped = dataset.manifest().extra.value("l3pack", nlohmann::json::object()).value("key_escape", "") ==
+                       "percent";
   for (std::uint64_t i = 0; i < dataset.size(); ++i) {
     RecordView record = dataset.record(i, Verify::no);
     std::string key(record.key);
-    std::filesystem::path relative = relative_output(key, i);
+    std::filesystem::path relative = relative_output(escaped ? unescape_key(key) : key, i);
     if (relative.empty()) {
       failures.push_back({i, key, "key would write outside " + args.dir.string() + "; not extracted"});
       continue;
