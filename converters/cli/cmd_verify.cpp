@@ -6,8 +6,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <mutex>
 #include <optional>
 
@@ -118,12 +120,21 @@ std::string check_record(const ShardReader& reader, std::uint64_t i, const std::
   }
 }
 
-// Keys listed in OUT/skipped.jsonl (empty when the dataset has none).
-std::set<std::string> skipped_keys(const std::filesystem::path& dir) {
+// Keys listed in OUT/skipped.jsonl (empty when the dataset has none). A remote
+// dataset's list is fetched when its manifest records skips (spec/format.md §8.5.5).
+std::set<std::string> skipped_keys(const std::filesystem::path& dir, const Manifest& manifest) {
+  std::string text;
+  if (is_remote(dir)) {
+    const nlohmann::json l3pack = manifest.extra.value("l3pack", nlohmann::json::object());
+    if (l3pack.value("skipped", nlohmann::json::object()).value("count", 0) > 0) text = read_remote_text(dir, kSkippedName);
+  } else {
+    std::ifstream in(dir / kSkippedName);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   std::set<std::string> keys;
-  std::ifstream in(dir / kSkippedName);
+  std::istringstream lines(text);
   std::string line;
-  while (std::getline(in, line)) {
+  while (std::getline(lines, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_object() && j.contains("path") && j["path"].is_string()) keys.insert(j["path"].get<std::string>());
   }
@@ -132,10 +143,11 @@ std::set<std::string> skipped_keys(const std::filesystem::path& dir) {
 
 // Every input under SRC must be a record or recorded as skipped at convert
 // time; returns how many are neither (each printed), and counts the skipped.
-std::uint64_t check_coverage(const std::filesystem::path& dir, const std::filesystem::path& src, const SourceRules& rules,
+std::uint64_t check_coverage(const std::filesystem::path& dir, const Manifest& manifest, const std::filesystem::path& src,
+                             const SourceRules& rules,
                              const std::set<std::string>& keys, std::uint64_t& recorded_skips) {
   const SourceSet source = about_file(src, [&] { return scan_source(src, rules.scan); });
-  const std::set<std::string> skipped = skipped_keys(dir);
+  const std::set<std::string> skipped = skipped_keys(dir, manifest);
   std::vector<std::string> missing;
   auto account = [&](const std::string& key) {
     if (keys.contains(key)) return;
@@ -191,7 +203,7 @@ void run_verify(const VerifyArguments& args) {
   if (args.source && rules.one_part) {
     std::printf("sources: not checked for missing ones (one part of a --part run; merge the parts first)\n");
   } else if (args.source) {
-    missing = check_coverage(args.dir, *args.source, rules, keys, recorded_skips);
+    missing = check_coverage(args.dir, manifest, *args.source, rules, keys, recorded_skips);
     std::printf("sources: %llu not in the dataset: %llu recorded as skipped at convert time, %llu not accounted for\n",
                 static_cast<unsigned long long>(missing + recorded_skips),
                 static_cast<unsigned long long>(recorded_skips), static_cast<unsigned long long>(missing));

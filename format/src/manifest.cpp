@@ -127,7 +127,7 @@ std::string serialize_manifest(const Manifest& m) {
 Manifest read_manifest(const std::filesystem::path& dir) {
   if (is_remote(dir)) {
     try {
-      return parse_manifest(read_remote_manifest_text(dir));
+      return parse_manifest(read_remote_text(dir, kManifestName));
     } catch (const json::exception& e) {
       bad(e.what());
     }

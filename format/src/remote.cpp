@@ -31,9 +31,9 @@ void pwrite_all(int fd, std::uint64_t offset, std::span<const std::uint8_t> byte
 
 bool is_remote(const std::filesystem::path& dir) { return storage::is_s3_url(dir.native()); }
 
-std::string read_remote_manifest_text(const std::filesystem::path& dir) {
+std::string read_remote_text(const std::filesystem::path& dir, const std::string& name) {
   const storage::S3Url url = storage::parse_s3_url(dir.native());
-  const auto bytes = storage::shared_s3_client()->get(url.bucket, url.key(kManifestName));
+  const auto bytes = storage::shared_s3_client()->get(url.bucket, url.key(name));
   return {bytes.begin(), bytes.end()};
 }
 

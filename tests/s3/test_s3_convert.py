@@ -121,3 +121,23 @@ def test_parts_into_the_store(moto, source_dir, tmp_path):
         assert all(n.startswith(f"part-{i}-of-2-") for n in names if n.endswith(".l3s"))
         records += json.loads(run(["info", url, "--json"], env=env).stdout)["records"]
     assert records == 90
+
+
+def test_skipped_inputs_travel_with_the_dataset(moto, tmp_path):
+    """skipped.jsonl is uploaded before the manifest, so verify --source on the
+    store accounts for the skipped inputs as it does locally (spec §8.5.5)."""
+    env = s3_env(moto.endpoint, moto.creds, tmp_path / "cache")
+    src = tmp_path / "src"
+    rng = random.Random(7)
+    for cls in ("ant", "bee"):
+        (src / cls).mkdir(parents=True)
+        for i in range(3):
+            write_ppm(src / cls / f"{i}.ppm", rng)
+    (src / "bee" / "broken.png").write_bytes(b"not a png")
+    url = f"s3://{BUCKET}/skips/ds"
+    run(["convert", src, url], env=env)
+    listed = moto.s3.get_object(Bucket=BUCKET, Key="skips/ds/skipped.jsonl")["Body"].read().decode()
+    assert [json.loads(line)["path"] for line in listed.splitlines()] == ["bee/broken.png"]
+    v = run(["verify", url, "--source", src], env=env)
+    assert "6 passed, 0 failed" in v.stdout
+    assert "1 recorded as skipped at convert time, 0 not accounted for" in v.stdout

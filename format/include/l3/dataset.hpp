@@ -51,8 +51,9 @@ bool is_remote(const std::filesystem::path& dir);
 // remote dataset its copy in the shard cache (l3/storage.hpp), downloaded on
 // first use and checked against m.file_hash (checksum_mismatch).
 std::filesystem::path shard_file(const std::filesystem::path& dir, const ManifestShard& m);
-// manifest.json of a remote dataset, as text (io_error naming the bucket).
-std::string read_remote_manifest_text(const std::filesystem::path& dir);
+// A whole file of a remote dataset (manifest.json, skipped.jsonl), as text
+// (io_error naming the bucket).
+std::string read_remote_text(const std::filesystem::path& dir, const std::string& name);
 
 struct DatasetOptions {
   ShardLimits limits{};
