@@ -352,8 +352,13 @@ SourceSet scan_list(const fs::path& list, const ScanOptions& options) {
   set.kind = SourceKind::list_file;
   set.root = source_root(list, options);
   std::vector<ListRow> rows = read_rows(list);
-  if (!rows.empty() && !parse_label(rows.front().label) && !fs::is_regular_file(set.root / rows.front().path) &&
-      !fs::is_regular_file(fs::path(rows.front().path)))
+  // A path the system refuses (too long, ...) is no file: never a filesystem_error.
+  auto is_file = [](const fs::path& path) {
+    std::error_code ec;
+    return fs::is_regular_file(path, ec);
+  };
+  if (!rows.empty() && !parse_label(rows.front().label) && !is_file(set.root / rows.front().path) &&
+      !is_file(fs::path(rows.front().path)))
     rows.erase(rows.begin());
   const ListRow* named = nullptr;
   const ListRow* numbered = nullptr;
@@ -424,7 +429,8 @@ std::string unescape_key(std::string_view key) {
 }
 
 fs::path source_root(const fs::path& src, const ScanOptions& options) {
-  if (fs::is_directory(src)) return src;
+  std::error_code ec;
+  if (fs::is_directory(src, ec)) return src;
   if (!options.list_base.empty()) return options.list_base;
   fs::path parent = src.parent_path();
   return parent.empty() ? fs::path(".") : parent;
