@@ -125,4 +125,11 @@ TEST_CASE("file helpers: io_error with the reason, atomic replacement") {
   l3::write_file_atomically(longest, bytes_of("long"));
   CHECK(l3::read_file(longest) == bytes_of("long"));
   CHECK(dir.file_count() == 3);  // no temporary left behind
+  // Overwrite::no links the file in place: an existing file is refused and kept.
+  CHECK_THROWS_WITH_AS(l3::write_file_atomically(path, bytes_of("third"), l3::Overwrite::no),
+                       doctest::Contains("already exists"), l3::Error);
+  CHECK(l3::read_file(path) == bytes_of("second"));
+  l3::write_file_atomically(dir / "new.bin", bytes_of("new"), l3::Overwrite::no);
+  CHECK(l3::read_file(dir / "new.bin") == bytes_of("new"));
+  CHECK(dir.file_count() == 4);  // no temporary left behind
 }

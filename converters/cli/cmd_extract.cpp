@@ -1,12 +1,8 @@
 // l3pack extract OUT DIR: every record back to an image file under its key.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -17,6 +13,7 @@
 #include "l3/codec.hpp"
 #include "l3/convert.hpp"
 #include "l3/dataset.hpp"
+#include "l3/file_io.hpp"
 
 namespace l3::cli {
 namespace {
@@ -67,58 +64,6 @@ void apply_extension(std::filesystem::path& relative, const std::string& extensi
   if (replace || relative.filename().string().size() + extension.size() > name_max)
     relative.replace_extension(extension);
   else relative += extension;
-}
-
-// "<what> <path>: <system reason>", as l3's other file errors read.
-[[noreturn]] void throw_io(const std::string& what, const std::filesystem::path& path, int error) {
-  throw Error(errc::io_error, what + " " + path.string() + ": " + std::strerror(error));
-}
-
-// A short temporary name in the output's folder: a legal 255-byte output name
-// must not need a longer temporary one (NAME_MAX).
-int create_temporary(const std::filesystem::path& folder, std::filesystem::path& temporary) {
-  static std::atomic<unsigned> counter{0};
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    temporary = folder / (".l3x-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".tmp");
-    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST) return fd;
-  }
-  errno = EEXIST;
-  return -1;
-}
-
-void write_fd(int fd, std::span<const std::uint8_t> bytes, const std::filesystem::path& temporary) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_io("cannot write", temporary, errno);
-    bytes = bytes.subspan(static_cast<std::size_t>(n));
-  }
-  if (::fsync(fd) != 0) throw_io("cannot flush", temporary, errno);
-}
-
-// Writes `bytes` to a temporary file, then puts it at `output`: rename() when
-// overwriting is allowed, else link(), which fails when `output` exists (so a file
-// that appeared after planning is not overwritten either). Never a partial output.
-void write_output(const std::filesystem::path& output, std::span<const std::uint8_t> bytes, bool force) {
-  std::filesystem::path temporary;
-  const int fd = create_temporary(output.parent_path(), temporary);
-  if (fd < 0) throw_io("cannot create a file in", output.parent_path(), errno);
-  int error = 0;
-  const char* what = nullptr;
-  try {
-    write_fd(fd, bytes, temporary);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temporary.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) error = errno, what = "cannot write";
-  else if (force && ::rename(temporary.c_str(), output.c_str()) != 0) error = errno, what = "cannot rename onto";
-  else if (!force && ::link(temporary.c_str(), output.c_str()) != 0) error = errno, what = "cannot create";
-  ::unlink(temporary.c_str());  // after link() the output holds the data; after rename() nothing is left
-  if (error == EEXIST) throw Error(errc::io_error, output.string() + " already exists (use --force to overwrite)");
-  if (what) throw_io(what, output, error);
 }
 
 // Output paths, checked for escapes and collisions before anything is written.
@@ -175,7 +120,16 @@ std::string extract_record(const Dataset& dataset, std::uint64_t i, const std::f
     std::vector<std::uint8_t> pixels = decode(record.payload, &info);
     ImageView view{pixels.data(), info.width, info.height, info.channels, 0};
     std::filesystem::create_directories(output.parent_path());
-    write_output(output, args.format == "png" ? encode_png_bytes(view) : encode_pnm_bytes(view), args.force);
+    // Without --force, link() refuses a file that appeared after planning too.
+    const std::vector<std::uint8_t> bytes = args.format == "png" ? encode_png_bytes(view) : encode_pnm_bytes(view);
+    try {
+      write_file_atomically(output, bytes, args.force ? Overwrite::yes : Overwrite::no);
+    } catch (const Error&) {
+      std::error_code ec;
+      if (!args.force && std::filesystem::exists(std::filesystem::symlink_status(output, ec)))
+        throw Error(errc::io_error, output.string() + " already exists (use --force to overwrite)");
+      throw;
+    }
     return {};
   } catch (const Error& e) {
     return e.what();

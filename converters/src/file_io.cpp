@@ -82,7 +82,8 @@ std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
   }
 }
 
-void write_file_atomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
+void write_file_atomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes,
+                           Overwrite overwrite) {
   std::filesystem::path temporary;
   FileDescriptor fd(create_unique_temporary(path, temporary));
   if (fd.get() < 0) throw_io("cannot create a file next to " + path.string(), errno);
@@ -90,7 +91,15 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const st
     write_all(fd.get(), bytes);
     if (::fsync(fd.get()) != 0) throw_io("cannot flush", errno);
     if (fd.close_checked() != 0) throw_io("cannot write", errno);
-    if (::rename(temporary.c_str(), path.c_str()) != 0) throw_io("cannot rename onto it", errno);
+    if (overwrite == Overwrite::yes) {
+      if (::rename(temporary.c_str(), path.c_str()) != 0) throw_io("cannot rename onto it", errno);
+      return;
+    }
+    if (::link(temporary.c_str(), path.c_str()) != 0) {
+      if (errno == EEXIST) throw_error(errc::io_error, path.string() + " already exists");
+      throw_io("cannot create " + path.string(), errno);
+    }
+    ::unlink(temporary.c_str());  // the data now lives at `path`
   } catch (...) {
     ::unlink(temporary.c_str());
     throw;
