@@ -603,7 +603,7 @@ public:
     if (size_of(shard.file) != shard.bytes) upload(file);
   }
   void upload(const fs::path& file) override {
-    client_->upload_file(url_.bucket, url_.key(file.filename().string()), file, part_size());
+    client_->upload_file(url_.bucket, url_.key(file.filename().string()), file);
   }
   void manifest(const Manifest& manifest) override {
     const std::string text = serialize_manifest(manifest);
@@ -616,11 +616,6 @@ private:
     for (const auto& [key, size] : stored_)
       if (key == url_.key(name)) return size;
     return std::nullopt;
-  }
-  // L3_S3_PART_SIZE (bytes, >= 5 MiB, S3's minimum), default 64 MiB.
-  static std::uint64_t part_size() {
-    const char* v = std::getenv("L3_S3_PART_SIZE");
-    return v && *v ? std::strtoull(v, nullptr, 10) : std::uint64_t{64} << 20;
   }
   storage::S3Url url_;
   std::shared_ptr<storage::S3Client> client_;

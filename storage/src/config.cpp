@@ -176,6 +176,9 @@ S3Config s3_config_from_env(const std::string& endpoint_override) {
     if (v < 1 || v > 100) throw_error(errc::invalid_argument, "L3_S3_MAX_ATTEMPTS must be 1..100");
     c.max_attempts = static_cast<unsigned>(v);
   }
+  if (const std::string p = env("L3_S3_PART_SIZE"); !p.empty()) {
+    c.part_size = std::strtoull(p.c_str(), nullptr, 10);  // upload_file raises it to S3's 5 MiB minimum
+  }
   return c;
 }
 

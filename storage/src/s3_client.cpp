@@ -530,15 +530,14 @@ struct Fd {
 
 }  // namespace
 
-void S3Client::upload_file(const std::string& bucket, const std::string& key, const std::filesystem::path& file,
-                           std::uint64_t part_size) const {
+void S3Client::upload_file(const std::string& bucket, const std::string& key, const std::filesystem::path& file) const {
   Fd f;
   f.fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) throw_error(errc::io_error, "cannot open '" + file.string() + "': " + std::strerror(errno));
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) throw_error(errc::io_error, "cannot stat '" + file.string() + "'");
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  part_size = std::max<std::uint64_t>(part_size, std::uint64_t{5} << 20);  // S3's minimum part size
+  const std::uint64_t part_size = std::max<std::uint64_t>(config().part_size, std::uint64_t{5} << 20);  // S3's minimum
   if (size <= part_size) {
     put(bucket, key, read_part(f.fd, 0, size, file));
     return;
@@ -601,7 +600,8 @@ std::shared_ptr<S3Client> shared_s3_client(const std::string& endpoint_override)
   S3Config c = s3_config_from_env(endpoint_override);
   std::string key = c.access_key + '\n' + c.secret_key + '\n' + c.session_token + '\n' + c.region + '\n' +
                     c.endpoint + '\n' + std::to_string(static_cast<int>(c.addressing)) + std::to_string(c.anonymous) +
-                    std::to_string(c.verify_tls) + '\n' + std::to_string(c.max_attempts);
+                    std::to_string(c.verify_tls) + '\n' + std::to_string(c.max_attempts) + '\n' +
+                    std::to_string(c.part_size);
   using Table = std::vector<std::pair<std::string, std::shared_ptr<S3Client>>>;
   static std::mutex m;
   static pid_t owner = 0;

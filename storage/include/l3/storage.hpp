@@ -52,6 +52,7 @@ struct S3Config {
   bool verify_tls = true;     // certificate and host checks for https
   unsigned max_in_flight = 16;       // ranged GETs in flight per transfer
   unsigned max_attempts = 10;        // per request, with exponential backoff (L3_S3_MAX_ATTEMPTS)
+  std::uint64_t part_size = std::uint64_t{64} << 20;  // multipart uploads (L3_S3_PART_SIZE, >= 5 MiB)
   unsigned backoff_ms = 100;         // first retry's delay; doubles each attempt
   unsigned connect_timeout_s = 10;
   unsigned low_speed_timeout_s = 30; // a transfer under 1 KiB/s for this long is retried
@@ -68,7 +69,8 @@ struct S3Config {
 //   AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL (an endpoint other than AWS's
 //   defaults to path-style addressing); L3_S3_ADDRESSING=path|virtual
 //   overrides; L3_S3_VERIFY_TLS=0 turns certificate checks off;
-//   L3_S3_MAX_ATTEMPTS (1..100) bounds the tries of one request.
+//   L3_S3_MAX_ATTEMPTS (1..100) bounds the tries of one request;
+//   L3_S3_PART_SIZE sets the upload part size (at least S3's 5 MiB).
 // A non-empty endpoint_override wins over the environment (a per-call option).
 S3Config s3_config_from_env(const std::string& endpoint_override = {});
 
@@ -123,10 +125,9 @@ public:
   // "already exists" when the key exists: the store refused the overwrite).
   void put(const std::string& bucket, const std::string& key, std::span<const std::uint8_t> bytes,
            bool if_none_match = false) const;
-  // Uploads a local file: a multipart upload of part_size parts (the object is
+  // Uploads a local file: a multipart upload of config().part_size parts (the object is
   // visible only once complete; aborted on failure), one PUT when smaller.
-  void upload_file(const std::string& bucket, const std::string& key, const std::filesystem::path& file,
-                   std::uint64_t part_size = std::uint64_t{64} << 20) const;
+  void upload_file(const std::string& bucket, const std::string& key, const std::filesystem::path& file) const;
 
   TransferStats stats() const;
 
