@@ -27,4 +27,11 @@ std::string escape_control(std::string_view text) {
   return out;
 }
 
+std::string hex16(std::uint64_t v) {
+  char text[17];
+  for (int i = 15; i >= 0; --i, v >>= 4) text[i] = "0123456789abcdef"[v & 0xF];
+  text[16] = 0;
+  return text;
+}
+
 }  // namespace l3

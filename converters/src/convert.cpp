@@ -19,6 +19,7 @@
 #include "l3/file_io.hpp"
 #include "l3/image_io.hpp"
 #include "l3/storage.hpp"
+#include "l3/text.hpp"
 #include "ordered_pipeline.hpp"
 
 namespace l3 {
@@ -26,12 +27,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string hex16(std::uint64_t v) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
 
 std::uint64_t xxh3(std::span<const std::uint8_t> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 

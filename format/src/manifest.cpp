@@ -9,6 +9,7 @@
 #include "file_io.hpp"
 #include "l3/checked.hpp"
 #include "l3/dataset.hpp"
+#include "l3/text.hpp"
 
 namespace l3 {
 using nlohmann::json;
@@ -26,13 +27,6 @@ const json& member(const json& obj, const char* name, json::value_t type, const 
   bool ok = it->type() == type || (type == json::value_t::number_unsigned && it->is_number_unsigned());
   if (!ok) bad(where + "\"" + name + "\" has the wrong type (" + it->type_name() + ")");
   return *it;
-}
-
-std::string hex16(std::uint64_t v) {
-  char buf[17];
-  for (int i = 15; i >= 0; --i, v >>= 4) buf[i] = "0123456789abcdef"[v & 0xF];
-  buf[16] = 0;
-  return buf;
 }
 
 std::uint64_t parse_hex16(const std::string& s, const std::string& where) {

@@ -15,6 +15,7 @@
 
 #include "l3/error.hpp"
 #include "l3/storage.hpp"
+#include "l3/text.hpp"
 
 namespace l3::storage {
 namespace fs = std::filesystem;
@@ -22,12 +23,6 @@ namespace {
 
 constexpr std::string_view kSuffix = ".l3s";
 constexpr std::string_view kTempMark = ".tmp.";
-
-std::string hex16(std::uint64_t v) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
 
 [[noreturn]] void io_fail(const std::string& what, const fs::path& path) {
   throw_error(errc::io_error, what + " '" + path.string() + "': " + std::strerror(errno));

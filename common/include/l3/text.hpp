@@ -2,6 +2,7 @@
 // messages must not break the line (keys may hold any UTF-8, newlines too).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -12,5 +13,8 @@ namespace l3 {
 // (printable ASCII, UTF-8 sequences) are kept, so the result is one line and the
 // original can be recovered.
 std::string escape_control(std::string_view text);
+
+// 16 lowercase hex digits (a 64-bit hash as the manifest and the cache write it).
+std::string hex16(std::uint64_t v);
 
 }  // namespace l3
