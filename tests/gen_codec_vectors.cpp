@@ -52,6 +52,9 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
         if (pattern == 1) v = (x / 8 + y / 4) % 2 ? 200 : 30;  // flat regions: runs
         if (pattern == 2) v = int(seed >> 24);                 // noise: raw tiles
         if (pattern == 3) v = 77 + int(k);                     // constant
+        if (pattern == 4) v = k == 3 ? 255 : int(x * 3 + y * 2 + k * 40) + int(seed >> 30);  // opaque alpha
+        if (pattern == 5) v = int(x * 5 + y * 3) + int(seed >> 31);  // gray stored as RGB: R = G = B
+        if (pattern == 5 && k > 0) v = im.px[(std::size_t(y) * w + x) * c];
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
   return im;
@@ -167,11 +170,26 @@ int main(int argc, char** argv) {
   v.valid("valid-rgb-constant-20x10", constant, encode(constant));
   v.valid("valid-rgb-1x1", one, encode(one));
   v.valid("valid-rgb-default-tiles-33x17", rgb, l3::encode(l3::ImageView{rgb.px.data(), rgb.w, rgb.h, rgb.c, 0}));
+  // Version 2's constant planes (spec §4.3): opaque alpha, gray stored as RGB.
+  const Image opaque = make_image(24, 12, 4, 4), gray_rgb = make_image(24, 12, 3, 5);
+  const Bytes opaque_bytes = encode(opaque), gray_rgb_bytes = encode(gray_rgb);
+  v.valid("valid-rgba-opaque-24x12", opaque, opaque_bytes);
+  v.valid("valid-gray-as-rgb-24x12", gray_rgb, gray_rgb_bytes);
 
   // ---- header (spec §2) --------------------------------------------------
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
-  v.mutate("version-2", base, errc::unsupported_version, [](Bytes& b) { b[4] = 2; });
+  v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
+  v.mutate("version-3", base, errc::unsupported_version, [](Bytes& b) { b[4] = 3; });
+  {
+    // A version 1 stream (spec §11): the same tiles without constant planes
+    // decode as before; a constant plane in one is [corrupt_tile].
+    Bytes v1 = base;
+    v1[4] = 1;
+    reseal(v1);
+    v.valid("valid-v1-rgb-33x17", rgb, v1);
+    v.mutate("v1-constant-plane", opaque_bytes, errc::corrupt_tile, [](Bytes& b) { b[4] = 1; });
+  }
   v.mutate("channels-0", base, errc::corrupt_header, [](Bytes& b) { b[5] = 0; });
   v.mutate("channels-5", base, errc::corrupt_header, [](Bytes& b) { b[5] = 5; });
   v.mutate("bit-depth-16", base, errc::unsupported, [](Bytes& b) { b[6] = 16; });
@@ -211,7 +229,8 @@ int main(int argc, char** argv) {
   v.mutate("tile-kind-3", base, errc::corrupt_tile, [&](Bytes& b) { b[t0] |= 3; });
   v.mutate("tile-mode-reserved-bit", base, errc::reserved_bits_set, [&](Bytes& b) { b[t0] |= 0x80; });
   v.mutate("transform-3", base, errc::corrupt_tile, [&](Bytes& b) { b[t0] |= 0x0c; });
-  v.mutate("predictor-5", base, errc::corrupt_tile, [&](Bytes& b) { b[t0 + 1] = 5; });
+  v.mutate("predictor-6", base, errc::corrupt_tile, [&](Bytes& b) { b[t0 + 1] = 6; });
+  v.mutate("predictor-7", base, errc::corrupt_tile, [&](Bytes& b) { b[t0 + 1] = 7; });
   v.mutate("predictor-reserved-bits", base, errc::reserved_bits_set, [&](Bytes& b) { b[t0 + 1] |= 0x40; });
   v.mutate("k-11", base, errc::corrupt_tile, [&](Bytes& b) { b[t0 + 2] = 0xb0 | (b[t0 + 2] & 0x0f); });
   v.mutate("row-width-25", base, errc::corrupt_tile, [&](Bytes& b) {
@@ -253,6 +272,29 @@ int main(int argc, char** argv) {
     set_tile_size(b, 0, tile_size(b, 0) + 1);
     set_tile_size(b, 1, tile_size(b, 1) - 1);
   });
+  {
+    // Constant planes (spec §4.3): the alpha plane of the opaque image's first
+    // coded tile is `5, 0xFF, 0x00` after three 9-byte plane entries.
+    const std::size_t t = tile_offset(opaque_bytes, first_tile(opaque_bytes));
+    const std::size_t a = t + 1 + 3 * 9;
+    if (opaque_bytes[a] != l3::core::kPlaneConstant || opaque_bytes[a + 1] != 0xff || opaque_bytes[a + 2] != 0) {
+      std::fprintf(stderr, "constant alpha plane expected\n");
+      std::exit(1);
+    }
+    v.mutate("constant-plane-256", opaque_bytes, errc::corrupt_tile, [&](Bytes& b) { b[a + 1] = 0; b[a + 2] = 1; });
+    v.mutate("constant-plane-negative", opaque_bytes, errc::corrupt_tile, [&](Bytes& b) { b[a + 2] = 0xff; });
+    v.mutate("constant-plane-reserved-bits", opaque_bytes, errc::reserved_bits_set, [&](Bytes& b) { b[a] |= 0x08; });
+    // Gray stored as RGB: planes 1 and 2 (colour differences, [-255, 255])
+    // are constant 0; -256 is outside.
+    const std::size_t g = tile_offset(gray_rgb_bytes, first_tile(gray_rgb_bytes));
+    const std::size_t q = g + 1 + 9;
+    if ((gray_rgb_bytes[g] & 0x0c) == 0 || gray_rgb_bytes[q] != l3::core::kPlaneConstant) {
+      std::fprintf(stderr, "transformed gray with constant planes expected\n");
+      std::exit(1);
+    }
+    v.mutate("constant-plane-minus-256", gray_rgb_bytes, errc::corrupt_tile,
+             [&](Bytes& b) { b[q + 1] = 0x00; b[q + 2] = 0xff; });
+  }
   const Bytes raw_bytes = encode(noise);
   v.mutate("raw-tile-short", raw_bytes, errc::truncated, [&](Bytes& b) {
     b.pop_back();

@@ -222,6 +222,32 @@ TEST_CASE("low-entropy content stays far below one bit per sample") {
   CHECK(double(encode(gradient).size()) * 8 / (512.0 * 256 * 3) < 0.5);
 }
 
+TEST_CASE("constant planes (v2): opaque alpha and gray stored as RGB cost almost nothing") {
+  // spec/codec.md §4.3: a plane with one value in a tile is stored as that
+  // value (3 bytes per tile), so the alpha of an opaque image, or the colour
+  // differences of gray pixels stored as RGB, add well under 1%.
+  const Image rgb = make(700, 300, 3, Pattern::smooth_noise, 11);
+  Image rgba{rgb.w, rgb.h, 4, Bytes(std::size_t(rgb.w) * rgb.h * 4)};
+  for (std::size_t i = 0; i < std::size_t(rgb.w) * rgb.h; ++i) {
+    std::memcpy(&rgba.px[4 * i], &rgb.px[3 * i], 3);
+    rgba.px[4 * i + 3] = 255;
+  }
+  const Bytes e3 = encode(rgb), e4 = encode(rgba);
+  MESSAGE("opaque RGBA / RGB bytes: " << double(e4.size()) / double(e3.size()));
+  CHECK(double(e4.size()) <= 1.01 * double(e3.size()));
+  CHECK(decode(e4) == rgba.px);
+
+  const Image gray = make(700, 300, 1, Pattern::smooth_noise, 12);
+  Image as_rgb{gray.w, gray.h, 3, Bytes(std::size_t(gray.w) * gray.h * 3)};
+  for (std::size_t i = 0; i < gray.px.size(); ++i) std::memset(&as_rgb.px[3 * i], gray.px[i], 3);
+  const Bytes eg = encode(gray), ergb = encode(as_rgb);
+  MESSAGE("gray as RGB / gray bytes: " << double(ergb.size()) / double(eg.size()));
+  CHECK(double(ergb.size()) <= 1.01 * double(eg.size()));
+  CHECK(decode(ergb) == as_rgb.px);
+  // The stream is version 2; read_info reports it.
+  CHECK(l3::read_info(e4).version == 2);
+}
+
 TEST_CASE("spec/vectors/codec: valid vectors decode to their pixels, invalid ones give their error") {
   int valid = 0, invalid = 0;
   for (const auto& entry : fs::directory_iterator(kSourceDir / "spec" / "vectors" / "codec")) {

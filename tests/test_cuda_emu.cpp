@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -171,6 +172,18 @@ TEST_CASE("emulated wavefront equals l3::decode on the sample photos") {
     const l3::Image img = l3::load_image(entry.path());
     Img im{img.width, img.height, img.channels, img.pixels};
     check_same(enc(im, 0, 0), entry.path().filename().string());
+    // The same pixels as opaque RGBA and as gray stored as RGB: constant
+    // planes (spec/codec.md §4.3) in the wavefront.
+    if (im.ch == 3) {
+      Img rgba{im.w, im.h, 4, Pixels(std::size_t(im.w) * im.h * 4)}, gray3{im.w, im.h, 3, Pixels(im.px.size())};
+      for (std::size_t i = 0; i < std::size_t(im.w) * im.h; ++i) {
+        std::memcpy(&rgba.px[4 * i], &im.px[3 * i], 3);
+        rgba.px[4 * i + 3] = 255;
+        std::memset(&gray3.px[3 * i], im.px[3 * i + 1], 3);
+      }
+      check_same(enc(rgba, 0, 0), entry.path().filename().string() + " as opaque RGBA");
+      check_same(enc(gray3, 0, 0), entry.path().filename().string() + " green as gray RGB");
+    }
     // A crop of each photo against decode_region.
     const auto e = enc(im, 0, 0);
     const l3::Rect r{im.w / 5 + 3, im.h / 3 + 1, im.w / 2, im.h / 3};

@@ -174,7 +174,9 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, C
       }
       const int a = kFirstRow ? uw[p] + uw[p] + (uw[p] >> 1) : uw[p] + rows.ctx[c][p];
       std::uint32_t u = 0;
-      if (!zero) u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a));
+      // Constant planes read nothing (spec §4.3): a per-tile flag, so the
+      // branch is predicted perfectly.
+      if (!zero && !t.plane[p].constant) u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a));
       rows.code[c + 1][p] = int(u);
       uw[p] = int(u);
       or_c |= int(u);
@@ -335,7 +337,8 @@ int decode_raw(const std::uint8_t* tile, std::uint32_t size, int w, int h, int c
   return core::kOk;
 }
 
-int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int channels, const TileOutput& o) {
+int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int channels, int version,
+                const TileOutput& o) {
   switch (tile[0] & 3) {
     case core::kTileConstant: return decode_constant(tile, size, channels, o);
     case core::kTileRaw: return decode_raw(tile, size, w, h, channels, o);
@@ -343,7 +346,7 @@ int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int 
     default: return core::kCorruptTile;
   }
   CodedTileParams t;
-  const int status = core::parse_coded_tile(tile, size, w, h, channels, t);
+  const int status = core::parse_coded_tile(tile, size, w, h, channels, version, t);
   if (status != core::kOk) return status;
   switch (channels) {
     case 1: return decode_coded_tile<1>(tile, t, o);
@@ -419,7 +422,7 @@ void decode_into(const detail::ParsedImage& img, const Rect& region, const Mutab
     TileOutput o{out.data + std::size_t(y0 - region.y) * stride + std::size_t(x0 - region.x) * info.channels, stride,
                  int(x0 - tr.x), int(y0 - tr.y), int(x1 - tr.x), int(y1 - tr.y)};
     return decode_tile(img.bytes.data() + img.tile_offset[i], img.tile_size(i), int(tr.width), int(tr.height),
-                       int(info.channels), o);
+                       int(info.channels), int(info.version), o);
   };
   const auto [bad, status] = run_parallel(count, resolve_threads(options.threads, count), job);
   if (status != core::kOk) throw_tile_error((ty0 + bad / cols) * info.tiles_x + tx0 + bad % cols, status);

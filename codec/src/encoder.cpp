@@ -149,6 +149,22 @@ private:
   void transform_planes(std::uint8_t transform) {
     for (std::size_t i = 0; i < pixels_.size(); i += ch_) core::forward_transform(transform, ch_, &pixels_[i], &value_[i]);
     for (int p = 0; p < ch_; ++p) params_.plane[p].range = core::plane_range(transform, p);
+    mark_constant_planes();
+  }
+
+  // A plane with one value in the whole tile is coded as that value alone
+  // (spec §4.3): opaque alpha, the colour differences of gray stored as RGB.
+  // Its midpoint becomes the value, so predictions and residuals computed
+  // below come out as the decoder's (every prediction exact, codes 0).
+  void mark_constant_planes() {
+    for (int p = 0; p < ch_; ++p) {
+      const int first = value_[p];
+      bool same = true;
+      for (std::size_t i = std::size_t(ch_) + p; same && i < value_.size(); i += ch_) same = value_[i] == first;
+      core::PlaneParams& pp = params_.plane[p];
+      pp.constant = same;
+      if (same) pp.range.mid = first;
+    }
   }
 
   // Neighbour values of (r, c) with the decoder's edge rules (spec §6.3).
@@ -220,7 +236,7 @@ private:
       std::array<std::array<std::uint64_t, core::kPredCount>, core::kMaxChannels> cost{};
       const std::uint8_t n_pred = effort_ <= 0 ? 1 : core::kPredCount;
       for (int p = 0; p < ch_; ++p)
-        for (std::uint8_t k = 0; k < n_pred; ++k) cost[p][k] = plane_cost(p, k);
+        for (std::uint8_t k = 0; k < n_pred; ++k) cost[p][k] = params_.plane[p].constant ? 0 : plane_cost(p, k);
       const auto [total, pred] = choose_predictors(cost, n_pred);
       if (total < best_total) {
         best_total = total;
@@ -291,7 +307,8 @@ private:
     for (int r = 0; r < h_; ++r)
       walk_row(r, run_mode, [&](int len) { run_costs.add(std::uint32_t(len)); },
                [&](int c) {
-                 for (int p = 0; p < ch_; ++p) costs[p].add(bucket_[at(r, c) + p], sym_[at(r, c) + p]);
+                 for (int p = 0; p < ch_; ++p)
+                   if (!params_.plane[p].constant) costs[p].add(bucket_[at(r, c) + p], sym_[at(r, c) + p]);
                });
     std::uint64_t total = 0;
     for (int p = 0; p < ch_; ++p) total += costs[p].choose(k[p].data());
@@ -314,7 +331,8 @@ private:
       BitWriter bw;
       walk_row(r, params_.run_mode, [&](int len) { write_rice(bw, std::uint32_t(len), run_k); },
                [&](int c) {
-                 for (int p = 0; p < ch_; ++p) write_rice(bw, sym_[at(r, c) + p], k[p][bucket_[at(r, c) + p]]);
+                 for (int p = 0; p < ch_; ++p)
+                   if (!params_.plane[p].constant) write_rice(bw, sym_[at(r, c) + p], k[p][bucket_[at(r, c) + p]]);
                });
       rows[r] = std::move(bw.finish());
     }
@@ -327,7 +345,13 @@ private:
     std::vector<std::uint8_t> out;
     out.push_back(std::uint8_t(core::kTileCoded | params_.transform << 2 | (params_.run_mode ? 1 : 0) << 4));
     for (int p = 0; p < ch_; ++p) {
-      out.push_back(params_.plane[p].pred);
+      const core::PlaneParams& pp = params_.plane[p];
+      if (pp.constant) {
+        const auto v = std::uint16_t(std::int16_t(pp.range.mid));  // i16 LE
+        out.insert(out.end(), {core::kPlaneConstant, std::uint8_t(v), std::uint8_t(v >> 8)});
+        continue;
+      }
+      out.push_back(pp.pred);
       for (std::uint32_t b = 0; b < core::kBuckets; b += 2) out.push_back(std::uint8_t(k[p][b] | k[p][b + 1] << 4));
     }
     if (params_.run_mode) out.push_back(params_.run_k);

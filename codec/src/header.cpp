@@ -31,8 +31,12 @@ ImageInfo parse_header(std::span<const std::uint8_t> b, const Limits& limits, st
     throw_error(errc::truncated, "stream shorter than the 28-byte header");
   }
   if (!std::equal(b.begin(), b.begin() + 4, core::kMagic)) throw_error(errc::bad_magic, "not an l3 image");
-  if (b[4] != core::kVersion) throw_error(errc::unsupported_version, "version " + std::to_string(b[4]));
+  if (b[4] < core::kOldestVersion || b[4] > core::kVersion)
+    throw_error(errc::unsupported_version, "format version " + std::to_string(b[4]) + " (this build reads versions " +
+                                               std::to_string(core::kOldestVersion) + " to " +
+                                               std::to_string(core::kVersion) + ")");
   ImageInfo info;
+  info.version = b[4];
   info.channels = b[5];
   info.bit_depth = b[6];
   if (b[7] != 0 || b[18] != 0 || b[19] != 0) throw_error(errc::reserved_bits_set, "reserved header byte is not zero");

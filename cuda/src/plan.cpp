@@ -36,6 +36,7 @@ Plan make_plan(std::span<const PlanImage> images, const BatchOptions& options) {
       d.in = im.in;
       d.in_size = info.encoded_size;
       d.payload_offset = lay.payload_offset;
+      d.version = info.version;
       d.width = info.width;
       d.height = info.height;
       d.channels = info.channels;

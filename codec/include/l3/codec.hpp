@@ -57,6 +57,7 @@ struct DecodeOptions {
 };
 
 struct ImageInfo {
+  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1 or 2
   std::uint32_t width = 0;
   std::uint32_t height = 0;
   std::uint32_t channels = 0;

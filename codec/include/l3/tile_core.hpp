@@ -24,7 +24,8 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::uint8_t kVersion = 2;         // what the encoder writes
+inline constexpr std::uint8_t kOldestVersion = 1;   // decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
@@ -53,6 +54,9 @@ inline constexpr std::uint8_t kPredN = 2;
 inline constexpr std::uint8_t kPredAvg = 3;
 inline constexpr std::uint8_t kPredGrad = 4;
 inline constexpr std::uint8_t kPredCount = 5;
+// Plane byte value of a constant plane (version 2, spec §4.3): no predictor,
+// no k table, no bits; every sample is the stored value.
+inline constexpr std::uint8_t kPlaneConstant = 5;
 inline constexpr std::uint8_t kPredPerPlane = 255;  // template argument: read each plane's predictor
 
 // Status of a tile decode. Mirrors l3::errc values so hosts can convert 1:1.
@@ -309,6 +313,10 @@ L3_HD std::uint32_t read_rice(BitReader& br, int k) {
 
 struct PlaneParams {
   std::uint8_t pred;
+  // A constant plane (spec §4.3): reads no bits, its residual codes are 0 and
+  // range.mid holds its value, so that every predictor reproduces the value
+  // from the tile's first pixel on (spec §6.3): decoders need no other case.
+  bool constant;
   std::uint8_t k[kBuckets];
   PlaneRange range;
   // k[bucket_of(a)] for every activity a < 256, expanded once per tile so the
@@ -347,8 +355,9 @@ struct RowTable {
 // table: every field validated, the table's bytes inside [0, size). With
 // expand_k, also fills each plane's k_of_activity (the GPU fills it with
 // the whole warp instead: cuda/include/l3/cuda/wavefront.hpp).
+// `version` is the image header's (1 or 2): constant planes are version 2's.
 L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int width, int height, int channels,
-                             CodedTileParams& t, RowTable& rt, bool expand_k = true) {
+                             int version, CodedTileParams& t, RowTable& rt, bool expand_k = true) {
   const std::uint8_t mode = tile[0];
   t.width = width;
   t.height = height;
@@ -359,19 +368,33 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   if (t.transform == 3 || (channels < 3 && t.transform != kTransformNone)) return kCorruptTile;
   std::uint32_t pos = 1;
   for (int p = 0; p < channels; ++p) {
-    if (size - pos < 1 + kBuckets / 2) return kTruncated;
+    PlaneParams& pp = t.plane[p];
+    if (size - pos < 1) return kTruncated;
     const std::uint8_t pb = tile[pos++];
     if (pb >> 3) return kReservedBits;
-    if (pb >= kPredCount) return kCorruptTile;
-    t.plane[p].pred = pb;
-    for (std::uint32_t b = 0; b < kBuckets; b += 2) {
-      const std::uint8_t kk = tile[pos++];
-      t.plane[p].k[b] = kk & 15;
-      t.plane[p].k[b + 1] = kk >> 4;
-      if ((kk & 15) > kMaxK || (kk >> 4) > kMaxK) return kCorruptTile;
+    pp.range = plane_range(t.transform, p);
+    pp.constant = version >= 2 && pb == kPlaneConstant;
+    if (pp.constant) {
+      // i16 LE value inside the plane's range (spec §4.3, §5.1).
+      if (size - pos < 2) return kTruncated;
+      const int value = int(std::int16_t(std::uint16_t(tile[pos] | tile[pos + 1] << 8)));
+      pos += 2;
+      if (value < pp.range.lo || value > pp.range.hi) return kCorruptTile;
+      pp.pred = kPredMED;
+      pp.range.mid = value;
+      for (std::uint32_t b = 0; b < kBuckets; ++b) pp.k[b] = 0;
+    } else {
+      if (pb >= kPredCount) return kCorruptTile;
+      if (size - pos < kBuckets / 2) return kTruncated;
+      pp.pred = pb;
+      for (std::uint32_t b = 0; b < kBuckets; b += 2) {
+        const std::uint8_t kk = tile[pos++];
+        pp.k[b] = kk & 15;
+        pp.k[b + 1] = kk >> 4;
+        if ((kk & 15) > kMaxK || (kk >> 4) > kMaxK) return kCorruptTile;
+      }
     }
-    t.plane[p].range = plane_range(t.transform, p);
-    if (expand_k) expand_k_table(t.plane[p]);
+    if (expand_k) expand_k_table(pp);
   }
   t.run_k = 0;
   if (t.run_mode) {
@@ -419,9 +442,9 @@ L3_HD std::uint64_t row_length_of(const std::uint8_t* tile, const RowTable& rt, 
 // Reads the coded tile header (after the mode byte) and the row-length table.
 // Validates every field; on success all row streams lie inside [0, size).
 L3_HD int parse_coded_tile(const std::uint8_t* tile, std::uint32_t size, int width, int height,
-                           int channels, CodedTileParams& t) {
+                           int channels, int version, CodedTileParams& t) {
   RowTable rt;
-  const int st = parse_coded_header(tile, size, width, height, channels, t, rt);
+  const int st = parse_coded_header(tile, size, width, height, channels, version, t, rt);
   if (st != kOk) return st;
   std::uint64_t offset = rt.rows_at;
   for (int r = 0; r + 1 < height; ++r) {
@@ -534,7 +557,7 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
     const PlaneParams& pp = t.plane[p];
     const int pred = predict_fixed<kPred>(pp.pred, w[p], n[p], nw[p], pp.range.lo, pp.range.hi);
     std::uint32_t u = 0;
-    if (!zero) u = read_rice(s.br, k_for_activity(pp, activity(uw[p], un[p], unw[p])));
+    if (!zero && !pp.constant) u = read_rice(s.br, k_for_activity(pp, activity(uw[p], un[p], unw[p])));
     // No range check here: the colour transforms are integer bijections, so a
     // plane value outside its range always yields a pixel outside [0, 255],
     // which inverse_transform() reports (spec §5.2). Values stay bounded by
@@ -551,10 +574,15 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const Neighbours
 }
 
 // The predictor all planes of a tile share, or kPredPerPlane.
+// Constant planes do not count: every predictor reproduces them.
 L3_HD std::uint8_t shared_predictor(const CodedTileParams& t) {
-  for (int p = 1; p < t.channels; ++p)
-    if (t.plane[p].pred != t.plane[0].pred) return kPredPerPlane;
-  return t.plane[0].pred;
+  int shared = -1;
+  for (int p = 0; p < t.channels; ++p) {
+    if (t.plane[p].constant) continue;
+    if (shared >= 0 && t.plane[p].pred != shared) return kPredPerPlane;
+    shared = t.plane[p].pred;
+  }
+  return shared >= 0 ? std::uint8_t(shared) : kPredMED;
 }
 
 // After the last pixel of a row: the stream must end exactly in its last byte,

@@ -127,6 +127,7 @@ struct TileTask {
   std::uint32_t size = 0;              // >= 1 (the tile table rejects size 0)
   int width = 0, height = 0;           // tile size, clipped at the image edge
   int channels = 0;                    // 1..4
+  int version = 0;                     // the image header's format version (1 or 2)
   int x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // tile-local rectangle to output, non-empty
   std::uint8_t* base = nullptr;
   std::uint64_t row_stride = 0, pixel_stride = 0, plane_stride = 0;
@@ -333,7 +334,7 @@ L3_WF_HD int wavefront_by_predictor(Warp& warp, const TileTask& task, const core
 template <class Warp> L3_WF_HD int parse_tile_warp(Warp& warp, const TileTask& task, WarpScratch& ws) {
   core::CodedTileParams& t = ws.params;
   warp.single([&] {
-    ws.status = core::parse_coded_header(task.tile, task.size, task.width, task.height, task.channels, t, ws.rows,
+    ws.status = core::parse_coded_header(task.tile, task.size, task.width, task.height, task.channels, task.version, t, ws.rows,
                                          /*expand_k=*/false);
   });
   if (ws.status != core::kOk) {
@@ -396,7 +397,7 @@ struct ImageDesc {
   const std::uint8_t* in;        // the image's stream (device memory on the GPU)
   std::uint64_t in_size;         // its validated size in bytes
   std::uint64_t payload_offset;  // tile 0, relative to the stream
-  std::uint32_t width, height, channels, tile_width_log2, tile_height, tiles_x;
+  std::uint32_t version, width, height, channels, tile_width_log2, tile_height, tiles_x;
   std::uint32_t crop_x, crop_y, crop_w, crop_h;  // the output region (whole image when no crop)
   std::uint32_t tx0, ty0, tcols;                 // the overlapped tiles: tcols wide from (tx0, ty0)
   std::uint32_t layout;                          // Layout
@@ -491,6 +492,7 @@ L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, WarpSc
   task.width = int(rw);
   task.height = int(rh);
   task.channels = int(d.channels);
+  task.version = int(d.version);
   task.x0 = int(x0 - rx);
   task.y0 = int(y0 - ry);
   task.x1 = int(x1 - rx);
