@@ -47,7 +47,7 @@ done
 [[ -d "$here/corpus/photos" ]] || "$here/fetch_corpus.sh"
 if [[ "${L3_BENCH_NO_BUILD:-0}" != 1 ]]; then  # scripts/gpu-kit.sh has built them
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_BUILD_BENCH=ON >/dev/null
-  ninja -C "$build" -j"${JOBS:-$(nproc)}" l3pack test_reader_gpu test_reader_gpu_batch
+  ninja -C "$build" -j"${JOBS:-$(nproc)}" l3pack test_reader_gpu_batch
 fi
 
 # ImageFolder: <class>/<file>, class = file-name prefix (as run_reader_bench.sh);
@@ -74,7 +74,7 @@ mkdir -p "$here/work"
 log="$here/work/reader-gpu-tests.log"
 results="$here/work/reader-gpu-results.jsonl"
 : >"$results"
-(cd "$build" && CUDA_VISIBLE_DEVICES="$device" ctest -R '^test_reader_gpu(_batch)?$' --no-tests=error --output-on-failure | tee "$log")
+(cd "$build" && CUDA_VISIBLE_DEVICES="$device" ctest -R '^test_reader_gpu_batch$' --no-tests=error --output-on-failure | tee "$log")
 if grep -qE 'Skipped|Not Run' "$log"; then
   echo "run_reader_gpu_bench: GPU tests skipped (no usable device?)" >&2
   exit 1

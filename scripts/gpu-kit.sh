@@ -65,7 +65,7 @@ debs=(libzstd-dev libzstd1 libpng-dev libpng16-16 zlib1g-dev libjpeg62-turbo-dev
   libspng-dev libspng0 libxxhash-dev libxxhash0 doctest-dev libcli11-dev nlohmann-json3-dev
   zlib1g pkgconf pkgconf-bin libpkgconf3)
 # The targets the GPU steps run (nothing else is built there).
-targets=(test_cuda_gpu test_reader_gpu test_reader_gpu_batch bench_cuda l3pack)
+targets=(test_cuda_gpu test_reader_gpu_batch bench_cuda l3pack)
 
 prepare() {
   mkdir -p "$kit/debs" "$kit/corpus"
@@ -212,7 +212,7 @@ step_test() {
   mkdir -p "$(work_dir)"
   if ! gpu_present; then
     # The CPU part: every GPU test program loads and runs up to the device check.
-    for t in test_cuda_gpu test_reader_gpu test_reader_gpu_batch; do
+    for t in test_cuda_gpu test_reader_gpu_batch; do
       "$(find "$build" -name "$t" -type f | head -1)" | tee "$log"
       grep -q L3_GPU_SKIPPED "$log"
     done
@@ -234,7 +234,7 @@ step_sanitize() {
   local t tool log cs
   cs="$(command -v compute-sanitizer || echo /usr/local/cuda/compute-sanitizer/compute-sanitizer)"
   log="$(work_dir)/sanitize.log"
-  for t in test_cuda_gpu test_reader_gpu test_reader_gpu_batch; do
+  for t in test_cuda_gpu test_reader_gpu_batch; do
     for tool in memcheck racecheck synccheck; do
       [[ "$tool" != memcheck && "$t" != test_cuda_gpu ]] && continue
       echo "== compute-sanitizer --tool $tool $t"

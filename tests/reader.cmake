@@ -10,17 +10,12 @@ if(TARGET l3pack)
            $<TARGET_FILE:l3pack> $<TARGET_FILE:test_reader_pipeline> ${PROJECT_BINARY_DIR})
   set_tests_properties(test_reader_cli PROPERTIES LABELS reader)
 endif()
-# The reader through the CUDA batch decoder's decomposition: emulated on the
-# CPU (always), and on the GPU (label gpu; skipped without a device).
-l3_add_test(test_reader_gpu_emu test_reader_gpu_emu.cpp LIBS l3_reader_emu LABELS reader)
 # Batch mode with the emulated GPU batch backend (decode + transform kernels on
 # the CPU): in the Release and ASan+UBSan runs, and a second executable of the
 # same source for the TSan run (which builds and runs only tsan-labelled tests).
 l3_add_test(test_reader_batch_emu test_reader_batch_emu.cpp LIBS l3_reader_emu LABELS reader)
 l3_add_test(test_reader_batch_emu_tsan test_reader_batch_emu.cpp LIBS l3_reader_emu LABELS "reader;tsan")
 if(L3_HAVE_CUDA AND TARGET l3_reader_cuda)
-  l3_add_test(test_reader_gpu test_reader_gpu.cpp LIBS l3_reader_cuda LABELS gpu)
-  set_tests_properties(test_reader_gpu PROPERTIES SKIP_REGULAR_EXPRESSION "L3_GPU_SKIPPED")
   # Batch mode with the CUDA batch backend (decode and transforms on the GPU)
   # against the CPU pipeline and the emulation; xxhash re-checksums damaged
   # streams so that only the device's tile decode finds the damage.

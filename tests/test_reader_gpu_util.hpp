@@ -1,5 +1,4 @@
-// Shared by test_reader_gpu_emu.cpp, test_reader_gpu.cpp and
-// test_reader_gpu_batch.cpp: run a Reader under two backends and compare
+// Shared by test_reader_batch_emu.cpp and test_reader_gpu_batch.cpp: run a Reader under two backends and compare
 // everything it yields.
 #pragma once
 

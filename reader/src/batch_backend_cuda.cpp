@@ -301,6 +301,15 @@ private:
 
 }  // namespace
 
+int cuda_device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the error state (no driver / no device)
+    return 0;
+  }
+  return n;
+}
+
 std::shared_ptr<BatchBackend> make_cuda_batch_backend(int device, CUstream_st* stream, Limits limits) {
   const int n = cuda_device_count();
   if (n == 0) throw_error(errc::device_error, "no CUDA device");

@@ -12,7 +12,7 @@
 //   assemble  layout + dtype + normalisation straight into the example's slot
 //             of one contiguous batch tensor (N x C x H x W or N x H x W x C).
 // Batch buffers form a ring of `prefetch + echo_window` buffers allocated once
-// (BatchAllocator hook: pinned memory for GPU feeding); nothing is allocated
+// (BatchAllocator hook); nothing is allocated
 // per batch in steady state. next() hands out one batch at a time; its buffer
 // is reused once next() is called again.
 //

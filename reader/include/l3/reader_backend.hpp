@@ -2,14 +2,13 @@
 // batch buffers.
 //
 // DecodeBackend: the reader's decode stage calls it for every example (from
-// several worker threads at once). The CPU backend wraps l3::decode_region.
-// A CUDA backend (cuda/, not wired yet) would implement the same interface;
-// jobs come as a span so that a backend can take a whole batch in one call.
+// several worker threads at once). The CPU backend wraps l3::decode_region;
+// tests wrap it to observe the decode stage. GPU decoding goes through a
+// BatchBackend instead (whole windows, below).
 //
 // BatchAllocator: the reader allocates its ring of batch buffers once, at
-// construction, through this hook; a GPU feeder passes an allocator of pinned
-// (page-locked) host memory (cudaHostAlloc / cudaFreeHost) so that copies to
-// the device run asynchronously. The default uses aligned operator new.
+// construction, through this hook (tests count allocations with it). The
+// default uses aligned operator new.
 #pragma once
 
 #include <cstddef>
