@@ -188,6 +188,13 @@ RecordView ShardReader::record(std::uint64_t i, Verify verify) const {
   return r;
 }
 
+RecordEntry ShardReader::entry(std::uint64_t i) const {
+  if (i >= s_->count) throw_error(errc::out_of_range, "record " + num(i) + " of a shard with " + num(s_->count));
+  const std::uint8_t* e = s_->entries.data() + i * L::kEntrySize;
+  return {L::load_le<std::uint64_t>(e + L::kEnSize), L::load_le<std::uint64_t>(e + L::kEnChecksum),
+          L::load_le<std::int64_t>(e + L::kEnLabel)};
+}
+
 void ShardReader::verify(std::uint64_t i) const { (void)record(i, Verify::yes); }
 
 void ShardReader::verify_all() const {

@@ -49,6 +49,13 @@ std::string Metrics::summary() const {
           static_cast<double>(bytes_read) / 1e6, wall > 0 ? static_cast<double>(bytes_read) / 1e6 / wall : 0.0,
           static_cast<unsigned long long>(cache_hits), static_cast<unsigned long long>(cache_misses),
           static_cast<unsigned long long>(cache_records), static_cast<double>(cache_bytes) / 1e6);
+  if (peer_cache) {
+    const auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+    appendf(s, "storage: %llu records read; peer cache: hits %llu (%.1f MB), misses %llu, stored %llu, refused %llu, "
+               "corrupt %llu, failures %llu, skipped %llu\n",
+            u(records_read), u(peer.hits), static_cast<double>(peer.bytes) / 1e6, u(peer.misses), u(peer.stores),
+            u(peer.refused), u(peer.corrupt), u(peer.failures), u(peer.skipped));
+  }
   appendf(s, "errors: corrupt records %llu, replaced %llu, batches raised %llu\n",
           static_cast<unsigned long long>(corrupt), static_cast<unsigned long long>(replaced),
           static_cast<unsigned long long>(raised));
@@ -82,9 +89,14 @@ std::string Metrics::to_json() const {
        {{"read", busy.read}, {"decode", busy.decode}, {"transform", busy.transform}, {"assemble", busy.assemble}}},
       {"workers", workers},
       {"bytes_read", bytes_read},
+      {"records_read", records_read},
       {"cache", {{"hits", cache_hits}, {"misses", cache_misses}, {"bytes", cache_bytes}, {"records", cache_records}}},
       {"errors", {{"corrupt", corrupt}, {"replaced", replaced}, {"raised", raised}}},
       {"bottleneck", bottleneck()}};
+  if (peer_cache)
+    j["peer_cache"] = {{"hits", peer.hits},         {"misses", peer.misses},   {"bytes", peer.bytes},
+                       {"stores", peer.stores},     {"refused", peer.refused}, {"corrupt", peer.corrupt},
+                       {"failures", peer.failures}, {"skipped", peer.skipped}};
   return j.dump();
 }
 

@@ -25,7 +25,7 @@ const Dataset& checked(const std::shared_ptr<const Dataset>& ds) {
 }  // namespace
 
 ReaderCore::ReaderCore(std::shared_ptr<const Dataset> ds, ReaderOptions o)
-    : dataset(std::move(ds)), opt(std::move(o)), source(checked(dataset), opt.verify, opt.cache_bytes, counters) {
+    : dataset(std::move(ds)), opt(std::move(o)), source(checked(dataset), opt.verify, opt.cache_bytes, opt.peer_cache, counters) {
   validate_options(opt);
   window_batches = opt.echo_window ? opt.echo_window : opt.echo;
   const std::uint64_t window_examples = std::uint64_t{window_batches} * opt.batch_size;
@@ -285,6 +285,9 @@ Metrics ReaderCore::metrics() {
   mt.busy.transform = seconds(counters.transform_ns.load());
   mt.busy.assemble = seconds(counters.assemble_ns.load());
   mt.bytes_read = counters.bytes_read.load();
+  mt.records_read = counters.records_read.load();
+  mt.peer_cache = source.peers() != nullptr;
+  if (const PeerCache* peers = source.peers()) mt.peer = peers->stats();
   mt.cache_hits = counters.hits.load();
   mt.cache_misses = counters.misses.load();
   mt.corrupt = counters.corrupt.load();
@@ -302,6 +305,7 @@ void ReaderCore::reset_metrics() {
   m_wait_ = m_max_wait_ = 0;
   timing_ = false;
   counters.reset();
+  if (PeerCache* peers = source.peers()) peers->reset_stats();
 }
 
 }  // namespace l3::detail

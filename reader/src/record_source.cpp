@@ -18,7 +18,8 @@ void prefault(std::span<const std::uint8_t> bytes) {
 }  // namespace
 
 void Counters::reset() {
-  for (auto* a : {&read_ns, &decode_ns, &transform_ns, &assemble_ns, &bytes_read, &hits, &misses, &corrupt, &replaced})
+  for (auto* a : {&read_ns, &decode_ns, &transform_ns, &assemble_ns, &bytes_read, &records_read, &hits, &misses,
+                  &corrupt, &replaced})
     a->store(0);
 }
 
@@ -55,9 +56,16 @@ std::uint64_t RecordCache::records() const {
   return map_.size();
 }
 
-RecordSource::RecordSource(const Dataset& dataset, Verify verify, std::uint64_t cache_bytes, Counters& counters)
+RecordSource::RecordSource(const Dataset& dataset, Verify verify, std::uint64_t cache_bytes,
+                           const PeerCacheOptions& peer_cache, Counters& counters)
     : dataset_(dataset), verify_(verify), counters_(counters) {
   if (cache_bytes) cache_ = std::make_unique<RecordCache>(cache_bytes);
+  if (peer_cache.servers.empty()) return;
+  // A record's index entry lives in its shard, which a remote dataset
+  // downloads whole today (spec/format.md §8.5.1, §8.6).
+  if (is_remote(dataset.directory()))
+    throw_error(errc::unsupported, "peer cache: not with an s3:// dataset yet (its shards are downloaded whole)");
+  peers_ = std::make_unique<PeerCache>(peer_cache);
 }
 
 void RecordSource::fetch(std::uint64_t record, Task& t, bool fill_cache) const {
@@ -67,8 +75,13 @@ void RecordSource::fetch(std::uint64_t record, Task& t, bool fill_cache) const {
       counters_.hits.fetch_add(1, std::memory_order_relaxed);
     } else {
       if (cache_) counters_.misses.fetch_add(1, std::memory_order_relaxed);
-      RecordView rv = dataset_.record(record, verify_);
-      counters_.bytes_read.fetch_add(rv.payload.size(), std::memory_order_relaxed);
+      bool from_storage = true;
+      RecordView rv = peers_ ? fetch_through_peers(dataset_, *peers_, record, verify_, t.owned, from_storage)
+                             : dataset_.record(record, verify_);
+      if (from_storage) {
+        counters_.bytes_read.fetch_add(rv.payload.size(), std::memory_order_relaxed);
+        counters_.records_read.fetch_add(1, std::memory_order_relaxed);
+      }
       // Without the checksum pass nothing has touched the mapped pages yet:
       // fault them in here, so storage reads happen in the read stage, ahead of decode.
       if (verify_ == Verify::no) prefault(rv.payload);

@@ -11,8 +11,10 @@
 #include <mutex>
 #include <span>
 #include <unordered_map>
+#include <vector>
 
 #include "l3/dataset.hpp"
+#include "l3/peer_cache.hpp"
 
 namespace l3::detail {
 
@@ -26,7 +28,7 @@ inline double seconds(std::uint64_t ns) { return static_cast<double>(ns) * 1e-9;
 // Busy time and event counts of all threads (Metrics).
 struct Counters {
   std::atomic<std::uint64_t> read_ns{0}, decode_ns{0}, transform_ns{0}, assemble_ns{0};
-  std::atomic<std::uint64_t> bytes_read{0}, hits{0}, misses{0}, corrupt{0}, replaced{0};
+  std::atomic<std::uint64_t> bytes_read{0}, records_read{0}, hits{0}, misses{0}, corrupt{0}, replaced{0};
   void reset();
 };
 
@@ -39,6 +41,7 @@ struct Task {
   std::span<const std::uint8_t> payload;
   std::int64_t label = kNoLabel;
   std::exception_ptr read_error;
+  std::vector<std::uint8_t> owned;  // payload fetched from a peer (payload points into it)
 };
 
 // RAM cache of compressed records: insert while the budget allows, never evict.
@@ -64,17 +67,22 @@ private:
 
 class RecordSource {
 public:
-  RecordSource(const Dataset& dataset, Verify verify, std::uint64_t cache_bytes, Counters& counters);
+  // peer_cache.servers set: the peer cache between the RAM cache and storage
+  // (spec/format.md §8.6; local datasets only, else unsupported).
+  RecordSource(const Dataset& dataset, Verify verify, std::uint64_t cache_bytes, const PeerCacheOptions& peer_cache,
+               Counters& counters);
   // Fills t.payload and t.label of `record`, or t.read_error; `fill_cache`:
   // a miss enters the cache if it fits (replacements do not).
   void fetch(std::uint64_t record, Task& t, bool fill_cache) const;
   const RecordCache* cache() const noexcept { return cache_.get(); }
+  PeerCache* peers() const noexcept { return peers_.get(); }
 
 private:
   const Dataset& dataset_;
   Verify verify_;
   Counters& counters_;
   std::unique_ptr<RecordCache> cache_;
+  std::unique_ptr<PeerCache> peers_;
 };
 
 }  // namespace l3::detail

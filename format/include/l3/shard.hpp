@@ -87,6 +87,14 @@ private:
 
 enum class Verify : bool { no = false, yes = true };
 
+// What the index says of a record (spec/format.md §5.2), read without touching
+// its payload: what a copy of the payload from elsewhere is checked against.
+struct RecordEntry {
+  std::uint64_t size = 0;
+  std::uint64_t checksum = 0;  // XXH3-64 of the payload (§4.3)
+  std::int64_t label = kNoLabel;
+};
+
 class ShardReader {
 public:
   // Maps the file and validates header, trailer and index (spec/format.md §6).
@@ -101,6 +109,7 @@ public:
   // O(1). With Verify::yes the payload checksum is checked (checksum_mismatch).
   // Safe to call concurrently from several threads.
   RecordView record(std::uint64_t i, Verify verify = Verify::yes) const;
+  RecordEntry entry(std::uint64_t i) const;  // O(1); out_of_range
   void verify(std::uint64_t i) const;  // throws checksum_mismatch
   void verify_all() const;
 

@@ -33,6 +33,12 @@
 // time they are read, as long as they fit the budget; nothing is evicted, so
 // from the second epoch on the hit count per epoch is fixed (CoorDL's MinIO).
 //
+// Peer cache: with peer_cache.servers set, a record missing from the RAM cache
+// is looked for in its owner's memcached before storage, and a record read
+// from storage is stored into its owner (CoorDL's partitioned cache across
+// nodes; l3/peer_cache.hpp, spec/format.md §8.6). Metrics::bytes_read then
+// counts storage reads only.
+//
 // Errors: a record whose checksum, header or tile data is invalid either
 // raises (ErrorPolicy::raise: next() throws the l3::Error for that batch; the
 // batch counts as consumed and next() goes on with the following batch), or
@@ -51,6 +57,7 @@
 #include <string>
 
 #include "l3/dataset.hpp"
+#include "l3/peer_cache.hpp"
 #include "l3/reader_backend.hpp"
 #include "l3/sample_order.hpp"
 #include "l3/transforms.hpp"
@@ -79,6 +86,7 @@ struct ReaderOptions {
   std::uint32_t echo_window = 0;   // batches per shuffle window; 0: echo. window*batch must be a multiple of echo
 
   std::uint64_t cache_bytes = 0;   // RAM cache budget of compressed records; 0: no cache
+  PeerCacheOptions peer_cache{};   // servers set: the nodes' memcached, after the RAM cache (local datasets)
   ErrorPolicy on_error = ErrorPolicy::raise;
   std::uint32_t max_replacements = 64;  // skip: records tried before giving up and raising
   Verify verify = Verify::yes;          // check each record's checksum when read from storage
@@ -138,9 +146,12 @@ struct Metrics {
   std::uint64_t examples = 0;      // delivered
   std::uint64_t fresh = 0;         // delivered examples that are a record's first copy
   std::uint64_t echoed = 0;        // delivered examples that are a further copy (echo)
-  std::uint64_t bytes_read = 0;    // compressed bytes read from storage (cache misses and no-cache reads)
+  std::uint64_t bytes_read = 0;    // compressed bytes read from storage (not from the RAM cache or a peer)
+  std::uint64_t records_read = 0;  // records read from storage
   std::uint64_t cache_hits = 0, cache_misses = 0;
   std::uint64_t cache_bytes = 0, cache_records = 0;  // what the cache holds
+  bool peer_cache = false;         // ReaderOptions::peer_cache in use
+  PeerCacheStats peer;             // its counters
   std::uint64_t corrupt = 0;       // records that failed (checksum, header or tile data)
   std::uint64_t replaced = 0;      // slots filled with a replacement record (skip)
   std::uint64_t raised = 0;        // batches that raised an error
