@@ -3,6 +3,15 @@
 l3_add_test(test_reader_order test_reader_order.cpp LIBS l3_reader LABELS reader)
 l3_add_test(test_reader_transforms test_reader_transforms.cpp LIBS l3_reader LABELS reader)
 l3_add_test(test_reader_pipeline test_reader_pipeline.cpp LIBS l3_reader LABELS "reader;tsan")
+# The peer cache against memcached servers it starts on 127.0.0.1 (Debian's
+# memcached; the client, libmemcached-dev, also builds the reader's peer cache).
+pkg_check_modules(L3_TEST_MEMCACHED IMPORTED_TARGET libmemcached)
+if(L3_TEST_MEMCACHED_FOUND)
+  pkg_check_modules(L3_TEST_PEER_XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+  l3_add_test(test_reader_peer test_reader_peer.cpp
+    LIBS l3_reader PkgConfig::L3_TEST_MEMCACHED PkgConfig::L3_TEST_PEER_XXHASH LABELS reader)
+  set_tests_properties(test_reader_peer PROPERTIES TIMEOUT 120)
+endif()
 # Replaces global operator new to count allocations: its own executable.
 l3_add_test(test_reader_alloc test_reader_alloc.cpp LIBS l3_reader LABELS reader)
 if(TARGET l3pack)
