@@ -6,10 +6,10 @@ set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config git ca-certificates
   libzstd-dev libpng-dev libjpeg62-turbo-dev libspng-dev libxxhash-dev libwebp-dev libtiff-dev
-  doctest-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev
+  doctest-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev libmemcached-dev
   python3 python3-dev python3-venv python3-pip)
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(clang libclang-rt-14-dev python3-numpy python3-pil)
+  packages+=(clang libclang-rt-14-dev python3-numpy python3-pil memcached)  # memcached: the peer cache's tests
 fi
 
 missing=()

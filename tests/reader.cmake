@@ -11,6 +11,11 @@ if(L3_TEST_MEMCACHED_FOUND)
   l3_add_test(test_reader_peer test_reader_peer.cpp
     LIBS l3_reader PkgConfig::L3_TEST_MEMCACHED PkgConfig::L3_TEST_PEER_XXHASH LABELS reader)
   set_tests_properties(test_reader_peer PROPERTIES TIMEOUT 120)
+  if(TARGET l3pack)
+    add_test(NAME test_reader_peer_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_reader_peer_cli.sh
+             $<TARGET_FILE:l3pack> $<TARGET_FILE:test_reader_pipeline> ${PROJECT_BINARY_DIR})
+    set_tests_properties(test_reader_peer_cli PROPERTIES LABELS reader TIMEOUT 120)
+  endif()
 endif()
 # Replaces global operator new to count allocations: its own executable.
 l3_add_test(test_reader_alloc test_reader_alloc.cpp LIBS l3_reader LABELS reader)

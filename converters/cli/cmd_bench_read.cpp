@@ -79,6 +79,9 @@ void run_bench_read(BenchReadArguments& a) {
                 o.batch_size, o.workers, o.prefetch, o.transform.width, o.transform.height,
                 o.transform.layout == Layout::chw ? "CHW" : "HWC", dtype_name(o.transform.dtype), o.echo, a.cache_mb,
                 o.rank, o.world_size);
+    if (!o.peer_cache.servers.empty())
+      std::printf("peers:     %zu memcached servers (peer cache, timeout %u ms)\n", o.peer_cache.servers.size(),
+                  o.peer_cache.timeout_ms);
     if (ordinal >= 0)
       std::printf("device:    cuda:%d (decode and transforms on the GPU, batches in device memory; --workers unused)\n",
                   ordinal);
@@ -171,6 +174,14 @@ void add_bench_read_command(CLI::App& app) {
   cmd->add_option("--on-error", o.on_error, "Corrupt record policy: raise or skip")
       ->transform(CLI::CheckedTransformer(policies))
       ->option_text("raise|skip (default raise)");
+  cmd->add_option("--peer-cache", o.peer_cache.servers,
+                  "Every node's memcached (host:port, comma-separated, the same list on every node): records are "
+                  "looked for in their owner's memcached before storage and stored there after a storage read "
+                  "(spec/format.md §8.6)")
+      ->delimiter(',');
+  cmd->add_option("--peer-timeout-ms", o.peer_cache.timeout_ms, "Peer cache: bound on each request to a server, ms")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 600000u));
   cmd->add_flag("--no-verify", args->no_verify, "Do not check record checksums");
   cmd->add_flag("--json", args->json, "Print the metrics as one JSON object");
   cmd->add_flag("--digest", args->digest,
@@ -183,7 +194,8 @@ void add_bench_read_command(CLI::App& app) {
   cmd->footer(
       "Examples:\n"
       "  l3pack bench-read ds/ --crop 224 --workers 8\n"
-      "  l3pack bench-read ds/ --epochs 2 --cache-mb 4096 --json");
+      "  l3pack bench-read ds/ --epochs 2 --cache-mb 4096 --json\n"
+      "  l3pack bench-read ds/ --epochs 2 --peer-cache node1:11211,node2:11211");
   cmd->callback([args] {
     if (args->options.rank >= args->options.world_size)
       throw Failure{"", "--rank must be < --world", exit_usage};
