@@ -221,10 +221,11 @@ struct PeerCache::Impl {
     s.idle.push_back(mc);
   }
 
-  // Reads the items of `key` into out[0, size): true when every item came
-  // back with its exact length. Sets `failed` on a transport failure.
-  bool read_items(memcached_st* mc, std::string_view key, std::uint64_t size, std::vector<std::uint8_t>& out,
-                  bool& failed) {
+  enum class Got { whole, missing, wrong, failed };
+
+  // Reads the items of `key` into out[0, size): whole when every item came
+  // back with its exact length; wrong when one came with another length.
+  Got read_items(memcached_st* mc, std::string_view key, std::uint64_t size, std::vector<std::uint8_t>& out) {
     const std::uint64_t item = opt.item_bytes, count = item_count(size, item);
     std::vector<std::string> keys;
     keys.reserve(count);
@@ -236,10 +237,7 @@ struct PeerCache::Impl {
       lens.push_back(k.size());
     }
     memcached_return_t rc = memcached_mget(mc, ptrs.data(), lens.data(), ptrs.size());
-    if (rc != MEMCACHED_SUCCESS) {
-      failed = memcached_fatal(rc);
-      return false;
-    }
+    if (rc != MEMCACHED_SUCCESS) return memcached_fatal(rc) ? Got::failed : Got::missing;
     out.resize(size);
     std::vector<bool> got(count);
     std::uint64_t received = 0;
@@ -260,15 +258,10 @@ struct PeerCache::Impl {
       }
       memcached_result_free(r);
     }
-    if (rc != MEMCACHED_END && rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND) {
-      failed = memcached_fatal(rc);
-      if (failed) return false;
-    }
-    if (wrong_length) {  // an item of the wrong length: not our value
-      n.corrupt.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
-    return received == count;
+    if (rc != MEMCACHED_END && rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND && memcached_fatal(rc))
+      return Got::failed;
+    if (wrong_length) return Got::wrong;  // an item of another length: not our value
+    return received == count ? Got::whole : Got::missing;
   }
 #endif
 
@@ -278,22 +271,18 @@ struct PeerCache::Impl {
     if (!available(s)) return false;
 #if L3_HAVE_LIBMEMCACHED
     memcached_st* mc = acquire(s);
-    bool failed = false;
-    const std::uint64_t corrupt_before = n.corrupt.load(std::memory_order_relaxed);
-    const bool whole = read_items(mc, key, size, out, failed);
-    release(s, mc, failed);
-    if (failed) {
+    const Got got = read_items(mc, key, size, out);
+    release(s, mc, got == Got::failed);
+    if (got == Got::failed) {
       mark_down(s);
       return false;
     }
-    if (!whole) {
-      if (n.corrupt.load(std::memory_order_relaxed) == corrupt_before) n.misses.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
-    if (XXH3_64bits(out.data(), out.size()) != xxh3) {
+    if (got == Got::missing) n.misses.fetch_add(1, std::memory_order_relaxed);
+    if (got == Got::wrong || (got == Got::whole && XXH3_64bits(out.data(), out.size()) != xxh3)) {
       n.corrupt.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
+    if (got != Got::whole) return false;
     n.hits.fetch_add(1, std::memory_order_relaxed);
     n.bytes.fetch_add(size, std::memory_order_relaxed);
     return true;
