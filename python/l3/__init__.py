@@ -596,6 +596,10 @@ class Loader:
                   see DeviceArray for the stream semantics), byte-identical to "cpu" batches.
                   ValueError naming why otherwise: "built without CUDA" or "no CUDA device"
       echo=1, echo_window=0 (data echoing), cache_bytes=0 (RAM cache of compressed records)
+      peer_cache=["host:port", ...]: every node's memcached, the same list on every node
+                  (CoorDL's partitioned cache: a record missing from the RAM cache comes from
+                  its owner's memcached, checked against its XXH3, before storage; spec/format.md
+                  §8.6), peer_timeout_ms=500; stats()["records_read"] counts storage reads
       errors:     on_error="raise" | "skip", max_replacements=64, verify=True
                   (record checksums), verify_shard_hashes=False
       copy:       host batches (default True): each batch is copied out of the reader's ring
@@ -622,6 +626,7 @@ class Loader:
                  layout: str = "chw", dtype: str = "float32", normalize: bool = True,
                  mean: Sequence[float] = (0.485, 0.456, 0.406), std: Sequence[float] = (0.229, 0.224, 0.225),
                  device: str = "cpu", echo: int = 1, echo_window: int = 0, cache_bytes: int = 0,
+                 peer_cache: Sequence[str] = (), peer_timeout_ms: int = 500,
                  on_error: str = "raise", max_replacements: int = 64, verify: bool = True,
                  verify_shard_hashes: bool = False, copy: Optional[bool] = None, _emulated_gpu: bool = False):
         if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
@@ -655,12 +660,16 @@ class Loader:
         ints = dict(batch_size=batch_size, workers=workers, prefetch=prefetch, read_ahead=read_ahead,
                     seed=seed, block_size=block_size, epoch=epoch, world_size=world_size, rank=rank, echo=echo,
                     echo_window=echo_window, cache_bytes=cache_bytes, max_replacements=max_replacements,
+                    peer_timeout_ms=peer_timeout_ms,
                     width=width, height=height, channels=channels)
         c = _l3._LoaderConfig()
         for k, v in ints.items():
             if int(v) < 0:
                 raise ValueError(f"{k} must be >= 0; got {v}")
             setattr(c, k, int(v))
+        if isinstance(peer_cache, (str, bytes)):
+            raise ValueError("peer_cache is a list of 'host:port' strings, not one string")
+        c.peer_cache = [str(s) for s in peer_cache]
         c.shuffle = bool(shuffle)
         c.drop_last = bool(drop_last)
         c.skip_errors = on_error == "skip"

@@ -489,6 +489,8 @@ struct LoaderConfig {
   std::uint32_t world_size = 1, rank = 0;
   std::uint32_t echo = 1, echo_window = 0;
   std::uint64_t cache_bytes = 0;
+  std::vector<std::string> peer_cache;  // memcached "host:port" of every node (spec/format.md §8.6)
+  std::uint32_t peer_timeout_ms = 500;
   bool skip_errors = false;
   std::uint32_t max_replacements = 64;
   bool verify = true, verify_shard_hashes = false;
@@ -524,6 +526,8 @@ l3::ReaderOptions reader_options(const LoaderConfig& c) {
   o.echo = c.echo;
   o.echo_window = c.echo_window;
   o.cache_bytes = c.cache_bytes;
+  o.peer_cache.servers = c.peer_cache;
+  o.peer_cache.timeout_ms = c.peer_timeout_ms;
   o.on_error = c.skip_errors ? l3::ErrorPolicy::skip : l3::ErrorPolicy::raise;
   o.max_replacements = c.max_replacements;
   o.verify = c.verify ? l3::Verify::yes : l3::Verify::no;
@@ -923,6 +927,8 @@ NB_MODULE(_l3, m) {
       .def_rw("echo", &LoaderConfig::echo)
       .def_rw("echo_window", &LoaderConfig::echo_window)
       .def_rw("cache_bytes", &LoaderConfig::cache_bytes)
+      .def_rw("peer_cache", &LoaderConfig::peer_cache)
+      .def_rw("peer_timeout_ms", &LoaderConfig::peer_timeout_ms)
       .def_rw("skip_errors", &LoaderConfig::skip_errors)
       .def_rw("max_replacements", &LoaderConfig::max_replacements)
       .def_rw("verify", &LoaderConfig::verify)
