@@ -2,9 +2,11 @@
 // nodes, on memcached. Every node runs one memcached (`memcached -M`: refuse
 // rather than evict) and lists every node's server, the same list on every
 // node; each record has one owner, picked by consistent hashing of its key;
-// a reader looks for a record in its RAM cache, then (remote datasets) its
-// local disk, then the owner's memcached, then storage, and stores what it
-// read from storage into the owner.
+// a reader looks for a record in its RAM cache, then the owner's memcached,
+// then storage (the dataset's directory: for a cluster, a shared file
+// system), and stores what it read from storage into the owner. s3://
+// datasets are refused for now: their shards are downloaded whole to local
+// disk, which the index entry needs, and then every record is local.
 //
 // Nothing fetched from a peer is trusted: a value is used only when its size
 // and XXH3-64 equal the record's index entry (spec/format.md §4.3, §5.2); any
