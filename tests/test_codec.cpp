@@ -141,6 +141,16 @@ TEST_CASE("round trip: effort 0 (fixed transform and predictor)") {
   }
 }
 
+TEST_CASE("effort 2 (every transform coded, the smallest kept): round trip, never larger than effort 1") {
+  for (std::uint32_t c = 1; c <= 4; ++c)
+    for (Pattern pattern : {Pattern::smooth_noise, Pattern::labels, Pattern::stripes, Pattern::noise}) {
+      const Image im = make(300, 70, c, pattern, 21 + c);
+      const Bytes e1 = encode(im, 0, 0, 1), e2 = encode(im, 0, 0, 2);
+      CHECK(decode(e2) == im.px);
+      CHECK(e2.size() <= e1.size());
+    }
+}
+
 TEST_CASE("round trip: real photos from bench/sample") {
   int photos = 0;
   for (const auto& entry : fs::directory_iterator(kSourceDir / "bench" / "sample")) {

@@ -68,20 +68,34 @@ void write_rice(BitWriter& bw, std::uint32_t u, int k) {
 }
 
 // Cost of each Rice parameter per context bucket, accumulated over samples.
+// Small codes (most of them) are counted in a histogram, costed once per tile
+// in choose(); larger ones add their exact lengths at once. 32-bit sums: a
+// tile has at most 256 * 32 samples per plane of at most 30 bits.
 struct KCosts {
-  std::array<std::array<std::uint64_t, kKs>, core::kBuckets> bits{};
+  static constexpr std::uint32_t kSmall = 32;
+  std::array<std::array<std::uint32_t, kSmall>, core::kBuckets> hist{};
+  std::array<std::array<std::uint32_t, kKs>, core::kBuckets> large{};
   void add(int bucket, std::uint32_t u) {
-    for (int k = 0; k < kKs; ++k) bits[bucket][k] += rice_length(u, k);
+    if (u < kSmall) {
+      ++hist[bucket][u];
+      return;
+    }
+    for (int k = 0; k < kKs; ++k) large[bucket][k] += std::uint32_t(rice_length(u, k));
   }
   // Best k per bucket and the total bits with it.
   std::uint64_t choose(std::uint8_t* k_out) const {
     std::uint64_t total = 0;
     for (std::uint32_t b = 0; b < core::kBuckets; ++b) {
+      std::array<std::uint64_t, kKs> bits{};
+      for (int k = 0; k < kKs; ++k) {
+        bits[k] = large[b][k];
+        for (std::uint32_t u = 0; u < kSmall; ++u) bits[k] += std::uint64_t(hist[b][u]) * std::uint32_t(rice_length(u, k));
+      }
       int best = 0;
       for (int k = 1; k < kKs; ++k)
-        if (bits[b][k] < bits[b][best]) best = k;
+        if (bits[k] < bits[best]) best = k;
       k_out[b] = std::uint8_t(best);
-      total += bits[b][best];
+      total += bits[best];
     }
     return total;
   }
@@ -112,6 +126,7 @@ public:
       std::memcpy(&pixels_[std::size_t(y) * w_ * ch_], img.data + (r.y + y) * stride + std::size_t(r.x) * ch_,
                   std::size_t(w_) * ch_);
     const std::size_t n = std::size_t(w_) * h_ * ch_;
+    plane_ = std::size_t(w_) * h_;
     value_.resize(n);
     sym_.resize(n);
     bucket_.resize(n);
@@ -119,16 +134,36 @@ public:
 
   std::vector<std::uint8_t> encode() {
     if (is_constant()) return constant_tile();
-    choose_transform_and_predictors();
-    compute_residuals();
-    std::vector<std::uint8_t> coded = coded_tile();
+    params_.width = w_;
+    params_.height = h_;
+    params_.channels = ch_;
+    std::vector<std::uint8_t> coded;
+    if (effort_ >= 2 && ch_ >= 3) {
+      // Density: code the tile under every transform (each with the
+      // predictors its estimate prefers) and keep the smallest.
+      for (std::uint8_t t : {core::kTransformYCoCgR, core::kTransformSubtractGreen, core::kTransformNone}) {
+        transform_planes(t);
+        params_.transform = t;
+        set_predictors(predictors_for_transform().second);
+        compute_residuals();
+        std::vector<std::uint8_t> candidate = coded_tile();
+        if (coded.empty() || candidate.size() < coded.size()) coded = std::move(candidate);
+      }
+    } else {
+      choose_transform_and_predictors();
+      compute_residuals();
+      coded = coded_tile();
+    }
     const std::size_t raw_size = 1 + pixels_.size();
     if (coded.size() >= raw_size) return raw_tile();
     return coded;
   }
 
 private:
-  std::size_t at(int r, int c) const { return (std::size_t(r) * w_ + c) * ch_; }
+  // Pixels are interleaved; plane values, residual codes and buckets are
+  // planar (plane p's sample (r, c) at pat(p, r, c)) so that the per-plane
+  // loops below run over contiguous memory and vectorise.
+  std::size_t pat(int p, int r, int c) const { return std::size_t(p) * plane_ + std::size_t(r) * w_ + c; }
 
   bool is_constant() const {
     for (std::size_t i = ch_; i < pixels_.size(); i += ch_)
@@ -147,7 +182,11 @@ private:
   }
 
   void transform_planes(std::uint8_t transform) {
-    for (std::size_t i = 0; i < pixels_.size(); i += ch_) core::forward_transform(transform, ch_, &pixels_[i], &value_[i]);
+    int px[core::kMaxChannels];
+    for (std::size_t i = 0; i < plane_; ++i) {
+      core::forward_transform(transform, ch_, &pixels_[i * ch_], px);
+      for (int p = 0; p < ch_; ++p) value_[std::size_t(p) * plane_ + i] = px[p];
+    }
     for (int p = 0; p < ch_; ++p) params_.plane[p].range = core::plane_range(transform, p);
     mark_constant_planes();
   }
@@ -158,40 +197,65 @@ private:
   // below come out as the decoder's (every prediction exact, codes 0).
   void mark_constant_planes() {
     for (int p = 0; p < ch_; ++p) {
-      const int first = value_[p];
+      const int* v = &value_[std::size_t(p) * plane_];
+      const int first = v[0];
       bool same = true;
-      for (std::size_t i = std::size_t(ch_) + p; same && i < value_.size(); i += ch_) same = value_[i] == first;
+      for (std::size_t i = 1; same && i < plane_; ++i) same = v[i] == first;
       core::PlaneParams& pp = params_.plane[p];
       pp.constant = same;
       if (same) pp.range.mid = first;
     }
   }
 
-  // Neighbour values of (r, c) with the decoder's edge rules (spec §6.3).
-  void neighbours(int r, int c, core::Neighbours& nb) const {
-    for (int p = 0; p < ch_; ++p) {
-      nb.w[p] = c ? value_[at(r, c - 1) + p] : 0;
-      nb.n[p] = r ? value_[at(r - 1, c) + p] : 0;
-      nb.nw[p] = (r && c) ? value_[at(r - 1, c - 1) + p] : 0;
-      nb.uw[p] = c ? int(sym_[at(r, c - 1) + p]) : 0;
-      nb.un[p] = r ? int(sym_[at(r - 1, c) + p]) : 0;
-      nb.unw[p] = (r && c) ? int(sym_[at(r - 1, c - 1) + p]) : 0;
+  // W, N and NW of sample (r, c) of one plane (`a`, row-major), with the
+  // decoder's edge rules (spec §6.3); `mid` stands in at the tile's first
+  // pixel (the plane's midpoint for values, 0 for residual codes).
+  template <class T>
+  void around(const T* a, int r, int c, T mid, T& w, T& n, T& nw) const {
+    const std::size_t i = std::size_t(r) * w_ + c;
+    if (r > 0 && c > 0) {
+      w = a[i - 1];
+      n = a[i - w_];
+      nw = a[i - w_ - 1];
+    } else if (r > 0) {
+      n = w = nw = a[i - w_];
+    } else if (c > 0) {
+      w = n = nw = a[i - 1];
+    } else {
+      w = n = nw = mid;
     }
-    if (r == 0 || c == 0) core::apply_edges(params_, r, c, nb);
   }
 
-  // Sum of absolute residuals of plane p under predictor `pred`: a cheap
-  // proxy for its coded size, used to choose transform and predictor.
-  std::uint64_t plane_cost(int p, std::uint8_t pred) const {
-    std::uint64_t cost = 0;
-    core::Neighbours nb;
-    for (int r = 0; r < h_; ++r)
-      for (int c = 0; c < w_; ++c) {
-        neighbours(r, c, nb);
-        const core::PlaneRange& range = params_.plane[p].range;
-        cost += std::uint64_t(core::iabs(value_[at(r, c) + p] - core::predict(pred, nb.w[p], nb.n[p], nb.nw[p], range.lo, range.hi)));
+  // Sums of absolute residuals of plane p under each of the first n_pred
+  // predictors, in one pass: a cheap proxy for the coded size, used to
+  // choose transform and predictor.
+  void plane_costs(int p, std::uint8_t n_pred, std::array<std::uint64_t, core::kPredCount>& cost) const {
+    const core::PlaneRange range = params_.plane[p].range;
+    const int* v = &value_[pat(p, 0, 0)];
+    // Per row sums fit in 32 bits (256 * 1020). Edge pixels (row 0,
+    // column 0) go through around(); the interior is a branch-free loop.
+    auto add = [&](std::uint32_t* acc, int x, int w, int n, int nw) __attribute__((always_inline)) {
+      const int grad = w + n - nw;
+      acc[core::kPredMED] += std::uint32_t(core::iabs(x - core::imin(core::imax(w, n), core::imax(core::imin(w, n), grad))));
+      acc[core::kPredW] += std::uint32_t(core::iabs(x - w));
+      acc[core::kPredN] += std::uint32_t(core::iabs(x - n));
+      acc[core::kPredAvg] += std::uint32_t(core::iabs(x - ((w + n) >> 1)));
+      acc[core::kPredGrad] += std::uint32_t(core::iabs(x - core::imin(range.hi, core::imax(range.lo, grad))));
+    };
+    for (int r = 0; r < h_; ++r) {
+      std::uint32_t acc[core::kPredCount] = {};
+      int w, n, nw;
+      around(v, r, 0, range.mid, w, n, nw);
+      add(acc, v[pat(0, r, 0)], w, n, nw);
+      const int* row = v + std::size_t(r) * w_;
+      if (r == 0) {
+        for (int c = 1; c < w_; ++c) add(acc, row[c], row[c - 1], row[c - 1], row[c - 1]);
+      } else {
+        const int* up = row - w_;
+        for (int c = 1; c < w_; ++c) add(acc, row[c], row[c - 1], up[c], up[c - 1]);
       }
-    return cost;
+      for (int k = 0; k < (n_pred == 1 ? 1 : int(core::kPredCount)); ++k) cost[k] += acc[k];
+    }
   }
 
   // The best predictor per plane, unless one predictor shared by all planes
@@ -220,11 +284,19 @@ private:
     return {per_plane_total, per_plane};
   }
 
+  // The estimated cost and the predictors of the planes under the current transform.
+  std::pair<std::uint64_t, std::array<std::uint8_t, core::kMaxChannels>> predictors_for_transform() const {
+    std::array<std::array<std::uint64_t, core::kPredCount>, core::kMaxChannels> cost{};
+    const std::uint8_t n_pred = effort_ <= 0 ? 1 : core::kPredCount;
+    for (int p = 0; p < ch_; ++p)
+      if (!params_.plane[p].constant) plane_costs(p, n_pred, cost[p]);
+    return choose_predictors(cost, n_pred);
+  }
+  void set_predictors(const std::array<std::uint8_t, core::kMaxChannels>& pred) {
+    for (int p = 0; p < ch_; ++p) params_.plane[p].pred = pred[p];
+  }
+
   void choose_transform_and_predictors() {
-    params_.width = w_;
-    params_.height = h_;
-    params_.channels = ch_;
-    std::fill(sym_.begin(), sym_.end(), 0u);  // plane_cost reads values only
     std::vector<std::uint8_t> transforms;
     if (ch_ < 3) transforms = {core::kTransformNone};
     else if (effort_ <= 0) transforms = {core::kTransformYCoCgR};
@@ -233,11 +305,7 @@ private:
     std::array<std::uint8_t, core::kMaxChannels> best_pred{};
     for (std::uint8_t t : transforms) {
       transform_planes(t);
-      std::array<std::array<std::uint64_t, core::kPredCount>, core::kMaxChannels> cost{};
-      const std::uint8_t n_pred = effort_ <= 0 ? 1 : core::kPredCount;
-      for (int p = 0; p < ch_; ++p)
-        for (std::uint8_t k = 0; k < n_pred; ++k) cost[p][k] = params_.plane[p].constant ? 0 : plane_cost(p, k);
-      const auto [total, pred] = choose_predictors(cost, n_pred);
+      const auto [total, pred] = predictors_for_transform();
       if (total < best_total) {
         best_total = total;
         params_.transform = t;
@@ -245,37 +313,52 @@ private:
       }
     }
     transform_planes(params_.transform);
-    for (int p = 0; p < ch_; ++p) params_.plane[p].pred = best_pred[p];
+    set_predictors(best_pred);
   }
 
   // Residuals, magnitudes and context buckets of every sample, in the
   // decoder's order so contexts see exactly what the decoder will see.
   void compute_residuals() {
-    core::Neighbours nb;
-    for (int r = 0; r < h_; ++r)
-      for (int c = 0; c < w_; ++c) {
-        neighbours(r, c, nb);
-        for (int p = 0; p < ch_; ++p) {
-          const core::PlaneParams& pp = params_.plane[p];
-          const std::size_t i = at(r, c) + p;
-          const int e = value_[i] - core::predict(pp.pred, nb.w[p], nb.n[p], nb.nw[p], pp.range.lo, pp.range.hi);
-          sym_[i] = core::zigzag(e);
-          bucket_[i] = std::uint8_t(core::bucket_of(core::activity(nb.uw[p], nb.un[p], nb.unw[p])));
+    zero_.assign(plane_, 1);
+    for (int p = 0; p < ch_; ++p) {
+      const core::PlaneParams& pp = params_.plane[p];
+      const int* v = &value_[pat(p, 0, 0)];
+      std::uint32_t* u = &sym_[pat(p, 0, 0)];
+      std::uint8_t* bucket = &bucket_[pat(p, 0, 0)];
+      auto code = [&](std::size_t i, int w, int n, int nw, std::uint32_t uw, std::uint32_t un,
+                      std::uint32_t unw) __attribute__((always_inline)) {
+        u[i] = core::zigzag(v[i] - core::predict(pp.pred, w, n, nw, pp.range.lo, pp.range.hi));
+        bucket[i] = std::uint8_t(core::bucket_of(core::activity(int(uw), int(un), int(unw))));
+        zero_[i] &= std::uint8_t(u[i] == 0);
+      };
+      for (int r = 0; r < h_; ++r) {
+        // Column 0 (and the tile's first row) with the edge rules; the
+        // interior without branches.
+        const std::size_t row = std::size_t(r) * w_;
+        int w, n, nw;
+        std::uint32_t uw, un, unw;
+        around(v, r, 0, pp.range.mid, w, n, nw);
+        around(static_cast<const std::uint32_t*>(u), r, 0, 0u, uw, un, unw);
+        code(row, w, n, nw, uw, un, unw);
+        if (r == 0) {
+          for (std::size_t i = 1; i < std::size_t(w_); ++i) code(i, v[i - 1], v[i - 1], v[i - 1], u[i - 1], u[i - 1], u[i - 1]);
+        } else {
+          const std::size_t up = std::size_t(w_);
+          for (std::size_t i = row + 1; i < row + std::size_t(w_); ++i)
+            code(i, v[i - 1], v[i - up], v[i - up - 1], u[i - 1], u[i - up], u[i - up - 1]);
         }
       }
+    }
   }
 
-  bool pixel_is_zero(int r, int c) const {
-    for (int p = 0; p < ch_; ++p)
-      if (sym_[at(r, c) + p]) return false;
-    return true;
-  }
+  bool pixel_is_zero(int r, int c) const { return zero_[std::size_t(r) * w_ + c] != 0; }
+  // Whether the codes of W, N and NW are all zero, after the edge rules
+  // (spec §6.3, §6.4): the condition for reading a run length.
   bool run_context(int r, int c) const {
-    core::Neighbours nb;
-    neighbours(r, c, nb);
-    int total = 0;
-    for (int p = 0; p < ch_; ++p) total += nb.uw[p] + nb.un[p] + nb.unw[p];
-    return total == 0;
+    if (r > 0 && c > 0) return pixel_is_zero(r, c - 1) && pixel_is_zero(r - 1, c) && pixel_is_zero(r - 1, c - 1);
+    if (r > 0) return pixel_is_zero(r - 1, c);
+    if (c > 0) return pixel_is_zero(r, c - 1);
+    return true;
   }
 
   // Walks row r through the run state machine of spec §6.4, calling
@@ -308,7 +391,7 @@ private:
       walk_row(r, run_mode, [&](int len) { run_costs.add(std::uint32_t(len)); },
                [&](int c) {
                  for (int p = 0; p < ch_; ++p)
-                   if (!params_.plane[p].constant) costs[p].add(bucket_[at(r, c) + p], sym_[at(r, c) + p]);
+                   if (!params_.plane[p].constant) costs[p].add(bucket_[pat(p, r, c)], sym_[pat(p, r, c)]);
                });
     std::uint64_t total = 0;
     for (int p = 0; p < ch_; ++p) total += costs[p].choose(k[p].data());
@@ -332,7 +415,7 @@ private:
       walk_row(r, params_.run_mode, [&](int len) { write_rice(bw, std::uint32_t(len), run_k); },
                [&](int c) {
                  for (int p = 0; p < ch_; ++p)
-                   if (!params_.plane[p].constant) write_rice(bw, sym_[at(r, c) + p], k[p][bucket_[at(r, c) + p]]);
+                   if (!params_.plane[p].constant) write_rice(bw, sym_[pat(p, r, c)], k[p][bucket_[pat(p, r, c)]]);
                });
       rows[r] = std::move(bw.finish());
     }
@@ -380,10 +463,12 @@ private:
   }
 
   int w_, h_, ch_, effort_;
+  std::size_t plane_ = 0;  // samples per plane
   std::vector<std::uint8_t> pixels_;
   std::vector<int> value_;
   std::vector<std::uint32_t> sym_;
   std::vector<std::uint8_t> bucket_;
+  std::vector<std::uint8_t> zero_;  // per pixel: every plane's residual code is 0
   core::CodedTileParams params_{};
 };
 

@@ -179,7 +179,7 @@ void add_convert_command(CLI::App& app) {
   command->add_option("--threads", args->threads, "Worker threads (0: all cores)");
   command->add_option("--tile-width", args->tile_width, "Codec tile width (0: default)");
   command->add_option("--tile-height", args->tile_height, "Codec tile height (0: default)");
-  command->add_option("--effort", args->effort, "Codec effort (0 or 1)")->check(CLI::Range(0, 1));
+  command->add_option("--effort", args->effort, "Codec effort (0, 1 or 2)")->check(CLI::Range(0, 2));
   command->footer(
       "Every file under SRC is converted, skipped with its reason (summary at the end, list in OUT/skipped.jsonl)\n"
       "or hidden (names starting with '.'). Symbolic links are followed; a link back to a folder being walked\n"

@@ -42,8 +42,9 @@ void add_encode_command(CLI::App& app) {
   command->add_option("--tile-height", args->options.tile_height, "Tile height, 1..32 (default 32)")
       ->check(CLI::Range(1, 32));
   command->add_option("--effort", args->options.effort,
-                      "0: fixed transform and predictor; 1: chosen per tile (default)")
-      ->check(CLI::Range(0, 1));
+                      "0: fixed transform and predictor; 1: chosen per tile (default); 2: smallest of every "
+                      "transform (slower, denser)")
+      ->check(CLI::Range(0, 2));
   command->footer("Example:\n  l3pack encode photo.png photo.l3i --tile-width 64 --effort 1");
   command->callback([args] { run_encode(*args); });
 }
