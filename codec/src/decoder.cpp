@@ -410,12 +410,11 @@ void decode_into(const detail::ParsedImage& img, const Rect& region, const Mutab
                  const DecodeOptions& options) {
   const ImageInfo& info = img.info;
   const std::size_t stride = out.stride ? out.stride : std::size_t(out.width) * out.channels;
-  const std::uint32_t tx0 = region.x / info.tile_width, tx1 = (region.x + region.width - 1) / info.tile_width;
-  const std::uint32_t ty0 = region.y / info.tile_height, ty1 = (region.y + region.height - 1) / info.tile_height;
-  const std::uint32_t cols = tx1 - tx0 + 1, count = cols * (ty1 - ty0 + 1);
+  const core::TileGrid::Span span = img.grid.overlapped({region.x, region.y, region.width, region.height});
+  const std::uint32_t cols = span.cols, count = cols * span.rows;
   auto job = [&](std::uint32_t j) -> int {
-    const std::uint32_t i = (ty0 + j / cols) * info.tiles_x + tx0 + j % cols;
-    const Rect tr = img.tile_rect(i);
+    const std::uint32_t i = img.grid.index(span.tx0 + j % cols, span.ty0 + j / cols);
+    const core::TileRect tr = img.grid.tile(i);
     // The part of the region inside this tile, in tile-local coordinates.
     const std::uint32_t x0 = std::max(region.x, tr.x), x1 = std::min(region.x + region.width, tr.x + tr.width);
     const std::uint32_t y0 = std::max(region.y, tr.y), y1 = std::min(region.y + region.height, tr.y + tr.height);
@@ -425,7 +424,7 @@ void decode_into(const detail::ParsedImage& img, const Rect& region, const Mutab
                        int(info.channels), int(info.version), o);
   };
   const auto [bad, status] = run_parallel(count, resolve_threads(options.threads, count), job);
-  if (status != core::kOk) throw_tile_error((ty0 + bad / cols) * info.tiles_x + tx0 + bad % cols, status);
+  if (status != core::kOk) throw_tile_error(img.grid.index(span.tx0 + bad % cols, span.ty0 + bad / cols), status);
 }
 
 }  // namespace

@@ -502,19 +502,17 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
   info.width = image.width;
   info.height = image.height;
   info.channels = image.channels;
-  info.tile_width = 1u << tw_log2;
+  const core::TileGrid grid = core::TileGrid::make(image.width, image.height, tw_log2, th);
+  info.tile_width = grid.tile_width();
   info.tile_height = th;
-  info.tiles_x = (image.width + info.tile_width - 1) >> tw_log2;
-  info.tiles_y = (image.height + th - 1) / th;
-  const std::uint32_t count = info.tiles_x * info.tiles_y;
+  info.tiles_x = grid.tiles_x;
+  info.tiles_y = grid.tiles_y;
+  const std::uint32_t count = std::uint32_t(grid.tile_count());  // < 2^30 pixels: no overflow
 
   std::vector<std::vector<std::uint8_t>> tiles(count);
   auto encode_tile = [&](std::uint32_t i) {
-    Rect r;
-    r.x = (i % info.tiles_x) * info.tile_width;
-    r.y = (i / info.tiles_x) * th;
-    r.width = std::min(info.tile_width, image.width - r.x);
-    r.height = std::min(th, image.height - r.y);
+    const core::TileRect t = grid.tile(i);
+    const Rect r{t.x, t.y, t.width, t.height};
     tiles[i] = TileEncoder(image, r, options.effort).encode();
   };
   const unsigned threads = std::min<unsigned>(options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency()), count);

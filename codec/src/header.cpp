@@ -56,30 +56,21 @@ ImageInfo parse_header(std::span<const std::uint8_t> b, const Limits& limits, st
       std::uint64_t{info.width} * info.height > limits.max_pixels)
     throw_error(errc::limit_exceeded, std::to_string(info.width) + "x" + std::to_string(info.height) +
                                           " exceeds the decoder limits");
-  info.tile_width = 1u << tw_log2;
-  // 64-bit: width + tile_width - 1 overflows 32 bits when limits allow 2^32-1.
-  info.tiles_x = std::uint32_t((std::uint64_t{info.width} + info.tile_width - 1) >> tw_log2);
-  info.tiles_y = std::uint32_t((std::uint64_t{info.height} + info.tile_height - 1) / info.tile_height);
+  const core::TileGrid grid = core::TileGrid::make(info.width, info.height, tw_log2, info.tile_height);
+  info.tile_width = grid.tile_width();
+  info.tiles_x = grid.tiles_x;
+  info.tiles_y = grid.tiles_y;
   return info;
 }
 
 }  // namespace
 
-Rect ParsedImage::tile_rect(std::uint32_t i) const {
-  const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
-  Rect r;
-  r.x = tx * info.tile_width;
-  r.y = ty * info.tile_height;
-  r.width = std::min(info.tile_width, info.width - r.x);
-  r.height = std::min(info.tile_height, info.height - r.y);
-  return r;
-}
-
 ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limits, bool with_table) {
   ParsedImage img;
   img.info = parse_header(bytes, limits, img.tile_width_log2);
   img.bytes = bytes;
-  const std::uint64_t tiles = std::uint64_t{img.info.tiles_x} * img.info.tiles_y;
+  img.grid = core::TileGrid::make(img.info.width, img.info.height, img.tile_width_log2, img.info.tile_height);
+  const std::uint64_t tiles = img.grid.tile_count();
   if (tiles > 0xffffffffu) throw_error(errc::limit_exceeded, "more than 2^32-1 tiles");
   const std::uint64_t table_end = core::kHeaderSize + 4 * tiles;  // < 2^40: no overflow
   if (bytes.size() < table_end) throw_error(errc::truncated, "stream ends inside the tile table");

@@ -13,6 +13,7 @@ namespace l3::detail {
 
 struct ParsedImage {
   ImageInfo info;
+  core::TileGrid grid{};  // spec §3
   std::uint32_t tile_width_log2 = 0;
   std::span<const std::uint8_t> bytes;        // the whole stream
   // With the table read: tile_count() + 1 byte offsets into `bytes`, tile i
@@ -23,8 +24,6 @@ struct ParsedImage {
 
   std::uint32_t tile_count() const { return info.tiles_x * info.tiles_y; }
   std::uint32_t tile_size(std::uint32_t i) const { return std::uint32_t(tile_offset[i + 1] - tile_offset[i]); }
-  // Pixel rectangle of tile i, clipped to the image.
-  Rect tile_rect(std::uint32_t i) const;
 };
 
 // Validates header and tile table; throws l3::Error. With `with_table` false

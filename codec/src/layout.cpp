@@ -9,6 +9,7 @@ ImageLayout parse_layout(std::span<const std::uint8_t> encoded, const Limits& li
   const detail::ParsedImage img = detail::parse_image(encoded, limits, false);
   ImageLayout out;
   out.info = img.info;
+  out.grid = img.grid;
   out.tile_width_log2 = img.tile_width_log2;
   out.table_offset = core::kHeaderSize;
   out.payload_offset = core::kHeaderSize + 4 * std::uint64_t{img.tile_count()};

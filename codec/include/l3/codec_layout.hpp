@@ -10,11 +10,13 @@
 #include <span>
 
 #include "l3/codec.hpp"
+#include "l3/tile_core.hpp"
 
 namespace l3 {
 
 struct ImageLayout {
   ImageInfo info;                     // encoded_size is the whole stream
+  core::TileGrid grid{};              // the tiles (spec §3)
   std::uint32_t tile_width_log2 = 0;  // info.tile_width == 1 << tile_width_log2
   std::uint64_t table_offset = 0;     // byte offset of the tile-size table (u32 LE, raster order)
   std::uint64_t payload_offset = 0;   // byte offset of tile 0; tile i starts after tiles 0..i-1

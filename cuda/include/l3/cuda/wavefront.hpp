@@ -397,9 +397,10 @@ struct ImageDesc {
   const std::uint8_t* in;        // the image's stream (device memory on the GPU)
   std::uint64_t in_size;         // its validated size in bytes
   std::uint64_t payload_offset;  // tile 0, relative to the stream
-  std::uint32_t version, width, height, channels, tile_width_log2, tile_height, tiles_x;
+  core::TileGrid grid;                           // spec/codec.md §3
+  std::uint32_t version, channels;
   std::uint32_t crop_x, crop_y, crop_w, crop_h;  // the output region (whole image when no crop)
-  std::uint32_t tx0, ty0, tcols;                 // the overlapped tiles: tcols wide from (tx0, ty0)
+  core::TileGrid::Span span;                     // the tiles the crop overlaps (one job each)
   std::uint32_t layout;                          // Layout
 };
 
@@ -468,13 +469,11 @@ L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, WarpSc
   const ImageDesc& d = b.images[m];
   const ImageCounts& f = b.first[m];
   const std::uint32_t local = j - f.jobs;
-  const std::uint32_t tx = d.tx0 + local % d.tcols, ty = d.ty0 + local / d.tcols;
-  const std::uint32_t tile = ty * d.tiles_x + tx;
-  const std::uint32_t tw = 1u << d.tile_width_log2;
+  const std::uint32_t tx = d.span.tx0 + local % d.span.cols, ty = d.span.ty0 + local / d.span.cols;
+  const std::uint32_t tile = d.grid.index(tx, ty);
   // The tile's rectangle, clipped to the image, and the crop's part of it.
-  const std::uint32_t rx = tx * tw, ry = ty * d.tile_height;
-  const std::uint32_t rw = d.width - rx < tw ? d.width - rx : tw;
-  const std::uint32_t rh = d.height - ry < d.tile_height ? d.height - ry : d.tile_height;
+  const core::TileRect tr = d.grid.tile(tx, ty);
+  const std::uint32_t rx = tr.x, ry = tr.y, rw = tr.width, rh = tr.height;
   const std::uint32_t x0 = d.crop_x > rx ? d.crop_x : rx, y0 = d.crop_y > ry ? d.crop_y : ry;
   const std::uint32_t cx1 = d.crop_x + d.crop_w, cy1 = d.crop_y + d.crop_h;
   const std::uint32_t x1 = cx1 < rx + rw ? cx1 : rx + rw, y1 = cy1 < ry + rh ? cy1 : ry + rh;
