@@ -55,6 +55,8 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
         if (pattern == 4) v = k == 3 ? 255 : int(x * 3 + y * 2 + k * 40) + int(seed >> 30);  // opaque alpha
         if (pattern == 5) v = int(x * 5 + y * 3) + int(seed >> 31);  // gray stored as RGB: R = G = B
         if (pattern == 5 && k > 0) v = im.px[(std::size_t(y) * w + x) * c];
+        if (pattern == 6) v = int(((x / 5 + y / 3 + (x * y) % 7) % 5) * 50 + k * 17 + 3);  // 5 colours: palette
+        if (pattern == 7) v = (x + y) % 2 ? 255 : 0;                                        // 1-pixel chessboard
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
   return im;
@@ -175,6 +177,11 @@ int main(int argc, char** argv) {
   const Bytes opaque_bytes = encode(opaque), gray_rgb_bytes = encode(gray_rgb);
   v.valid("valid-rgba-opaque-24x12", opaque, opaque_bytes);
   v.valid("valid-gray-as-rgb-24x12", gray_rgb, gray_rgb_bytes);
+  // Palette tiles (spec §4.4).
+  const Image few = make_image(48, 16, 3, 6), chess = make_image(48, 16, 1, 7);
+  const Bytes few_bytes = encode(few), chess_bytes = encode(chess);
+  v.valid("valid-rgb-palette-48x16", few, few_bytes);
+  v.valid("valid-gray-palette-48x16", chess, chess_bytes);
 
   // ---- header (spec §2) --------------------------------------------------
   const Bytes base = encode(rgb);
@@ -294,6 +301,30 @@ int main(int argc, char** argv) {
     }
     v.mutate("constant-plane-minus-256", gray_rgb_bytes, errc::corrupt_tile,
              [&](Bytes& b) { b[q + 1] = 0x00; b[q + 2] = 0xff; });
+  }
+  {
+    // Palette tiles (spec §4.4): the first tile of the few-colour image.
+    const std::uint32_t pt = 0;
+    const std::size_t t = tile_offset(few_bytes, pt);
+    if (!(few_bytes[t] & l3::core::kModePalette) || few_bytes[t + 1] != 4) {
+      std::fprintf(stderr, "a palette tile of 5 colours expected\n");
+      std::exit(1);
+    }
+    v.mutate("palette-with-transform", few_bytes, errc::corrupt_tile, [&](Bytes& b) { b[t] |= 0x04; });
+    v.mutate("mode-bit-6", few_bytes, errc::reserved_bits_set, [&](Bytes& b) { b[t] |= 0x40; });
+    v.mutate("v1-palette", few_bytes, errc::reserved_bits_set, [](Bytes& b) { b[4] = 1; });
+    v.mutate("palette-index-out-of-range", few_bytes, errc::corrupt_tile, [&](Bytes& b) {
+      // Drop the last colour: index 4 no longer names one.
+      b[t + 1] = 3;
+      b.erase(b.begin() + std::ptrdiff_t(t + 2 + 4 * 3), b.begin() + std::ptrdiff_t(t + 2 + 5 * 3));
+      set_tile_size(b, pt, tile_size(b, pt) - 3);
+    });
+    v.mutate("palette-truncated", few_bytes, errc::truncated, [&](Bytes& b) {
+      // A tile of 8 bytes: the mode byte, the count (5) and 6 of 15 colour bytes.
+      const std::uint32_t old_size = tile_size(b, pt);
+      b.erase(b.begin() + std::ptrdiff_t(t + 8), b.begin() + std::ptrdiff_t(t + old_size));
+      set_tile_size(b, pt, 8);
+    });
   }
   const Bytes raw_bytes = encode(noise);
   v.mutate("raw-tile-short", raw_bytes, errc::truncated, [&](Bytes& b) {

@@ -258,6 +258,36 @@ TEST_CASE("constant planes (v2): opaque alpha and gray stored as RGB cost almost
   CHECK(l3::read_info(e4).version == 2);
 }
 
+TEST_CASE("palette tiles (v2): few-colour images code as indices") {
+  // spec/codec.md §4.4. An RGB label mask of 8 colours: one plane of indices
+  // instead of three planes of colour jumps at every boundary.
+  Image labels = make(600, 300, 1, Pattern::labels, 31);
+  labels.c = 3;
+  Bytes rgb(labels.px.size() * 3);
+  for (std::size_t i = 0; i < labels.px.size(); ++i)
+    for (int k = 0; k < 3; ++k) rgb[3 * i + std::size_t(k)] = std::uint8_t(labels.px[i] * 37 * (k + 1) + 11 * k);
+  labels.px = std::move(rgb);
+  const Bytes e1 = encode(labels), e0 = encode(labels, 0, 0, 0);
+  MESSAGE("labels RGB: " << e1.size() << " bytes with palettes, " << e0.size() << " at effort 0");
+  CHECK(decode(e1) == labels.px);
+  CHECK(e1.size() * 3 < e0.size() * 2);
+  // A 1-pixel chessboard of 0 and 255: indices 0 and 1 instead of jumps of
+  // 255 (version 1 stored it raw, 8 bits per pixel; no predictor of §6.1
+  // predicts it, so about 2 bits per pixel remain).
+  Image chess{512, 64, 1, Bytes(512 * 64)};
+  for (std::uint32_t y = 0; y < chess.h; ++y)
+    for (std::uint32_t x = 0; x < chess.w; ++x) chess.px[y * chess.w + x] = (x + y) % 2 ? 255 : 0;
+  const Bytes ec = encode(chess);
+  MESSAGE("1-pixel chessboard: " << double(ec.size()) * 8 / (512.0 * 64) << " bits per pixel");
+  CHECK(decode(ec) == chess.px);
+  CHECK(double(ec.size()) * 8 / (512.0 * 64) < 3);
+  // Crops of palette tiles.
+  const l3::Rect r{37, 11, 301, 150};
+  Bytes out(std::size_t(r.width) * r.height * 3);
+  l3::decode_region(e1, r, {out.data(), r.width, r.height, 3, 0});
+  CHECK(out == crop(labels, r));
+}
+
 TEST_CASE("spec/vectors/codec: valid vectors decode to their pixels, invalid ones give their error") {
   int valid = 0, invalid = 0;
   for (const auto& entry : fs::directory_iterator(kSourceDir / "spec" / "vectors" / "codec")) {

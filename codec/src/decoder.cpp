@@ -73,6 +73,19 @@ L3_DECODE_INLINE bool row_to_pixels(std::uint8_t transform, const V4* vals, int 
   }
 }
 
+// Palette tiles (spec §4.4): indices of columns [x0, x1) to colours; false
+// when a value is not an index of the palette.
+L3_DECODE_INLINE bool indices_to_pixels(const std::uint8_t* tile, const CodedTileParams& t, const V4* vals, int x0,
+                                        int x1, std::uint8_t* out) {
+  const int n = t.out_channels;
+  for (int c = x0; c < x1; ++c, out += n) {
+    std::uint32_t w;
+    if (!core::palette_word(tile, t.palette_at, t.palette_size, n, vals[c][0], w)) return false;
+    for (int k = 0; k < n; ++k) out[k] = std::uint8_t(w >> (8 * k));
+  }
+  return true;
+}
+
 // Loops over the planes of a pixel must unroll: the neighbour arrays then
 // live in registers.
 #if defined(__clang__)
@@ -285,8 +298,15 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
       decode_row_codes<CH, false>(t, s, rows, o.x1);
       reconstruct_row<CH, kPred, false>(k, rows, up, cur, o.x1);
     }
-    if (r >= o.y0 && !row_to_pixels<CH>(t.transform, cur, o.x0, o.x1, o.out + std::size_t(r - o.y0) * o.stride))
-      return core::kCorruptTile;
+    if (r >= o.y0) {
+      std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
+      bool ok;
+      if constexpr (CH == 1)
+        ok = t.palette_size ? indices_to_pixels(tile, t, cur, o.x0, o.x1, out) : row_to_pixels<CH>(t.transform, cur, o.x0, o.x1, out);
+      else
+        ok = row_to_pixels<CH>(t.transform, cur, o.x0, o.x1, out);
+      if (!ok) return core::kCorruptTile;
+    }
     if (full) {
       const int status = core::lane_end(s, t.row_length[r]);
       if (status != core::kOk) return status;
@@ -348,7 +368,7 @@ int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int 
   CodedTileParams t;
   const int status = core::parse_coded_tile(tile, size, w, h, channels, version, t);
   if (status != core::kOk) return status;
-  switch (channels) {
+  switch (t.channels) {  // coded planes: 1 in a palette tile
     case 1: return decode_coded_tile<1>(tile, t, o);
     case 2: return decode_coded_tile<2>(tile, t, o);
     case 3: return decode_coded_tile<3>(tile, t, o);

@@ -154,6 +154,10 @@ public:
       compute_residuals();
       coded = coded_tile();
     }
+    if (effort_ >= 1 && allow_palette_) {
+      std::vector<std::uint8_t> indexed = palette_tile();
+      if (!indexed.empty() && indexed.size() < coded.size()) coded = std::move(indexed);
+    }
     const std::size_t raw_size = 1 + pixels_.size();
     if (coded.size() >= raw_size) return raw_tile();
     return coded;
@@ -170,16 +174,76 @@ private:
       if (std::memcmp(&pixels_[i], &pixels_[0], ch_) != 0) return false;
     return true;
   }
-  std::vector<std::uint8_t> constant_tile() const {
-    std::vector<std::uint8_t> out{core::kTileConstant};
-    out.insert(out.end(), pixels_.begin(), pixels_.begin() + ch_);
+  // Kind byte, then bytes of the pixels (written with memcpy: GCC 12 warns
+  // wrongly about vector::insert after an initializer-list vector here).
+  std::vector<std::uint8_t> tile_of(std::uint8_t kind, std::size_t bytes) const {
+    std::vector<std::uint8_t> out(1 + bytes);
+    out[0] = kind;
+    std::memcpy(out.data() + 1, pixels_.data(), bytes);
     return out;
   }
-  std::vector<std::uint8_t> raw_tile() const {
-    std::vector<std::uint8_t> out{core::kTileRaw};
-    out.insert(out.end(), pixels_.begin(), pixels_.end());
+  std::vector<std::uint8_t> constant_tile() const { return tile_of(core::kTileConstant, std::size_t(ch_)); }
+  // A tile of at most 256 colours as a palette and one plane of indices
+  // (spec §4.4), the indices coded as a one-channel tile; empty when the tile
+  // has more colours or its indices do not code (a raw index tile).
+  std::vector<std::uint8_t> palette_tile() const {
+    std::vector<std::uint32_t> colours;
+    if (!distinct_colours(colours)) return {};
+    // Sorted by brightness (sum of the channels), so that neighbouring
+    // indices tend to be similar colours and predictions of indices work.
+    auto key = [&](std::uint32_t v) {
+      std::uint32_t sum = 0;
+      for (int k = 0; k < ch_; ++k) sum += (v >> (8 * k)) & 255;
+      return (std::uint64_t{sum} << 32) | v;
+    };
+    std::sort(colours.begin(), colours.end(), [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); });
+    std::vector<std::uint8_t> index(plane_);
+    for (std::size_t i = 0; i < plane_; ++i) {
+      const std::uint32_t v = pack(&pixels_[i * ch_]);
+      index[i] = std::uint8_t(std::lower_bound(colours.begin(), colours.end(), v,
+                                               [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); }) -
+                              colours.begin());
+    }
+    TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
+                              Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_);
+    index_encoder.allow_palette_ = false;  // indices are not indexed again
+    std::vector<std::uint8_t> inner = index_encoder.encode();
+    if ((inner[0] & 3) != core::kTileCoded) return {};
+    // Mode byte with the palette bit, u8 (colours - 1), the colours, then the
+    // index tile's parameters, row table and rows.
+    const std::size_t head = 2 + colours.size() * std::size_t(ch_);
+    std::vector<std::uint8_t> out(head + inner.size() - 1);
+    out[0] = std::uint8_t(inner[0] | core::kModePalette);
+    out[1] = std::uint8_t(colours.size() - 1);
+    for (std::size_t j = 0; j < colours.size(); ++j)
+      for (int k = 0; k < ch_; ++k) out[2 + j * std::size_t(ch_) + std::size_t(k)] = std::uint8_t(colours[j] >> (8 * k));
+    std::memcpy(out.data() + head, inner.data() + 1, inner.size() - 1);
     return out;
   }
+  std::uint32_t pack(const std::uint8_t* px) const {
+    std::uint32_t v = 0;
+    for (int k = 0; k < ch_; ++k) v |= std::uint32_t(px[k]) << (8 * k);
+    return v;
+  }
+  // The tile's distinct colours, unsorted; false when there are more than 256.
+  bool distinct_colours(std::vector<std::uint32_t>& colours) const {
+    constexpr std::uint32_t kSlots = 1024;  // open addressing, at most a quarter full
+    constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+    std::array<std::uint64_t, kSlots> table;
+    table.fill(kEmpty);
+    for (std::size_t i = 0; i < plane_; ++i) {
+      const std::uint32_t v = pack(&pixels_[i * ch_]);
+      std::uint32_t h = (v * 2654435761u) >> 22;
+      while (table[h] != kEmpty && table[h] != v) h = (h + 1) & (kSlots - 1);
+      if (table[h] == v) continue;
+      if (colours.size() == core::kMaxPalette) return false;
+      table[h] = v;
+      colours.push_back(v);
+    }
+    return true;
+  }
+
+  std::vector<std::uint8_t> raw_tile() const { return tile_of(core::kTileRaw, pixels_.size()); }
 
   void transform_planes(std::uint8_t transform) {
     int px[core::kMaxChannels];
@@ -463,6 +527,7 @@ private:
   }
 
   int w_, h_, ch_, effort_;
+  bool allow_palette_ = true;
   std::size_t plane_ = 0;  // samples per plane
   std::vector<std::uint8_t> pixels_;
   std::vector<int> value_;

@@ -42,6 +42,10 @@ inline constexpr std::uint8_t kTileCoded = 0;
 inline constexpr std::uint8_t kTileConstant = 1;
 inline constexpr std::uint8_t kTileRaw = 2;
 
+// Tile mode byte bit 5 (version 2, spec §4.4): a palette tile.
+inline constexpr std::uint8_t kModePalette = 0x20;
+inline constexpr std::uint32_t kMaxPalette = 256;
+
 // Reversible colour transforms (tile mode byte, bits 2-3; spec §5).
 inline constexpr std::uint8_t kTransformNone = 0;
 inline constexpr std::uint8_t kTransformSubtractGreen = 1;
@@ -193,6 +197,20 @@ L3_HD std::uint32_t inverse_transform_bits(std::uint8_t transform, int channels,
     out[c] = static_cast<std::uint8_t>(px[c]);
   }
   return bits;
+}
+
+// Palette tiles (spec §4.4): the colour of index v, its channels packed
+// little-endian in a word (the wavefront's stage format; a word, not a byte
+// array, so that the GPU keeps it in a register), or false when v is not an
+// index of the palette.
+L3_HD bool palette_word(const std::uint8_t* tile, std::uint32_t palette_at, std::uint32_t palette_size,
+                        int out_channels, int v, std::uint32_t& word) {
+  if (std::uint32_t(v) >= palette_size) return false;  // negative values wrap to large ones
+  const std::uint8_t* c = tile + palette_at + std::uint32_t(v) * std::uint32_t(out_channels);
+  std::uint32_t w = 0;
+  for (int k = 0; k < out_channels; ++k) w |= std::uint32_t(c[k]) << (8 * k);
+  word = w;
+  return true;
 }
 
 // Returns false when the planes do not map to 8-bit samples.
@@ -381,7 +399,11 @@ L3_HD void expand_k_table(PlaneParams& pp) {
 L3_HD int k_for_activity(const PlaneParams& pp, int a) { return pp.k_of_activity[a < kActivityTable - 1 ? a : kActivityTable - 1]; }
 
 struct CodedTileParams {
-  int width, height, channels;
+  // channels: the coded planes (1 in a palette tile, whose one plane holds
+  // palette indices; spec §4.4); out_channels: the image's channels.
+  int width, height, channels, out_channels;
+  std::uint32_t palette_size;  // 0: no palette; else 1..256 colours at tile + palette_at
+  std::uint32_t palette_at;
   std::uint8_t transform;
   bool run_mode;
   std::uint8_t run_k;
@@ -410,12 +432,26 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   const std::uint8_t mode = tile[0];
   t.width = width;
   t.height = height;
-  t.channels = channels;
+  t.out_channels = channels;
   t.transform = static_cast<std::uint8_t>((mode >> 2) & 3);
   t.run_mode = (mode >> 4) & 1;
-  if (mode >> 5) return kReservedBits;
-  if (t.transform == 3 || (channels < 3 && t.transform != kTransformNone)) return kCorruptTile;
+  const bool palette = (mode & kModePalette) != 0;
+  if ((mode >> 6) || (palette && version < 2)) return kReservedBits;
+  if (t.transform == 3 || ((channels < 3 || palette) && t.transform != kTransformNone)) return kCorruptTile;
   std::uint32_t pos = 1;
+  t.palette_size = 0;
+  t.palette_at = 0;
+  if (palette) {
+    // u8 (colours - 1), then the colours, `channels` bytes each; the tile
+    // codes one plane of indices into them (spec §4.4).
+    if (size - pos < 1) return kTruncated;
+    t.palette_size = std::uint32_t(tile[pos++]) + 1;
+    if (size - pos < t.palette_size * std::uint32_t(channels)) return kTruncated;
+    t.palette_at = pos;
+    pos += t.palette_size * std::uint32_t(channels);
+    channels = 1;
+  }
+  t.channels = channels;
   for (int p = 0; p < channels; ++p) {
     PlaneParams& pp = t.plane[p];
     if (size - pos < 1) return kTruncated;

@@ -265,8 +265,23 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code);
       if (l >= task.y0 && c >= task.x0) {
         std::uint8_t px[core::kMaxChannels];
-        if (!core::inverse_transform(t.transform, CH, val, px)) bad[l] = 1;
-        stage[l * kStagePitch + (c & (kStageCols - 1))] = pack_pixel<CH>(px);
+        bool ok;
+        if constexpr (CH == 1) {
+          // Palette tiles (spec/codec.md §4.4): the index's colour, all of
+          // the image's channels packed in the stage word.
+          if (t.palette_size) {
+            std::uint32_t word = 0;
+            ok = core::palette_word(task.tile, t.palette_at, t.palette_size, task.channels, val[0], word);
+            stage[l * kStagePitch + (c & (kStageCols - 1))] = word;
+          } else {
+            ok = core::inverse_transform(t.transform, CH, val, px);
+            stage[l * kStagePitch + (c & (kStageCols - 1))] = pack_pixel<CH>(px);
+          }
+        } else {
+          ok = core::inverse_transform(t.transform, CH, val, px);
+          stage[l * kStagePitch + (c & (kStageCols - 1))] = pack_pixel<CH>(px);
+        }
+        if (!ok) bad[l] = 1;
       }
       for (int p = 0; p < CH; ++p) {
         nwv[p][l] = nv[p][l];
@@ -285,7 +300,17 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
     const int done = s - (rows - 1);
     if (done >= 0 && ((done & (kStageBlock - 1)) == kStageBlock - 1 || s == steps - 1)) {
       warp.sync();  // the staged words are visible to the whole warp
-      flush_stage<CH>(warp, task, stage, done & ~(kStageBlock - 1));
+      const int c0 = done & ~(kStageBlock - 1);
+      if (CH == 1 && t.palette_size) {
+        switch (task.channels) {
+          case 2: flush_stage<2>(warp, task, stage, c0); break;
+          case 3: flush_stage<3>(warp, task, stage, c0); break;
+          case 4: flush_stage<4>(warp, task, stage, c0); break;
+          default: flush_stage<1>(warp, task, stage, c0); break;
+        }
+      } else {
+        flush_stage<CH>(warp, task, stage, c0);
+      }
       warp.sync();  // copied out before lanes write these slots again
     }
   }
@@ -347,7 +372,7 @@ template <class Warp> L3_WF_HD int parse_tile_warp(Warp& warp, const TileTask& t
   typename Warp::template Lanes<int> bad;
   const int h = task.height;
   warp.each([&](int l) {
-    for (int p = 0; p < task.channels; ++p)
+    for (int p = 0; p < t.channels; ++p)  // coded planes (1 in a palette tile)
       for (int a = l; a < core::kActivityTable; a += kWarpSize)
         t.plane[p].k_of_activity[a] = t.plane[p].k[core::bucket_of(a)];
     len[l] = l + 1 < h ? core::row_length_of(task.tile, ws.rows, l) : 0;
@@ -380,7 +405,7 @@ template <class Warp> L3_WF_HD int decode_tile_warp(Warp& warp, const TileTask& 
   if (kind == core::kTileConstant || kind == core::kTileRaw) return copy_tile_warp(warp, task, kind);
   if (kind != core::kTileCoded) return core::kCorruptTile;
   if (const int st = parse_tile_warp(warp, task, ws); st != core::kOk) return st;
-  switch (task.channels) {
+  switch (ws.params.channels) {  // coded planes: 1 in a palette tile
     case 1: return wavefront_by_predictor<1>(warp, task, ws.params, ws.stage);
     case 2: return wavefront_by_predictor<2>(warp, task, ws.params, ws.stage);
     case 3: return wavefront_by_predictor<3>(warp, task, ws.params, ws.stage);
