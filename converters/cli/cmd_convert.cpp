@@ -1,7 +1,12 @@
 // l3pack convert SRC OUT: a folder of images (or a list file) to a sharded dataset.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -18,6 +23,10 @@ struct ConvertArguments {
   std::string part;  // "i/n"
   std::optional<std::uint64_t> shuffle_seed;
   bool resume = false, strict = false, strict_jpeg = false, convert_16bit = false, allow_empty = false;
+  bool shared_out = false;
+  std::string engine = "local";
+  unsigned parts = 0;       // --engine ray: tasks
+  std::string ray_address;  // --engine ray: cluster to join (default: a local one)
   std::string layout = "auto";
   std::filesystem::path base;
   std::uint64_t max_pixels = kDefaultMaxPixels;
@@ -78,6 +87,7 @@ ConvertOptions to_options(const ConvertArguments& args) {
   options.strict_jpeg = args.strict_jpeg;
   options.convert_16bit = args.convert_16bit;
   options.allow_empty = args.allow_empty;
+  options.shared_output = args.shared_out;
   try {
     validate_convert_options(options);
   } catch (const Error& e) {
@@ -113,7 +123,44 @@ void print_summary(const ConvertReport& r) {
 }
 
 
+// --engine ray: the Ray driver is Python (python/l3/ray_convert.py); l3pack checks
+// the options, then becomes `$L3_PYTHON -m l3.ray_convert ...` (default python3),
+// which runs one task per --part i/n --shared-out and commits (spec/format.md §8.4.1).
+[[noreturn]] void exec_ray_driver(const ConvertArguments& args) {
+  if (!args.part.empty() || args.shared_out || args.resume)
+    throw Failure{"", "--engine ray runs the parts itself (each resumable): no --part, --shared-out or --resume",
+                  exit_usage};
+  if (args.tile_width != 0 || args.tile_height != 0 || args.effort != 1)
+    throw Failure{"", "--engine ray converts with the codec's default tiles and effort", exit_usage};
+  if (args.parts < 1) throw Failure{"", "--engine ray needs --parts N (N >= 1)", exit_usage};
+  to_options(args);  // the same checks as a local run, before any process starts
+  const char* python = std::getenv("L3_PYTHON");
+  std::vector<std::string> argv = {python && *python ? python : "python3", "-m", "l3.ray_convert",
+                                   args.src.string(), args.out.string(), "--parts", std::to_string(args.parts),
+                                   "--shard-size", std::to_string(parse_size(args.shard_size)),
+                                   "--max-pixels", std::to_string(args.max_pixels), "--layout", args.layout,
+                                   "--threads", std::to_string(args.threads)};
+  auto add = [&](bool on, const char* flag) { if (on) argv.emplace_back(flag); };
+  if (args.shuffle_seed) argv.insert(argv.end(), {"--shuffle-seed", std::to_string(*args.shuffle_seed)});
+  if (!args.base.empty()) argv.insert(argv.end(), {"--base", args.base.string()});
+  if (!args.ray_address.empty()) argv.insert(argv.end(), {"--address", args.ray_address});
+  add(args.strict, "--strict");
+  add(args.strict_jpeg, "--strict-jpeg");
+  add(args.convert_16bit, "--convert-16bit");
+  add(args.allow_empty, "--allow-empty");
+  std::vector<char*> c_argv;
+  for (std::string& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execvp(c_argv[0], c_argv.data());
+  throw Failure{argv[0], std::string("cannot run the Ray driver (set L3_PYTHON to a Python with the l3 package and "
+                                     "ray): ") + std::strerror(errno), exit_failure};
+}
+
 void run_convert(const ConvertArguments& args) {
+  if (args.engine == "ray") exec_ray_driver(args);
+  if (args.parts != 0 || !args.ray_address.empty())
+    throw Failure{"", "--parts and --ray-address go with --engine ray (locally: --part i/n)", exit_usage};
   ConvertOptions options = to_options(args);
   ProgressDisplay display("convert");
   ConvertObserver observer;
@@ -158,6 +205,16 @@ void add_convert_command(CLI::App& app) {
   command->add_option("--shard-size", args->shard_size, "Close a shard once it holds this many bytes (256MiB)");
   command->add_option("--shuffle-seed", args->shuffle_seed, "Store records in this seed's shuffled order");
   command->add_option("--part", args->part, "Convert part i of n (i/n) for a later 'l3pack merge'");
+  command->add_flag("--shared-out", args->shared_out,
+                    "With --part: OUT is shared by all parts, each writes its shards there; then "
+                    "'l3pack merge --in-place OUT' commits (no copy)");
+  command->add_option("--engine", args->engine,
+                      "local (default), or ray: one Ray task per part (--parts N), retried, then the commit "
+                      "(runs $L3_PYTHON -m l3.ray_convert; needs Python with l3 and ray)")
+      ->check(CLI::IsMember({"local", "ray"}));
+  command->add_option("--parts", args->parts, "--engine ray: number of parts (tasks)");
+  command->add_option("--ray-address", args->ray_address,
+                      "--engine ray: the cluster to use (default: $RAY_ADDRESS, else a local one on 127.0.0.1)");
   command->add_flag("--resume", args->resume, "Continue an interrupted conversion into OUT");
   command->add_flag("--strict", args->strict,
                     "Stop at the first input that would be skipped (default: report, skip, list in OUT/skipped.jsonl)");
@@ -189,7 +246,9 @@ void add_convert_command(CLI::App& app) {
       "  l3pack convert imagenet/train train-l3 --shuffle-seed 1\n"
       "  l3pack convert messy/ out --layout classes    (class folders; loose top-level files skipped)\n"
       "  l3pack convert /data/list.csv out --base /data\n"
-      "  l3pack convert list.csv out --part 3/8    (then: l3pack merge all out-part0 ... out-part7)");
+      "  l3pack convert list.csv out --part 3/8    (then: l3pack merge all out-part0 ... out-part7)\n"
+      "  l3pack convert src/ out --part 3/8 --shared-out    (each part; then: l3pack merge --in-place out)\n"
+      "  l3pack convert src/ s3://bucket/ds --engine ray --parts 64");
   command->callback([args] { run_convert(*args); });
 }
 

@@ -158,13 +158,31 @@ Plan make_plan(const fs::path& src, const ConvertOptions& options) {
 }
 
 std::string shard_name(const ConvertOptions& o, std::uint64_t k) {
-  char name[96];
-  if (o.part_count > 1)
-    std::snprintf(name, sizeof name, "part-%u-of-%u-%05llu.l3s", o.part_index, o.part_count,
-                  static_cast<unsigned long long>(k));
-  else
-    std::snprintf(name, sizeof name, "shard-%05llu.l3s", static_cast<unsigned long long>(k));
-  return name;
+  char number[32];
+  std::snprintf(number, sizeof number, "%05llu.l3s", static_cast<unsigned long long>(k));
+  return (o.part_count > 1 ? part_tag(o.part_index, o.part_count) : std::string("shard")) + "-" + number;
+}
+
+// The files of one run in OUT besides its shards. A part converting into an OUT
+// shared by all parts names each after itself (spec/format.md §8.4.1).
+struct OutputNames {
+  std::string plan, lock, skipped, manifest;
+};
+
+OutputNames output_names(const ConvertOptions& o) {
+  if (!o.shared_output) return {kPlanName, kLockName, kSkippedName, kManifestName};
+  const std::string tag = part_tag(o.part_index, o.part_count);
+  return {part_plan_name(o.part_index, o.part_count), ".l3pack." + tag + ".lock",
+          part_skipped_name(o.part_index, o.part_count), part_manifest_name(o.part_index, o.part_count)};
+}
+
+// A file this run wrote (or left after a crash) in OUT: its shards and their
+// temporaries, its skip list and skip log. In a shared OUT, only this part's.
+bool written_by_run(const std::string& name, const ConvertOptions& o) {
+  if (o.shared_output)
+    return name.starts_with(part_tag(o.part_index, o.part_count) + "-") ||
+           name.starts_with(output_names(o).skipped);
+  return name.ends_with(".l3s") || name.ends_with(".l3s.tmp") || name.starts_with(kSkippedName);
 }
 
 // ---- the lock: one conversion per OUT ----
@@ -176,7 +194,7 @@ bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno 
 // so --resume after a crash needs no manual clean-up.
 class OutputLock {
 public:
-  explicit OutputLock(const fs::path& out) : path_(out / kLockName) {
+  OutputLock(const fs::path& out, const std::string& name) : path_(out / name) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
       if (fd >= 0) {
@@ -193,7 +211,7 @@ public:
         detail += ": another l3pack convert (pid ";
         detail += std::to_string(owner);
         detail += ") is writing this folder (lock file ";
-        detail += kLockName;
+        detail += path_.filename().string();
         detail += ")";
         throw_error(errc::io_error, detail);
       }
@@ -289,7 +307,7 @@ Progress recover(const fs::path& out, const Plan& plan, const ConvertOptions& op
   std::uint64_t k = 0;
   while (fs::exists(out / shard_name(options, k)) && keep_shard(out / shard_name(options, k), plan, progress)) ++k;
   // Reasons for the skips inside the kept shards, from the interrupted run's log.
-  const std::map<std::string, SkippedInput> log = read_skip_log(out / (std::string(kSkippedName) + ".partial"));
+  const std::map<std::string, SkippedInput> log = read_skip_log(out / (output_names(options).skipped + ".partial"));
   for (SkippedInput& s : progress.skipped) {
     auto it = log.find(s.key);
     s = it != log.end() ? it->second : SkippedInput{s.key, "skipped", "by the interrupted run (reason not recorded)"};
@@ -297,7 +315,7 @@ Progress recover(const fs::path& out, const Plan& plan, const ConvertOptions& op
   // Everything after the kept prefix is redone: remove it (and stale temporaries).
   for (const auto& entry : fs::directory_iterator(out)) {
     const std::string name = entry.path().filename().string();
-    bool ours = name.ends_with(".l3s") || name.ends_with(".l3s.tmp") || name.starts_with(kSkippedName);
+    bool ours = written_by_run(name, options);
     bool kept = false;
     for (const ManifestShard& shard : progress.shards) kept = kept || shard.file == name;
     if (ours && !kept) fs::remove(entry.path());
@@ -307,42 +325,56 @@ Progress recover(const fs::path& out, const Plan& plan, const ConvertOptions& op
 
 // ---- preparing OUT ----
 
-void write_plan(const fs::path& out, const Plan& plan) {
-  std::string text = plan.document.dump(1) + "\n";
-  write_file_atomically(out / kPlanName, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+void write_text(const fs::path& file, const std::string& text) {
+  write_file_atomically(file, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
 }
 
-json read_plan(const fs::path& out) {
-  std::vector<std::uint8_t> bytes = read_file(out / kPlanName);
+json read_plan(const fs::path& file) {
+  std::vector<std::uint8_t> bytes = read_file(file);
   json document = json::parse(bytes.begin(), bytes.end(), nullptr, false);
-  if (document.is_discarded()) throw_error(errc::corrupt_manifest, (out / kPlanName).string() + ": not valid JSON");
+  if (document.is_discarded()) throw_error(errc::corrupt_manifest, file.string() + ": not valid JSON");
   return document;
 }
 
-bool holds_only_lock(const fs::path& out) {
-  for (const auto& entry : fs::directory_iterator(out))
-    if (entry.path().filename() != kLockName) return false;
+// Nothing of this run in OUT yet: OUT holds only its lock (in a shared OUT:
+// no file of this part, whatever the other parts wrote).
+bool fresh_output(const fs::path& out, const ConvertOptions& options) {
+  const OutputNames names = output_names(options);
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name == names.lock) continue;
+    if (!options.shared_output || written_by_run(name, options) || name == names.plan || name == names.manifest)
+      return false;
+  }
   return true;
 }
 
-// Fresh run: OUT must be empty. Resume: OUT must hold this very plan, uncommitted.
+// Fresh run: OUT must be empty (shared OUT: of this part). Resume: OUT must hold
+// this very plan, uncommitted. A part of a shared OUT keeps its plan after its
+// part manifest (commit_parts removes it), so resuming a finished part redoes
+// nothing and writes the same part manifest again: a retried task is harmless.
 Progress prepare_output(const fs::path& out, const Plan& plan, const ConvertOptions& options) {
+  const OutputNames names = output_names(options);
   if (fs::exists(out / kManifestName))
     throw_error(errc::invalid_argument, out.string() + ": already holds a committed dataset (manifest.json)");
-  const bool fresh_output = holds_only_lock(out);
-  if (!options.resume || fresh_output) {  // --resume of a run that never started starts it
-    if (!fresh_output)
+  const bool fresh = fresh_output(out, options);
+  if (!options.resume || fresh) {  // --resume of a run that never started starts it
+    if (!fresh && options.shared_output)
+      throw_error(errc::invalid_argument, out.string() + ": already holds files of part " +
+                                              part_tag(options.part_index, options.part_count) +
+                                              " (use --resume to continue or redo it)");
+    if (!fresh)
       throw_error(errc::invalid_argument,
                   out.string() + ": folder is not empty (use --resume to continue an interrupted conversion)");
-    write_plan(out, plan);
+    write_text(out / names.plan, plan.document.dump(1) + "\n");
     return {};
   }
-  if (!fs::exists(out / kPlanName))
-    throw_error(errc::invalid_argument, out.string() + ": nothing to resume (no " + kPlanName + ")");
-  if (read_plan(out) != plan.document)
+  if (!fs::exists(out / names.plan))
+    throw_error(errc::invalid_argument, out.string() + ": nothing to resume (no " + names.plan + ")");
+  if (read_plan(out / names.plan) != plan.document)
     throw_error(errc::invalid_argument, out.string() +
                                             ": --resume with different sources or options than the interrupted "
-                                            "conversion (see " + kPlanName + ")");
+                                            "conversion (see " + names.plan + ")");
   return recover(out, plan, options);
 }
 
@@ -435,7 +467,7 @@ class Publisher {
 public:
   virtual ~Publisher() = default;
   virtual void upload(const fs::path& file) = 0;      // a finished file: a shard, or the skip list
-  virtual void manifest(const Manifest& manifest) = 0; // last, once every shard is published
+  virtual void manifest(const std::string& name, const Manifest& manifest) = 0;  // last, once every shard is up
 };
 
 class Converter {
@@ -443,7 +475,8 @@ public:
   Converter(const fs::path& out, const Plan& plan, const ConvertOptions& options, const ConvertObserver& observer,
             Progress progress, Publisher* publisher = nullptr)
       : out_(out), plan_(plan), options_(options), observer_(observer), p_(std::move(progress)),
-        log_(out / (std::string(kSkippedName) + ".partial"), p_.skipped), publisher_(publisher) {}
+        names_(output_names(options)), log_(out / (names_.skipped + ".partial"), p_.skipped),
+        publisher_(publisher) {}
 
   ConvertReport run() {
     EncodeOptions encode_options = options_.encode;
@@ -519,15 +552,17 @@ private:
   }
 
   // OUT/skipped.jsonl, then the manifest (spec/format.md §8.4): nothing is
-  // committed when no record was written, unless the caller allows it.
+  // committed when no record was written, unless the caller allows it. A part
+  // of a shared OUT writes its own skip list and part manifest (§8.4.1).
   void commit(const std::vector<SkippedInput>& skipped) {
     std::string text;
     for (const SkippedInput& s : skipped) text += skipped_line(s);
-    write_file_atomically(out_ / kSkippedName, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+    write_text(out_ / names_.skipped, text);
     std::error_code ignored;
-    fs::remove(out_ / (std::string(kSkippedName) + ".partial"), ignored);
-    if (publisher_) publisher_->upload(out_ / kSkippedName);  // before the manifest that names it
-    if (p_.records == 0 && !options_.allow_empty)
+    fs::remove(out_ / (names_.skipped + ".partial"), ignored);
+    if (publisher_) publisher_->upload(out_ / names_.skipped);  // before the manifest that names it
+    // A part of a shared OUT may hold no record (more parts than images); the commit judges the whole.
+    if (p_.records == 0 && !options_.allow_empty && !options_.shared_output)
       throw_error(errc::io_error, out_.string() + ": no input could be converted (" + std::to_string(skipped.size()) +
                                       " skipped, listed in " + kSkippedName +
                                       "); nothing committed (--allow-empty commits an empty dataset)");
@@ -544,9 +579,13 @@ private:
                         {"source_kind", doc["source_kind"]},
                         {"source_bytes", p_.bytes_in},
                         {"key_escape", "percent"},
-                        {"skipped", {{"file", kSkippedName}, {"count", skipped.size()}}},
+                        {"skipped", {{"file", names_.skipped}, {"count", skipped.size()}}},
                         {"hidden", plan_.hidden}}}};
-    if (publisher_) publisher_->manifest(manifest);
+    if (publisher_) publisher_->manifest(names_.manifest, manifest);
+    if (options_.shared_output) {
+      write_text(out_ / names_.manifest, serialize_manifest(manifest));
+      return;  // the plan stays until commit_parts (a retried part resumes from it)
+    }
     write_manifest_atomic(out_, manifest);
     fs::remove(out_ / kPlanName, ignored);  // the manifest is now the record of the run
   }
@@ -570,6 +609,7 @@ private:
   const ConvertOptions& options_;
   const ConvertObserver& observer_;
   Progress p_;
+  OutputNames names_;
   SkipLog log_;
   Publisher* publisher_ = nullptr;
   std::optional<ShardWriter> writer_;
@@ -586,13 +626,22 @@ private:
 // never overwritten). The staging folder is removed after the commit.
 class StorePublisher : public Publisher {
 public:
-  explicit StorePublisher(const fs::path& out)
-      : url_(storage::parse_s3_url(out.native())), client_(storage::shared_s3_client()) {
+  StorePublisher(const fs::path& out, const ConvertOptions& options)
+      : url_(storage::parse_s3_url(out.native())), client_(storage::shared_s3_client()), options_(options) {
     for (const storage::ObjectInfo& o : client_->list(url_.bucket, url_.key("")))
       stored_.emplace_back(o.key, o.size);
   }
   bool committed() const { return size_of(kManifestName).has_value(); }
-  bool empty() const { return stored_.empty(); }
+  // Nothing of this run in the store (of this part, in a shared OUT).
+  bool empty() const {
+    const OutputNames names = output_names(options_);
+    for (const auto& [key, size] : stored_) {
+      if (!options_.shared_output) return false;
+      const std::string name = key.substr(std::min(key.size(), url_.key("").size()));
+      if (written_by_run(name, options_) || name == names.manifest) return false;
+    }
+    return true;
+  }
   // A kept shard (--resume) that is not in the store yet, or not whole.
   void republish(const ManifestShard& shard, const fs::path& file) {
     if (size_of(shard.file) != shard.bytes) upload(file);
@@ -600,10 +649,12 @@ public:
   void upload(const fs::path& file) override {
     client_->upload_file(url_.bucket, url_.key(file.filename().string()), file);
   }
-  void manifest(const Manifest& manifest) override {
+  // manifest.json never overwrites one (If-None-Match: *); a part manifest is
+  // written again, identical, when a part is redone.
+  void manifest(const std::string& name, const Manifest& manifest) override {
     const std::string text = serialize_manifest(manifest);
-    client_->put(url_.bucket, url_.key(kManifestName), {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()},
-                 true);
+    client_->put(url_.bucket, url_.key(name), {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()},
+                 name == kManifestName);
   }
 
 private:
@@ -614,12 +665,15 @@ private:
   }
   storage::S3Url url_;
   std::shared_ptr<storage::S3Client> client_;
+  const ConvertOptions& options_;
   std::vector<std::pair<std::string, std::uint64_t>> stored_;
 };
 
-// OUT's staging folder: under the shard cache, named by OUT's URL.
-fs::path staging_folder(const fs::path& out) {
-  const std::string url = out.native();
+// OUT's staging folder: under the shard cache, named by OUT's URL (and the
+// part, for a part of a shared OUT: parts may run on one machine at once).
+fs::path staging_folder(const fs::path& out, const ConvertOptions& options) {
+  std::string url = out.native();
+  if (options.shared_output) url += "#" + part_tag(options.part_index, options.part_count);
   return storage::cache_options_from_env().dir / "convert" / hex16(xxh3({reinterpret_cast<const std::uint8_t*>(url.data()), url.size()}));
 }
 
@@ -628,7 +682,7 @@ ConvertReport convert_into(const fs::path& out, const Plan& plan, const ConvertO
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) throw_error(errc::io_error, out.string() + ": cannot create the folder: " + ec.message());
-  OutputLock lock(out);
+  OutputLock lock(out, output_names(options).lock);
   Progress progress = prepare_output(out, plan, options);
   if (publisher)
     for (const ManifestShard& shard : progress.shards) publisher->republish(shard, out / shard.file);
@@ -637,10 +691,10 @@ ConvertReport convert_into(const fs::path& out, const Plan& plan, const ConvertO
 
 ConvertReport convert_to_store(const fs::path& out, const Plan& plan, const ConvertOptions& options,
                                const ConvertObserver& observer) {
-  StorePublisher publisher(out);
+  StorePublisher publisher(out, options);
   if (publisher.committed())
     throw_error(errc::invalid_argument, out.string() + ": already holds a committed dataset (manifest.json)");
-  const fs::path staging = staging_folder(out);
+  const fs::path staging = staging_folder(out, options);
   if (!options.resume && !publisher.empty())
     throw_error(errc::invalid_argument,
                 out.string() + ": prefix is not empty (use --resume to continue an interrupted conversion)");
@@ -653,9 +707,24 @@ ConvertReport convert_to_store(const fs::path& out, const Plan& plan, const Conv
 
 }  // namespace
 
+std::string part_tag(std::uint32_t index, std::uint32_t count) {
+  return "part-" + std::to_string(index) + "-of-" + std::to_string(count);
+}
+std::string part_manifest_name(std::uint32_t index, std::uint32_t count) {
+  return "manifest." + part_tag(index, count) + ".json";
+}
+std::string part_skipped_name(std::uint32_t index, std::uint32_t count) {
+  return "skipped." + part_tag(index, count) + ".jsonl";
+}
+std::string part_plan_name(std::uint32_t index, std::uint32_t count) {
+  return "l3pack-plan." + part_tag(index, count) + ".json";
+}
+
 void validate_convert_options(const ConvertOptions& options) {
   if (options.part_count == 0 || options.part_index >= options.part_count)
     throw_error(errc::invalid_argument, "--part i/n needs 0 <= i < n");
+  if (options.shared_output && options.part_count < 2)
+    throw_error(errc::invalid_argument, "--shared-out needs --part i/n with n >= 2");
   if (options.shard_size == 0) throw_error(errc::invalid_argument, "--shard-size must be at least 1 byte");
   if (options.max_pixels == 0 || options.max_pixels > Limits{}.max_pixels)
     throw_error(errc::invalid_argument, "--max-pixels must be 1.." + std::to_string(Limits{}.max_pixels) +

@@ -122,7 +122,18 @@ struct ConvertOptions {
   bool convert_16bit = false;                      // 16-bit PNG samples reduced to 8 bits (LoadOptions)
   bool strict_jpeg = false;                        // any libjpeg warning makes a JPEG a skip
   bool allow_empty = false;                        // commit a dataset of 0 records instead of failing
+  // With part_count > 1: OUT is shared by all n parts (spec/format.md §8.4.1). This part writes
+  // its shards and its own plan, lock, skip list and manifest.part-i-of-n.json there, never
+  // manifest.json; commit_parts(OUT) commits the dataset once every part is done.
+  bool shared_output = false;
 };
+
+// The names part i of n uses in a shared OUT (spec/format.md §8.4.1): "part-i-of-n" is the
+// prefix of its shards, and the tag of its plan, lock, skip list and part manifest.
+std::string part_tag(std::uint32_t index, std::uint32_t count);
+std::string part_manifest_name(std::uint32_t index, std::uint32_t count);  // manifest.part-i-of-n.json
+std::string part_skipped_name(std::uint32_t index, std::uint32_t count);   // skipped.part-i-of-n.jsonl
+std::string part_plan_name(std::uint32_t index, std::uint32_t count);      // l3pack-plan.part-i-of-n.json
 
 // Throws invalid_argument, naming the option, for any value convert_dataset would
 // refuse (tile size, effort, shard size, part, max_pixels); called first, before
@@ -179,6 +190,10 @@ class ImageStatsBuilder {
 public:
   void add(std::uint32_t width, std::uint32_t height, std::uint32_t channels);
   void add_record(std::span<const std::uint8_t> l3i);  // from the .l3i header
+  // The images an earlier to_json() described (a part's image_stats): counts, ranges and
+  // channels exactly, the sums as mean x images rounded (exact while a sum is below 2^51).
+  // corrupt_manifest when `stats` is not such an object.
+  void add_stats(const nlohmann::json& stats);
   nlohmann::json to_json() const;
 private:
   std::uint64_t count_ = 0, pixels_ = 0;
@@ -187,10 +202,18 @@ private:
   std::uint64_t channels_[5] = {};
 };
 
+
 // Joins the datasets written by `--part i/n` runs (all n parts, any order) into
 // OUT: shards are hard-linked (copied across file systems) in part order, the
 // classes must agree, and the manifest lists every part's shards. Returns the
 // record count.
 std::uint64_t merge_parts(const std::filesystem::path& out, const std::vector<std::filesystem::path>& parts);
+
+// Commits the dataset that `--part i/n` runs with shared_output wrote into OUT (a folder or
+// s3://bucket/prefix; spec/format.md §8.4.1): reads the n part manifests, checks that they
+// are parts 0..n-1 of one run and that every shard they list is there with its size, joins
+// the skip lists into skipped.jsonl and writes manifest.json. Reads no shard and moves none.
+// Returns the record count.
+std::uint64_t commit_parts(const std::filesystem::path& out);
 
 }  // namespace l3
