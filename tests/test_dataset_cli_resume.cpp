@@ -2,6 +2,7 @@
 // --part + merge, and the one-writer lock.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -197,6 +198,112 @@ TEST_CASE("--part 0/2 and 1/2 merged hold the records of one run, in the same or
   run = l3pack(dir, "merge " + quoted(dir / "mixed") + " " + quoted(dir / "p0") + " " + quoted(dir / "q1"));
   CHECK(run.exit_code == 1);
   CHECK(run.err.find("other sources or another --shuffle-seed") != std::string::npos);
+}
+
+ino_t inode_of(const fs::path& file) {
+  struct stat st {};
+  REQUIRE(::stat(file.c_str(), &st) == 0);
+  return st.st_ino;
+}
+
+TEST_CASE("--part i/3 --shared-out into one folder, merge --in-place: the records of one run, no shard moved") {
+  TempDir dir;
+  make_noise_tree(dir / "src", 15, 12);
+  l3::test::write_bytes(dir / "src/class0/notes.txt", {'x'});                // a scan skip: part 0's list
+  l3::test::write_bytes(dir / "src/class2/bad.png", {0x89, 'P', 'N', 'G'});  // a decode skip: its part's list
+  const std::string opts = "--shuffle-seed 5 --shard-size 1k";
+  REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "one", opts)).exit_code == 0);
+  for (const char* part : {"2/3", "0/3"})
+    REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "ds", opts + " --shared-out --part " + part)).exit_code == 0);
+  auto run = l3pack(dir, "merge --in-place " + quoted(dir / "ds"));  // part 1 missing
+  CHECK(run.exit_code == 1);
+  CHECK(run.err.find("3 parts; 2 part manifests are in the folder") != std::string::npos);
+  CHECK(!fs::exists(dir / "ds" / l3::kManifestName));
+  run = l3pack(dir, convert_args(dir / "src", dir / "ds", opts + " --shared-out --part 0/3"));
+  CHECK(run.exit_code == 1);  // a part is not converted twice without --resume
+  CHECK(run.err.find("already holds files of part part-0-of-3") != std::string::npos);
+  // A retried part (--resume after it finished) keeps its shards and writes the same part manifest.
+  const std::string part0 = l3::test::text_of(dir / "ds" / l3::part_manifest_name(0, 3));
+  REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "ds", opts + " --shared-out --part 0/3 --resume")).exit_code == 0);
+  CHECK(l3::test::text_of(dir / "ds" / l3::part_manifest_name(0, 3)) == part0);
+  REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "ds", opts + " --shared-out --part 1/3")).exit_code == 0);
+  CHECK(!fs::exists(dir / "ds" / l3::kManifestName));  // no part commits the dataset
+  const ino_t inode = inode_of(dir / "ds/part-1-of-3-00000.l3s");
+
+  run = l3pack(dir, "merge --in-place " + quoted(dir / "ds"));
+  REQUIRE_MESSAGE(run.exit_code == 0, run.err);
+  CHECK(run.out.find("15 records") != std::string::npos);
+  CHECK(inode_of(dir / "ds/part-1-of-3-00000.l3s") == inode);  // committed where it was written
+  CHECK(l3::test::record_digests(dir / "ds") == l3::test::record_digests(dir / "one"));
+  const l3::Manifest merged = l3::read_manifest(dir / "ds"), one = l3::read_manifest(dir / "one");
+  CHECK(merged.classes == one.classes);
+  CHECK(merged.image_stats == one.image_stats);
+  CHECK(merged.extra["l3pack"]["source_bytes"] == one.extra["l3pack"]["source_bytes"]);
+  CHECK(l3::test::text_of(dir / "ds" / l3::kSkippedName) == l3::test::text_of(dir / "one" / l3::kSkippedName));
+  CHECK(l3pack(dir, "verify " + quoted(dir / "ds") + " --source " + quoted(dir / "src")).exit_code == 0);
+  for (std::uint32_t i = 0; i < 3; ++i) {  // the parts' own files are gone once committed
+    CHECK(!fs::exists(dir / "ds" / l3::part_manifest_name(i, 3)));
+    CHECK(!fs::exists(dir / "ds" / l3::part_skipped_name(i, 3)));
+    CHECK(!fs::exists(dir / "ds" / l3::part_plan_name(i, 3)));
+  }
+  run = l3pack(dir, "merge --in-place " + quoted(dir / "ds"));
+  CHECK(run.exit_code == 1);
+  CHECK(run.err.find("already holds a committed dataset") != std::string::npos);
+  CHECK(l3pack(dir, "merge --in-place " + quoted(dir / "ds") + " " + quoted(dir / "one")).exit_code == 2);
+  CHECK(l3pack(dir, "merge " + quoted(dir / "x")).exit_code == 2);
+  CHECK(l3pack(dir, convert_args(dir / "src", dir / "y", "--shared-out")).exit_code == 2);  // needs --part i/n
+  CHECK(l3pack(dir, convert_args(dir / "src", dir / "y", "--parts 2")).exit_code == 2);     // needs --engine ray
+}
+
+TEST_CASE("convert --engine ray checks the options, then runs $L3_PYTHON -m l3.ray_convert with them") {
+  TempDir dir;
+  make_noise_tree(dir / "src", 3, 8);
+  const fs::path fake = dir / "fake-python.sh";  // stands for Python: prints what it was given
+  {
+    std::ofstream script(fake);
+    script << "#!/bin/sh\necho \"argv: $*\"\n";
+  }
+  fs::permissions(fake, fs::perms::owner_all);
+  ::setenv("L3_PYTHON", fake.c_str(), 1);
+  auto run = l3pack(dir, convert_args(dir / "src", dir / "out",
+                                      "--engine ray --parts 4 --shard-size 64k --shuffle-seed 9 --strict --threads 1"));
+  REQUIRE_MESSAGE(run.exit_code == 0, run.err);
+  const std::string want = "argv: -m l3.ray_convert " + (dir / "src").string() + " " + (dir / "out").string() +
+                           " --parts 4 --shard-size 65536 --max-pixels 178956970 --layout auto --threads 1 "
+                           "--shuffle-seed 9 --strict\n";
+  CHECK(run.out == want);
+  CHECK(l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray")).exit_code == 2);  // no --parts
+  CHECK(l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray --parts 2 --part 0/2")).exit_code == 2);
+  CHECK(l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray --parts 2 --effort 0")).exit_code == 2);
+  CHECK(l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray --parts 2 --shard-size 0")).exit_code == 2);
+  ::setenv("L3_PYTHON", "/nonexistent/python", 1);
+  run = l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray --parts 2"));
+  ::unsetenv("L3_PYTHON");
+  CHECK(run.exit_code == 1);
+  CHECK(run.err.find("cannot run the Ray driver") != std::string::npos);
+  CHECK(!fs::exists(dir / "out"));
+}
+
+TEST_CASE("merge --in-place refuses a part manifest whose shard is missing or of another size") {
+  TempDir dir;
+  make_noise_tree(dir / "src", 6, 8);
+  for (const char* part : {"0/2", "1/2"})
+    REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "ds", std::string("--shared-out --part ") + part)).exit_code == 0);
+  const fs::path shard = dir / "ds/part-1-of-2-00000.l3s";
+  fs::rename(shard, dir / "kept.l3s");
+  auto run = l3pack(dir, "merge --in-place " + quoted(dir / "ds"));
+  CHECK(run.exit_code == 1);
+  CHECK(run.err.find("part-1-of-2-00000.l3s: missing") != std::string::npos);
+  fs::copy_file(dir / "kept.l3s", shard);
+  fs::resize_file(shard, fs::file_size(shard) - 1);
+  run = l3pack(dir, "merge --in-place " + quoted(dir / "ds"));
+  CHECK(run.exit_code == 1);
+  CHECK(run.err.find("bytes, ") != std::string::npos);
+  CHECK(!fs::exists(dir / "ds" / l3::kManifestName));
+  fs::remove(shard);
+  fs::rename(dir / "kept.l3s", shard);
+  CHECK(l3pack(dir, "merge --in-place " + quoted(dir / "ds")).exit_code == 0);
+  CHECK(l3::read_manifest(dir / "ds").total_records() == 6);
 }
 
 TEST_CASE("a second convert into the same folder refuses while the first runs") {

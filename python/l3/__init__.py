@@ -27,7 +27,8 @@ from ._l3 import DataError
 
 __all__ = [
     "DataError", "encode", "decode", "decode_region", "info", "load_image", "Dataset", "Loader",
-    "Batch", "DeviceArray", "ShardWriter", "DatasetWriter", "write_manifest", "convert", "built_with_cuda",
+    "Batch", "DeviceArray", "ShardWriter", "DatasetWriter", "write_manifest", "convert", "commit_parts",
+    "built_with_cuda",
 ]
 __version__ = "0.1.0"
 
@@ -366,7 +367,9 @@ MAX_PIXELS = 178956970  # l3pack convert's default --max-pixels (PIL's Decompres
 def convert(src: PathLike, out: PathLike, shard_size: int = 256 << 20, threads: int = 0, strict: bool = False,
             resume: bool = False, shuffle_seed: Optional[int] = None, max_pixels: int = MAX_PIXELS,
             layout: str = "auto", base: Optional[PathLike] = None, allow_empty: bool = False,
-            convert_16bit: bool = False, strict_jpeg: bool = False) -> dict:
+            convert_16bit: bool = False, strict_jpeg: bool = False, part: Optional[Tuple[int, int]] = None,
+            shared_output: bool = False, engine: str = "local", parts: Optional[int] = None,
+            ray_address: Optional[str] = None, max_retries: int = 3) -> dict:
     """`l3pack convert SRC OUT`: a folder of class folders, a flat folder or a list file
     (path,label lines; integer labels or class names) becomes a dataset directory.
 
@@ -374,11 +377,40 @@ def convert(src: PathLike, out: PathLike, shard_size: int = 256 << 20, threads: 
     pixels are skipped (checked from the header, before decoding); `layout` is
     "auto", "classes" or "flat"; `base` is the folder a list file's paths are read
     from. Returns the conversion report; its "skipped_inputs" (also OUT/skipped.jsonl)
-    holds {"path", "reason", "detail"} for every input not converted."""
+    holds {"path", "reason", "detail"} for every input not converted.
+
+    part=(i, n) converts part i of n (`--part i/n`); with shared_output=True the n parts
+    write into the same OUT and commit_parts(OUT) commits it (spec/format.md §8.4.1).
+    engine="ray" runs parts=n such parts as Ray tasks (retried up to max_retries times),
+    then commits (l3.ray_convert); ray_address joins a cluster, else one is started on
+    127.0.0.1; threads is then per task."""
+    options = dict(shard_size=shard_size, threads=threads, strict=strict, shuffle_seed=shuffle_seed,
+                   max_pixels=max_pixels, layout=layout, base=base, allow_empty=allow_empty,
+                   convert_16bit=convert_16bit, strict_jpeg=strict_jpeg)
+    if engine == "ray":
+        if part is not None or shared_output or resume:
+            raise ValueError("engine='ray' runs the parts itself (each resumable): no part, shared_output or resume")
+        if parts is None:
+            raise ValueError("engine='ray' needs parts=n")
+        from . import ray_convert
+        return ray_convert.convert(src, out, int(parts), address=ray_address, max_retries=max_retries, **options)
+    if engine != "local":
+        raise ValueError(f"engine must be 'local' or 'ray'; got {engine!r}")
+    if parts is not None or ray_address is not None:
+        raise ValueError("parts and ray_address go with engine='ray' (locally: part=(i, n))")
+    index, count = (0, 1) if part is None else (int(part[0]), int(part[1]))
     return _l3.convert(os.fspath(src), os.fspath(out), int(shard_size), int(threads), bool(strict), bool(resume),
                        -1 if shuffle_seed is None else int(shuffle_seed), int(max_pixels), str(layout),
                        "" if base is None else os.fspath(base), bool(allow_empty), bool(convert_16bit),
-                       bool(strict_jpeg))
+                       bool(strict_jpeg), index, count, bool(shared_output))
+
+
+def commit_parts(out: PathLike) -> int:
+    """`l3pack merge --in-place OUT`: commits the dataset that part=(i, n), shared_output=True
+    conversions wrote into OUT (a folder or s3://): checks the n part manifests and that
+    every shard they list is there with its size, joins the skip lists, writes
+    manifest.json. Reads and moves no shard. Returns the record count."""
+    return int(_l3.commit_parts(os.fspath(out)))
 
 
 # ---- the streaming loader ------------------------------------------------------------

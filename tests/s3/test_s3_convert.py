@@ -141,3 +141,29 @@ def test_skipped_inputs_travel_with_the_dataset(moto, tmp_path):
     v = run(["verify", url, "--source", src], env=env)
     assert "6 passed, 0 failed" in v.stdout
     assert "1 recorded as skipped at convert time, 0 not accounted for" in v.stdout
+
+
+def test_parts_into_one_prefix_then_commit_in_place(moto, source_dir, local_ds, tmp_path):
+    """--part i/3 --shared-out into one s3:// prefix (each part stages in its own folder),
+    then `merge --in-place` commits it from the part manifests: the records of one run."""
+    env = s3_env(moto.endpoint, moto.creds, tmp_path / "cache")
+    url = f"s3://{BUCKET}/shared/ds"
+    for part in ("1/3", "0/3", "2/3"):
+        run(["convert", source_dir, url, "--shard-size", "20KiB", "--shuffle-seed", "3", "--part", part,
+             "--shared-out"], env=env)
+    stored = keys(moto, "shared/ds")
+    assert "manifest.json" not in stored
+    assert {f"manifest.part-{i}-of-3.json" for i in range(3)} <= set(stored)
+    assert not (tmp_path / "cache" / "convert").exists() or not os.listdir(tmp_path / "cache" / "convert")
+    r = run(["merge", "--in-place", url], env=env)
+    assert "90 records" in r.stdout
+    stored_after = keys(moto, "shared/ds")
+    assert set(stored_after) - set(stored) == {"manifest.json", "skipped.jsonl"}  # no shard copied
+    assert run(["ls", url, "--json"], env=env).stdout.replace("part-", "").count("\n") == 90
+    v = run(["verify", url, "--source", source_dir], env=env)
+    assert "0 failed" in v.stdout
+    assert digest(url, env) == digest(local_ds)
+    committed = json.loads(moto.s3.get_object(Bucket=BUCKET, Key="shared/ds/manifest.json")["Body"].read())
+    assert committed["image_stats"] == json.loads((local_ds / "manifest.json").read_text())["image_stats"]
+    r = run(["merge", "--in-place", url], env=env, check=False)
+    assert r.returncode == 1 and "already holds a committed dataset" in r.stderr
