@@ -31,11 +31,24 @@ from typing import Any, Optional
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
+def _crash_once_for_test(index: int) -> None:
+    """Tests only: with $L3_TEST_RAY_CRASH_DIR set, the first attempt of each part kills
+    its worker process after converting (before returning), so Ray must retry it."""
+    folder = os.environ.get("L3_TEST_RAY_CRASH_DIR")
+    if folder:
+        try:
+            os.close(os.open(os.path.join(folder, f"crashed-{index}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        os._exit(17)
+
+
 def _convert_part(src: str, out: str, index: int, count: int, options: dict) -> dict:
     import l3  # in the Ray worker
 
     part = dict(part=(index, count), shared_output=True) if count > 1 else {}  # one part: a plain conversion
     report = l3.convert(src, out, resume=True, **part, **options)
+    _crash_once_for_test(index)
     report.pop("skipped_inputs", None)  # in OUT/skipped.part-i-of-n.jsonl; keep the object small
     return report
 

@@ -1,0 +1,111 @@
+"""l3.convert(engine="ray"): one Ray task per part on a loopback Ray cluster, parts
+written straight into OUT, a manifest-only commit; the result equals a single-machine
+conversion record for record (keys, labels, payload bytes, pixels against the sources)."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import l3
+
+SAMPLE = pathlib.Path(__file__).resolve().parents[2] / "bench" / "sample"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    crash_dir = tmp_path_factory.mktemp("ray-crash")
+    os.environ["L3_TEST_RAY_CRASH_DIR"] = str(crash_dir)  # inherited by the workers: each part crashes once
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    import ray
+
+    ray.init(num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    try:
+        yield ray, crash_dir
+    finally:
+        ray.shutdown()
+        del os.environ["L3_TEST_RAY_CRASH_DIR"]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """Class folders: the sample photos and generated images, a file that is not an image
+    (a scan skip) and a broken PNG (a decode skip)."""
+    src = tmp_path_factory.mktemp("ray-src") / "src"
+    rng = np.random.default_rng(4)
+    for k, photo in enumerate(sorted(p for p in SAMPLE.iterdir() if p.suffix in (".png", ".jpg"))):
+        (src / f"class{k % 2}").mkdir(parents=True, exist_ok=True)
+        shutil.copy(photo, src / f"class{k % 2}" / photo.name)
+    from PIL import Image
+
+    for i in range(14):
+        h, w = 20 + 3 * i, 30 + 5 * i
+        img = (np.add.outer(np.arange(h), np.arange(w))[:, :, None] * (i + 1) + rng.integers(0, 9, (h, w, 3))) % 256
+        Image.fromarray(img.astype(np.uint8)).save(src / f"class{i % 2}" / f"gen{i:02d}.png")
+    (src / "class0" / "notes.txt").write_text("not an image")
+    (src / "class1" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    return src
+
+
+def records(path):
+    ds = l3.Dataset(path)
+    return [(ds.key(i), ds.label(i), ds.payload(i)) for i in range(len(ds))]
+
+
+def test_ray_4_parts_equal_one_machine_record_for_record(tmp_path, ray_cluster, source):
+    ray, crash_dir = ray_cluster
+    options = dict(shard_size=100_000, shuffle_seed=11, threads=1)
+    single = l3.convert(source, tmp_path / "single", **options)
+    report = l3.convert(source, tmp_path / "ray", engine="ray", parts=4, **options)
+    assert sorted(os.listdir(crash_dir)) == [f"crashed-{i}" for i in range(4)]  # each part's first attempt died
+    assert ray.is_initialized()  # the caller's cluster is left running
+    assert report["images"] == single["images"] == 20 and len(report["parts"]) == 4
+    assert report["skipped"] == single["skipped"] == 2
+    got, want = records(tmp_path / "ray"), records(tmp_path / "single")
+    assert [(k, lab) for k, lab, _ in got] == [(k, lab) for k, lab, _ in want]
+    assert [p for _, _, p in got] == [p for _, _, p in want]  # the encoded bytes, record for record
+    ds = l3.Dataset(tmp_path / "ray")
+    for i in range(len(ds)):  # pixel-exact against the source files (what verify --source checks)
+        image, _ = ds[i]
+        assert np.array_equal(image.reshape(l3.load_image(source / ds.key(i)).shape), l3.load_image(source / ds.key(i)))
+    a = json.loads((tmp_path / "ray" / "manifest.json").read_text())
+    b = json.loads((tmp_path / "single" / "manifest.json").read_text())
+    assert a["classes"] == b["classes"] and a["image_stats"] == b["image_stats"]
+    assert a["extra"]["l3pack"]["merged_parts"] == 4
+    assert (tmp_path / "ray" / "skipped.jsonl").read_text() == (tmp_path / "single" / "skipped.jsonl").read_text()
+    names = set(os.listdir(tmp_path / "ray"))
+    assert names == {"manifest.json", "skipped.jsonl", *(s["file"] for s in a["shards"])}  # no part files left
+    assert all(n.startswith("part-") for n in names if n.endswith(".l3s"))
+
+
+def test_ray_convert_module_is_the_cli_driver(tmp_path, ray_cluster, source):
+    """`l3pack convert --engine ray` runs `python -m l3.ray_convert`: here against the
+    running loopback cluster (--address), as a separate driver process."""
+    ray, _ = ray_cluster
+    address = ray.get_runtime_context().gcs_address
+    r = subprocess.run([sys.executable, "-m", "l3.ray_convert", str(source), str(tmp_path / "out"), "--parts", "3",
+                        "--shard-size", "100000", "--shuffle-seed", "11", "--threads", "1", "--address", address],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "images:    20 in" in r.stdout and "from 3 Ray tasks" in r.stdout
+    single = l3.convert(source, tmp_path / "single", shard_size=100_000, shuffle_seed=11)
+    assert records(tmp_path / "out") == records(tmp_path / "single")
+    bad = subprocess.run([sys.executable, "-m", "l3.ray_convert", str(source), str(tmp_path / "out"), "--parts", "3",
+                          "--address", address], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and "already holds a committed dataset" in bad.stderr
+
+
+def test_engine_argument_errors(tmp_path, source):
+    with pytest.raises(ValueError, match="needs parts"):
+        l3.convert(source, tmp_path / "o", engine="ray")
+    with pytest.raises(ValueError, match="runs the parts itself"):
+        l3.convert(source, tmp_path / "o", engine="ray", parts=2, part=(0, 2))
+    with pytest.raises(ValueError, match="engine must be"):
+        l3.convert(source, tmp_path / "o", engine="dask")
+    with pytest.raises(ValueError, match="go with engine='ray'"):
+        l3.convert(source, tmp_path / "o", parts=2)
