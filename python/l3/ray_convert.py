@@ -15,7 +15,8 @@ finished writes the same part manifest again). Bad input is not retried: under
 strict=True the first skip fails the run.
 
 Ray is started here only when the caller has not started it: with `address` (or
-$RAY_ADDRESS) it joins that cluster, otherwise it starts a local one bound to 127.0.0.1.
+$RAY_ADDRESS) it joins that cluster, otherwise it starts a local one whose servers listen
+on loopback only (loopback_only()).
 Ray's usage statistics are turned off unless the environment says otherwise
 (RAY_USAGE_STATS_ENABLED). The same pieces run under any scheduler: see the README
 ("Converting on many machines") for SLURM job arrays and Dask.
@@ -53,18 +54,26 @@ def _convert_part(src: str, out: str, index: int, count: int, options: dict) -> 
     return report
 
 
+def loopback_only() -> None:
+    """Makes a Ray instance started by this process single-node and loopback-only: Ray then
+    advertises 127.0.0.1 and binds its servers there, as it does on macOS and Windows
+    (ray._private.ray_constants.ENABLE_RAY_CLUSTER; `_node_ip_address="127.0.0.1"` alone is
+    turned into the machine's address). Read when ray is imported: call it before."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
 def _start_ray(address: Optional[str], num_cpus: Optional[int]) -> bool:
-    """Initialises Ray unless it is; True when this call started it."""
+    """Initialises Ray unless it is; True when this call started it. Without an address
+    (argument or $RAY_ADDRESS) it starts a private one-machine instance on loopback."""
+    if address is None and "ray" not in sys.modules:
+        loopback_only()
     import ray
 
     if ray.is_initialized():
         return False
-    address = address or os.environ.get("RAY_ADDRESS") or None
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
-    if address is None:  # a local, private cluster: loopback only
-        kwargs["_node_ip_address"] = "127.0.0.1"
-        if num_cpus is not None:
-            kwargs["num_cpus"] = int(num_cpus)
+    if address is None and num_cpus is not None:
+        kwargs["num_cpus"] = int(num_cpus)
     ray.init(address=address, **kwargs)
     return True
 
@@ -74,8 +83,6 @@ def convert(src: str, out: str, parts: int, *, address: Optional[str] = None, ma
     """Converts SRC into OUT with `parts` Ray tasks and commits it. `options` are
     l3.convert's (shard_size, threads, shuffle_seed, ...); `threads` is per task (0: all
     cores of its machine). Returns {"images", "parts": [each part's report], ...}."""
-    import ray
-
     import l3
 
     parts = int(parts)
@@ -88,11 +95,20 @@ def convert(src: str, out: str, parts: int, *, address: Optional[str] = None, ma
     src = os.path.abspath(src)
     if options.get("base") is not None:
         options["base"] = os.path.abspath(os.fspath(options["base"]))
+    address = address or os.environ.get("RAY_ADDRESS") or None
     started = _start_ray(address, num_cpus)
+    import ray
+
     try:
         task = ray.remote(_convert_part).options(max_retries=int(max_retries), retry_exceptions=[OSError],
                                                  num_cpus=cpus_per_part)
-        reports = ray.get([task.remote(src, out, i, parts, options) for i in range(parts)])
+        try:
+            reports = ray.get([task.remote(src, out, i, parts, options) for i in range(parts)])
+        except ray.exceptions.RayTaskError as e:  # the part's own error (l3's message), not Ray's wrapper
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, Exception):
+                raise cause from None
+            raise
     finally:
         if started:
             ray.shutdown()

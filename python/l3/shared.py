@@ -124,7 +124,7 @@ class Producer:
     another live producer has it), so consumers may connect from then on."""
 
     def __init__(self, path: Any = None, *, name: str, consumers: int, slots: int = 4,
-                 join_timeout: float = 60.0, ack_timeout: Optional[float] = None,
+                 join_timeout: float = 60.0, ack_timeout: Optional[float] = None, linger: float = 60.0,
                  source: Optional[Iterable] = None, **loader_options):
         if (path is None) == (source is None):
             raise ValueError("give a dataset path (and Loader options) or a source, not both")
@@ -135,6 +135,7 @@ class Producer:
         self.slots = int(slots)
         self.join_timeout = float(join_timeout)
         self.ack_timeout = None if ack_timeout is None else float(ack_timeout)
+        self.linger = float(linger)
         if source is None:
             loader_options["copy"] = False  # the batch is copied once, into the shared slot
             source = Loader(path, **loader_options)
@@ -151,6 +152,7 @@ class Producer:
         self._buffer: Optional[mmap.mmap] = None
         self._layout: Optional[_Layout] = None
         self._seq = 0
+        self._finished = False
         self._stats = dict(batches=0, images=0, loader_wait_seconds=0.0, backpressure_seconds=0.0,
                            copy_seconds=0.0, dropped_consumers=0, max_lead=0)
 
@@ -190,7 +192,8 @@ class Producer:
         if peer in self._peers:
             self._peers.remove(peer)
             peer.sock.close()
-            self._stats["dropped_consumers"] += 1
+            if not self._finished:  # gone before the end of the run
+                self._stats["dropped_consumers"] += 1
 
     def _read_acks(self, peer: _Peer) -> None:
         while True:
@@ -283,8 +286,8 @@ class Producer:
 
     def run(self, epochs: int = 1) -> dict:
         """Waits for the consumers, then streams `epochs` epochs to them (each ends with an
-        end-of-epoch mark, the last with the end of the run). Stops early when every
-        consumer is gone. Returns stats()."""
+        end-of-epoch mark, the last with the end of the run), then waits up to `linger`
+        seconds for them to hang up. Stops early when every consumer is gone. Returns stats()."""
         try:
             self._accept_all()
             for e in range(int(epochs)):
@@ -296,16 +299,34 @@ class Producer:
                         return self.stats()
                     self._publish(unpacked, epoch if hasattr(batch, "epoch") else e, index)
                 self._send(_EPOCH_END, epoch=e)
-            self._send(_DONE)
+            self._finish()
             return self.stats()
         finally:
             self.close()
 
+    def _finish(self) -> None:
+        """Sends the end of the run, then waits (at most `linger` seconds) for each consumer
+        to hang up, reading its acks meanwhile: closing a Unix socket whose peer's last
+        messages are unread would make the peer's pending reads fail (ECONNRESET) before
+        it saw the end of the run."""
+        self._send(_DONE)
+        self._finished = True
+        for peer in self._peers:
+            try:
+                peer.sock.shutdown(socket.SHUT_WR)  # the consumer reads what is queued, then the end
+            except OSError:
+                pass
+        deadline = time.monotonic() + self.linger
+        while self._peers and time.monotonic() < deadline:
+            ready = select.select([p.sock for p in self._peers], [], [], max(0.0, deadline - time.monotonic()))[0]
+            for peer in [p for p in self._peers if p.sock in ready]:
+                self._read_acks(peer)
+
     def stats(self) -> dict:
         """batches, images, loader_wait_seconds (waiting for the loader: decode stalls),
         backpressure_seconds (waiting for the slowest consumer to return a slot),
-        copy_seconds, dropped_consumers, max_lead (most batches a consumer held at once),
-        consumers (still joined)."""
+        copy_seconds, dropped_consumers (gone before the end of the run), max_lead (most
+        batches a consumer held at once), consumers (still joined)."""
         return dict(self._stats, consumers=len(self._peers))
 
     def close(self) -> None:
@@ -387,7 +408,10 @@ class Consumer:
             raise StopIteration
         self.release()
         start = time.monotonic()
-        msg = self._sock.recv(_MSG.size)
+        try:
+            msg = self._sock.recv(_MSG.size)
+        except ConnectionResetError:
+            msg = b""
         waited = time.monotonic() - start
         if len(msg) != _MSG.size:
             self._done = True

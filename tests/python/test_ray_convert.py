@@ -21,10 +21,12 @@ def ray_cluster(tmp_path_factory):
     crash_dir = tmp_path_factory.mktemp("ray-crash")
     os.environ["L3_TEST_RAY_CRASH_DIR"] = str(crash_dir)  # inherited by the workers: each part crashes once
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    from l3.ray_convert import loopback_only
+
+    loopback_only()  # before ray is imported
     import ray
 
-    ray.init(num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         yield ray, crash_dir
     finally:
@@ -50,6 +52,60 @@ def source(tmp_path_factory):
     (src / "class0" / "notes.txt").write_text("not an image")
     (src / "class1" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     return src
+
+
+def descendants(pid):
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(d))
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        for c in children.get(p, []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def listening_addresses(pids):
+    """Local addresses of the TCP sockets in LISTEN state that these processes hold."""
+    inodes = set()
+    for p in pids:
+        try:
+            for fd in os.listdir(f"/proc/{p}/fd"):
+                target = os.readlink(f"/proc/{p}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:  # LISTEN
+                found.append(f[1].split(":")[0])
+    return found
+
+
+def is_loopback(hex_address):
+    if len(hex_address) == 8:  # IPv4, little-endian bytes
+        return bytes.fromhex(hex_address)[::-1][0] == 127
+    raw = b"".join(bytes.fromhex(hex_address[i:i + 8])[::-1] for i in range(0, 32, 8))
+    return raw == bytes(15) + b"\1" or (raw[:12] == bytes(10) + b"\xff\xff" and raw[12] == 127)
+
+
+def test_ray_listens_on_loopback_only(ray_cluster):
+    ray, _ = ray_cluster
+    assert ray.util.get_node_ip_address() == "127.0.0.1"
+    found = listening_addresses(descendants(os.getpid()))
+    assert found, "no listening socket found for the Ray processes"
+    assert all(is_loopback(a) for a in found), found
 
 
 def records(path):

@@ -45,6 +45,7 @@ with open(out, "w", buffering=1) as f, l3.shared.Consumer(name, timeout=60) as c
                 f.write("holding\n")
                 time.sleep(3600)
         f.write("epoch\n")
+    assert not list(c)  # the end of the run: nothing more
     f.write(json.dumps({"stats": c.stats(), "finished": c.finished}) + "\n")
 """
 
