@@ -13,6 +13,11 @@ the modes and job counts (the machine is shared: compare figures of the same rou
 the load average is recorded with each run.
 
     python bench/shared_pipeline.py DATASET --jobs 1 2 3 4 --rounds 3 --json out.json
+
+--transport compares the two ways of handing batches to J processes without decoding at all
+(synthetic batches of the loader's shape): l3.shared's memfd ring against Ray's shared-memory
+object store (ray.put once per batch, J actors each take it zero-copy), batches/s delivered
+to every consumer, with at most --slots batches in flight in both.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ import resource
 import statistics
 import sys
 import time
+
+import numpy as np
 
 
 def cpu_seconds() -> float:
@@ -121,9 +128,85 @@ def run_once(a, mode: str, jobs: int, round_: int) -> dict:
                 per_job=sorted(job_rows, key=lambda r: r["job"]), producer=prod[0] if prod else None)
 
 
+def transport_shm(a, jobs: int, batch) -> float:
+    import l3.shared
+
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    name = f"transport-{os.getpid()}-{jobs}"
+    labels = np.zeros(len(batch), np.int64)
+    source = ((batch, labels) for _ in range(a.transport_batches))
+    procs = [ctx.Process(target=transport_consumer, args=(name, results)) for _ in range(jobs)]
+    producer = l3.shared.Producer(source=source, name=name, consumers=jobs, slots=a.slots)
+    for p in procs:
+        p.start()
+    producer.run(epochs=1)
+    got = [results.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+    assert all(n == a.transport_batches for n, _, _ in got), got
+    # From the first batch any consumer had to the last one every consumer had (joining not counted).
+    return (a.transport_batches - 1) / (max(t for _, _, t in got) - min(t for _, t, _ in got))
+
+
+def transport_consumer(name, results) -> None:
+    import l3.shared
+
+    n, first = 0, None
+    with l3.shared.Consumer(name) as c:
+        for b in c:
+            float(b.data.reshape(-1)[0])  # touch the shared memory
+            n += 1
+            first = first or time.time()
+    results.put((n, first, time.time()))
+
+
+def transport_ray(a, jobs: int, batch) -> float:
+    from l3.ray_convert import loopback_only
+
+    loopback_only()
+    import ray
+
+    ray.init(num_cpus=jobs + 1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        @ray.remote(num_cpus=1)
+        class Job:
+            def take(self, data):  # a numpy argument arrives as a read-only view of the object store
+                return float(data.reshape(-1)[0])
+
+        actors = [Job.remote() for _ in range(jobs)]
+        ray.get([j.take.remote(ray.put(batch)) for j in actors])  # started and warm: the first batch
+        start = time.monotonic()
+        in_flight = []
+        for _ in range(a.transport_batches - 1):
+            ref = ray.put(batch)  # one copy into the object store, as l3.shared copies into its ring
+            in_flight.append([j.take.remote(ref) for j in actors])
+            if len(in_flight) >= a.slots:
+                ray.get(in_flight.pop(0))  # back-pressure: at most `slots` batches outstanding
+        for futures in in_flight:
+            ray.get(futures)
+        return (a.transport_batches - 1) / (time.monotonic() - start)
+    finally:
+        ray.shutdown()
+
+
+def compare_transports(a) -> None:
+    shape = (a.batch_size, 3, a.size, a.size)
+    batch = np.random.default_rng(0).random(shape, dtype=np.float32)
+    print(f"transport: {a.transport_batches} batches of {shape} float32 ({batch.nbytes / 2**20:.1f} MiB), "
+          f"slots {a.slots}, load {os.getloadavg()[0]:.1f}")
+    print("| consumers | round | l3.shared batches/s | Ray object store batches/s | shared / Ray |")
+    print("|--|--|--|--|--|")
+    for r in range(a.rounds):
+        for jobs in a.jobs:
+            shm = transport_shm(a, jobs, batch)
+            ray_rate = transport_ray(a, jobs, batch)
+            print(f"| {jobs} | {r} | {shm:.1f} | {ray_rate:.1f} | {shm / ray_rate:.2f} |", flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dataset")
+    p.add_argument("dataset", nargs="?", help="a converted dataset (not needed with --transport)")
     p.add_argument("--jobs", type=int, nargs="+", default=[1, 2, 3, 4])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--batches", type=int, default=40, help="batches each job takes")
@@ -134,7 +217,12 @@ def main() -> int:
     p.add_argument("--slots", type=int, default=4, help="ring slots of the shared pipeline")
     p.add_argument("--step-ms", type=float, default=0.0, help="simulated training step per batch (sleep)")
     p.add_argument("--json", default=None, help="write every run here")
+    p.add_argument("--transport", action="store_true", help="compare l3.shared's ring with Ray's object store")
+    p.add_argument("--transport-batches", type=int, default=200)
     a = p.parse_args()
+    if a.transport:
+        compare_transports(a)
+        return 0
     runs = []
     for r in range(a.rounds):
         for jobs in a.jobs:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python package's tests: makes (or reuses) a virtual environment, installs
-# numpy, pytest, nanobind, scikit-build-core, moto[server] (tests/python/test_s3.py), torch and torchvision from PyPI
+# numpy, pytest, nanobind, scikit-build-core, moto[server] (tests/python/test_s3.py), ray
+# (tests/python/test_ray_convert.py: a loopback Ray instance), torch and torchvision from PyPI
 # (each skipped when already importable), builds and installs l3 with
 # `pip install .` from a clean build directory (warnings as errors), then runs
 # pytest on tests/python and prints its summary line. Idempotent. Exits
@@ -33,7 +34,8 @@ py="$venv/bin/python"
 "$py" -c 'import sys; sys.exit(sys.version_info < (3, 9))' || die "Python >= 3.9 needed ($("$py" -V))"
 
 need=()
-for spec in numpy:numpy pytest:pytest nanobind:nanobind scikit_build_core:scikit-build-core "moto.server:moto[server]"; do
+for spec in numpy:numpy pytest:pytest nanobind:nanobind scikit_build_core:scikit-build-core "moto.server:moto[server]" \
+            ray:ray; do
   "$py" -c "import ${spec%%:*}" 2>/dev/null || need+=("${spec##*:}")
 done
 if ((${#need[@]})); then

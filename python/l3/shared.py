@@ -269,8 +269,9 @@ class Producer:
         records = getattr(batch, "records", None)
         return np.asarray(batch.data), np.asarray(batch.labels), None if records is None else np.asarray(records)
 
-    def _batches(self):
-        """(batch, epoch, index) of one pass over the source; the time spent waiting for it counted."""
+    def _batches(self, epoch: int):
+        """(batch, epoch, index) of one pass over the source; the time spent waiting for it counted.
+        A pair (data, labels) is batch `index` of pass `epoch`; an l3.Batch says its own."""
         it = iter(self._source)
         index = 0
         while True:
@@ -281,7 +282,10 @@ class Producer:
                 return
             finally:
                 self._stats["loader_wait_seconds"] += time.monotonic() - start
-            yield b, int(getattr(b, "epoch", 0)), int(getattr(b, "index", index))
+            if isinstance(b, tuple):
+                yield b, epoch, index
+            else:
+                yield b, int(getattr(b, "epoch", epoch)), int(getattr(b, "index", index))
             index += 1
 
     def run(self, epochs: int = 1) -> dict:
@@ -291,13 +295,13 @@ class Producer:
         try:
             self._accept_all()
             for e in range(int(epochs)):
-                for batch, epoch, index in self._batches():
+                for batch, epoch, index in self._batches(e):
                     unpacked = self._unpack(batch)
                     if self._buffer is None:
                         self._open_ring(unpacked)
                     if not self._peers:
                         return self.stats()
-                    self._publish(unpacked, epoch if hasattr(batch, "epoch") else e, index)
+                    self._publish(unpacked, epoch, index)
                 self._send(_EPOCH_END, epoch=e)
             self._finish()
             return self.stats()
