@@ -79,7 +79,14 @@ def run_producer(producer, epochs):
 
 
 def shm_entries():
-    return set(os.listdir("/dev/shm"))
+    """Names in /dev/shm that could be ours (the machine's other processes use it too)."""
+    return {n for n in os.listdir("/dev/shm") if "l3" in n}
+
+
+def ring_mappings(pid):
+    """The producer's shared mappings: its ring must be a memfd, never a /dev/shm file."""
+    maps = open(f"/proc/{pid}/maps").read().splitlines()
+    return [l.split(None, 5)[-1] for l in maps if "memfd:" in l or "/dev/shm/" in l]
 
 
 def expected_batches(path, epochs):
@@ -183,7 +190,8 @@ def test_killed_producer_leaves_no_shared_memory_and_consumers_get_an_error(tmp_
         consumer = l3.shared.Consumer(name, timeout=TIMEOUT)
         first = next(iter(consumer))
         assert first.data.shape == (4, 3, 16, 16)
-        assert shm_entries() == shm_before  # the ring is an anonymous memfd: never a /dev/shm name
+        assert ring_mappings(proc.pid) == [f"/memfd:l3.shared.{name} (deleted)"]  # anonymous: no /dev/shm name
+        assert shm_entries() == shm_before
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=TIMEOUT)
         with pytest.raises(ConnectionError, match="went away"):
