@@ -362,3 +362,19 @@ TEST_CASE("with a RAM cache, the peers serve only what it does not hold") {
   CHECK(json.find("\"peer_cache\"") != std::string::npos);
   CHECK(json.find("\"records_read\":0") != std::string::npos);
 }
+
+TEST_CASE("records larger than one item travel as several items, end to end") {
+  auto ds = synth("peer_chunked", 24);
+  std::uint64_t largest = 0;
+  for (std::uint64_t r = 0; r < ds->size(); ++r) largest = std::max<std::uint64_t>(largest, ds->record(r).payload.size());
+  l3test::Memcached a, b;
+  ReaderOptions o = node_options(3, {a.address(), b.address()});
+  o.peer_cache.item_bytes = 1024;
+  REQUIRE(largest > 3 * o.peer_cache.item_bytes);  // some records need 4+ items
+  (void)read_new(ds, o, 0);
+  o.seed = 4;
+  const Epoch e = read_new(ds, o, 0);
+  check_same(e, reference(ds, o, 0));
+  CHECK(e.metrics.records_read == 0);
+  CHECK(e.metrics.peer.hits == ds->size());
+}
