@@ -236,7 +236,7 @@ TEST_CASE("peer cache values: round trip, chunks, size and XXH3 checks, refusal 
 }
 
 TEST_CASE("two nodes: after one node's epoch, the other reads nothing from storage; batches unchanged") {
-  auto ds = synth("peer_two_nodes", 60);
+  auto ds = synth("peer_two_nodes", 40);
   l3test::Memcached a, b;
   const std::vector<std::string> servers{a.address(), b.address()};
   const std::uint64_t n = ds->size(), bytes = payload_bytes(*ds);
@@ -270,7 +270,7 @@ TEST_CASE("two nodes: after one node's epoch, the other reads nothing from stora
 }
 
 TEST_CASE("a peer killed mid-epoch: no wrong record, the epoch completes from storage") {
-  auto ds = synth("peer_killed", 120);
+  auto ds = synth("peer_killed", 80);
   auto a = std::make_unique<l3test::Memcached>();
   auto b = std::make_unique<l3test::Memcached>();
   const std::vector<std::string> servers{a->address(), b->address()};
