@@ -73,17 +73,29 @@ L3_DECODE_INLINE bool row_to_pixels(std::uint8_t transform, const V4* vals, int 
   }
 }
 
-// Palette tiles (spec §4.4): indices of columns [x0, x1) to colours; false
-// when a value is not an index of the palette.
-L3_DECODE_INLINE bool indices_to_pixels(const std::uint8_t* tile, const CodedTileParams& t, const V4* vals, int x0,
-                                        int x1, std::uint8_t* out) {
-  const int n = t.out_channels;
-  for (int c = x0; c < x1; ++c, out += n) {
-    std::uint32_t w;
-    if (!core::palette_word(tile, t.palette_at, t.palette_size, n, vals[c][0], w)) return false;
-    for (int k = 0; k < n; ++k) out[k] = std::uint8_t(w >> (8 * k));
+// Palette tiles (spec §4.4): indices of columns [x0, x1) to colours, through
+// the palette as words (`words`, filled once per tile); false when a value is
+// not an index of the palette.
+template <int N>
+L3_DECODE_INLINE bool indices_to_pixels(const std::uint32_t* words, std::uint32_t size, const V4* vals, int x0, int x1,
+                                        std::uint8_t* out) {
+  std::uint32_t bad = 0;
+  for (int c = x0; c < x1; ++c, out += N) {
+    const std::uint32_t i = std::uint32_t(vals[c][0]);  // negative values wrap to large ones
+    bad |= i >= size;
+    const std::uint32_t w = words[i < size ? i : 0];
+    std::memcpy(out, &w, N);  // little-endian: channel k is byte k
   }
-  return true;
+  return bad == 0;
+}
+L3_DECODE_INLINE bool indices_to_pixels(const std::uint32_t* words, const CodedTileParams& t, const V4* vals, int x0,
+                                        int x1, std::uint8_t* out) {
+  switch (t.out_channels) {
+    case 1: return indices_to_pixels<1>(words, t.palette_size, vals, x0, x1, out);
+    case 2: return indices_to_pixels<2>(words, t.palette_size, vals, x0, x1, out);
+    case 3: return indices_to_pixels<3>(words, t.palette_size, vals, x0, x1, out);
+    default: return indices_to_pixels<4>(words, t.palette_size, vals, x0, x1, out);
+  }
 }
 
 // Loops over the planes of a pixel must unroll: the neighbour arrays then
@@ -286,6 +298,10 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   // The padding lane of 3-plane code rows is never written: keep it zero.
   if constexpr (CodeRows<CH>::CS != CH) __builtin_memset(rows.code, 0, sizeof rows.code);
   const bool full = o.x1 == t.width && o.y1 == t.height;
+  std::uint32_t palette[core::kMaxPalette];
+  if constexpr (CH == 1)
+    for (std::uint32_t i = 0; i < t.palette_size; ++i)
+      core::palette_word(tile, t.palette_at, t.palette_size, t.out_channels, int(i), palette[i]);
   for (int r = 0; r < o.y1; ++r) {
     V4* cur = val[r & 1] + 1;
     const V4* up = val[(r + 1) & 1] + 1;
@@ -302,7 +318,7 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
       std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
       bool ok;
       if constexpr (CH == 1)
-        ok = t.palette_size ? indices_to_pixels(tile, t, cur, o.x0, o.x1, out) : row_to_pixels<CH>(t.transform, cur, o.x0, o.x1, out);
+        ok = t.palette_size ? indices_to_pixels(palette, t, cur, o.x0, o.x1, out) : row_to_pixels<CH>(t.transform, cur, o.x0, o.x1, out);
       else
         ok = row_to_pixels<CH>(t.transform, cur, o.x0, o.x1, out);
       if (!ok) return core::kCorruptTile;

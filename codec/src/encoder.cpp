@@ -115,6 +115,41 @@ struct RunCosts {
   }
 };
 
+// The distinct colours of a tile (at most a palette's 256) in an
+// open-addressing hash table, at most a quarter full; after the palette is
+// ordered, each slot also holds its colour's index.
+struct ColourTable {
+  static constexpr std::uint32_t kSlots = 1024;
+  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+  std::array<std::uint64_t, kSlots> key;
+  std::array<std::uint8_t, kSlots> index{};
+  ColourTable() { key.fill(kEmpty); }
+
+  static std::uint32_t pack(const std::uint8_t* px, int channels) {
+    std::uint32_t v = 0;
+    for (int k = 0; k < channels; ++k) v |= std::uint32_t(px[k]) << (8 * k);
+    return v;
+  }
+  // The slot holding v, or the empty slot where it belongs.
+  std::uint32_t slot(std::uint32_t v) const {
+    std::uint32_t h = (v * 2654435761u) >> 22;
+    while (key[h] != kEmpty && key[h] != v) h = (h + 1) & (kSlots - 1);
+    return h;
+  }
+  // Adds every pixel's colour; false when there are more than 256.
+  bool collect(const std::uint8_t* px, std::size_t count, int channels, std::vector<std::uint32_t>& colours) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint32_t v = pack(px + i * std::size_t(channels), channels);
+      const std::uint32_t h = slot(v);
+      if (key[h] == v) continue;
+      if (colours.size() == core::kMaxPalette) return false;
+      key[h] = v;
+      colours.push_back(v);
+    }
+    return true;
+  }
+};
+
 // The pixels of one tile, and per-sample planes, residuals and contexts.
 class TileEncoder {
 public:
@@ -187,8 +222,15 @@ private:
   // (spec §4.4), the indices coded as a one-channel tile; empty when the tile
   // has more colours or its indices do not code (a raw index tile).
   std::vector<std::uint8_t> palette_tile() const {
+    ColourTable table;
     std::vector<std::uint32_t> colours;
-    if (!distinct_colours(colours)) return {};
+    if (!table.collect(pixels_.data(), plane_, ch_, colours)) return {};
+    if (ch_ == 1) {
+      // Gray: indices differ from the values only when the values are
+      // sparse in their range; otherwise skip the second encode.
+      const auto [lo, hi] = std::minmax_element(colours.begin(), colours.end());
+      if (colours.size() * 2 > std::size_t(*hi - *lo + 1)) return {};
+    }
     // Sorted by brightness (sum of the channels), so that neighbouring
     // indices tend to be similar colours and predictions of indices work.
     auto key = [&](std::uint32_t v) {
@@ -197,13 +239,9 @@ private:
       return (std::uint64_t{sum} << 32) | v;
     };
     std::sort(colours.begin(), colours.end(), [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); });
+    for (std::size_t j = 0; j < colours.size(); ++j) table.index[table.slot(colours[j])] = std::uint8_t(j);
     std::vector<std::uint8_t> index(plane_);
-    for (std::size_t i = 0; i < plane_; ++i) {
-      const std::uint32_t v = pack(&pixels_[i * ch_]);
-      index[i] = std::uint8_t(std::lower_bound(colours.begin(), colours.end(), v,
-                                               [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); }) -
-                              colours.begin());
-    }
+    for (std::size_t i = 0; i < plane_; ++i) index[i] = table.index[table.slot(ColourTable::pack(&pixels_[i * ch_], ch_))];
     TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
                               Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
@@ -219,28 +257,6 @@ private:
       for (int k = 0; k < ch_; ++k) out[2 + j * std::size_t(ch_) + std::size_t(k)] = std::uint8_t(colours[j] >> (8 * k));
     std::memcpy(out.data() + head, inner.data() + 1, inner.size() - 1);
     return out;
-  }
-  std::uint32_t pack(const std::uint8_t* px) const {
-    std::uint32_t v = 0;
-    for (int k = 0; k < ch_; ++k) v |= std::uint32_t(px[k]) << (8 * k);
-    return v;
-  }
-  // The tile's distinct colours, unsorted; false when there are more than 256.
-  bool distinct_colours(std::vector<std::uint32_t>& colours) const {
-    constexpr std::uint32_t kSlots = 1024;  // open addressing, at most a quarter full
-    constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
-    std::array<std::uint64_t, kSlots> table;
-    table.fill(kEmpty);
-    for (std::size_t i = 0; i < plane_; ++i) {
-      const std::uint32_t v = pack(&pixels_[i * ch_]);
-      std::uint32_t h = (v * 2654435761u) >> 22;
-      while (table[h] != kEmpty && table[h] != v) h = (h + 1) & (kSlots - 1);
-      if (table[h] == v) continue;
-      if (colours.size() == core::kMaxPalette) return false;
-      table[h] = v;
-      colours.push_back(v);
-    }
-    return true;
   }
 
   std::vector<std::uint8_t> raw_tile() const { return tile_of(core::kTileRaw, pixels_.size()); }
