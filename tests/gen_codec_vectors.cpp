@@ -55,7 +55,7 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
         if (pattern == 4) v = k == 3 ? 255 : int(x * 3 + y * 2 + k * 40) + int(seed >> 30);  // opaque alpha
         if (pattern == 5) v = int(x * 5 + y * 3) + int(seed >> 31);  // gray stored as RGB: R = G = B
         if (pattern == 5 && k > 0) v = im.px[(std::size_t(y) * w + x) * c];
-        if (pattern == 6) v = int(((x / 5 + y / 3 + (x * y) % 7) % 5) * 50 + k * 17 + 3);  // 5 colours: palette
+        if (pattern == 6) v = k == 3 ? 255 : int(((x / 5 + y / 3 + (x * y) % 7) % 5) * 50 + k * 17 + 3);  // 5 colours
         if (pattern == 7) v = (x + y) % 2 ? 255 : 0;                                        // 1-pixel chessboard
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
@@ -182,6 +182,8 @@ int main(int argc, char** argv) {
   const Bytes few_bytes = encode(few), chess_bytes = encode(chess);
   v.valid("valid-rgb-palette-48x16", few, few_bytes);
   v.valid("valid-gray-palette-48x16", chess, chess_bytes);
+  const Image few_opaque = make_image(48, 16, 4, 6);  // the same colours, alpha 255: a constant palette channel
+  v.valid("valid-rgba-palette-opaque-48x16", few_opaque, encode(few_opaque));
 
   // ---- header (spec §2) --------------------------------------------------
   const Bytes base = encode(rgb);
@@ -313,14 +315,20 @@ int main(int argc, char** argv) {
     v.mutate("palette-with-transform", few_bytes, errc::corrupt_tile, [&](Bytes& b) { b[t] |= 0x04; });
     v.mutate("mode-bit-6", few_bytes, errc::reserved_bits_set, [&](Bytes& b) { b[t] |= 0x40; });
     v.mutate("v1-palette", few_bytes, errc::reserved_bits_set, [](Bytes& b) { b[4] = 1; });
+    if (few_bytes[t + 2] != 0) {
+      std::fprintf(stderr, "no constant palette channel expected\n");
+      std::exit(1);
+    }
+    v.mutate("palette-mask-reserved", few_bytes, errc::reserved_bits_set, [&](Bytes& b) { b[t + 2] = 0x08; });
     v.mutate("palette-index-out-of-range", few_bytes, errc::corrupt_tile, [&](Bytes& b) {
-      // Drop the last colour: index 4 no longer names one.
+      // Drop the last colour (3 bytes after the mode, count and mask bytes):
+      // index 4 no longer names one.
       b[t + 1] = 3;
-      b.erase(b.begin() + std::ptrdiff_t(t + 2 + 4 * 3), b.begin() + std::ptrdiff_t(t + 2 + 5 * 3));
+      b.erase(b.begin() + std::ptrdiff_t(t + 3 + 4 * 3), b.begin() + std::ptrdiff_t(t + 3 + 5 * 3));
       set_tile_size(b, pt, tile_size(b, pt) - 3);
     });
     v.mutate("palette-truncated", few_bytes, errc::truncated, [&](Bytes& b) {
-      // A tile of 8 bytes: the mode byte, the count (5) and 6 of 15 colour bytes.
+      // A tile of 8 bytes: the mode byte, the count (5), the mask and 5 of 15 colour bytes.
       const std::uint32_t old_size = tile_size(b, pt);
       b.erase(b.begin() + std::ptrdiff_t(t + 8), b.begin() + std::ptrdiff_t(t + old_size));
       set_tile_size(b, pt, 8);

@@ -301,7 +301,7 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   std::uint32_t palette[core::kMaxPalette];
   if constexpr (CH == 1)
     for (std::uint32_t i = 0; i < t.palette_size; ++i)
-      core::palette_word(tile, t.palette_at, t.palette_size, t.out_channels, int(i), palette[i]);
+      core::palette_word(tile, t, int(i), palette[i]);
   for (int r = 0; r < o.y1; ++r) {
     V4* cur = val[r & 1] + 1;
     const V4* up = val[(r + 1) & 1] + 1;

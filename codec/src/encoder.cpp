@@ -247,14 +247,25 @@ private:
     index_encoder.allow_palette_ = false;  // indices are not indexed again
     std::vector<std::uint8_t> inner = index_encoder.encode();
     if ((inner[0] & 3) != core::kTileCoded) return {};
-    // Mode byte with the palette bit, u8 (colours - 1), the colours, then the
-    // index tile's parameters, row table and rows.
-    const std::size_t head = 2 + colours.size() * std::size_t(ch_);
-    std::vector<std::uint8_t> out(head + inner.size() - 1);
-    out[0] = std::uint8_t(inner[0] | core::kModePalette);
-    out[1] = std::uint8_t(colours.size() - 1);
-    for (std::size_t j = 0; j < colours.size(); ++j)
-      for (int k = 0; k < ch_; ++k) out[2 + j * std::size_t(ch_) + std::size_t(k)] = std::uint8_t(colours[j] >> (8 * k));
+    // Mode byte with the palette bit, u8 (colours - 1), the mask of channels
+    // that are the same in every colour (an opaque alpha) and their values,
+    // the colours' other channels, then the index tile's parameters, row
+    // table and rows (spec §4.4).
+    std::uint8_t mask = 0;
+    for (int k = 0; k < ch_; ++k) {
+      bool same = true;
+      for (std::uint32_t v : colours) same = same && ((v ^ colours[0]) >> (8 * k) & 255) == 0;
+      if (same) mask = std::uint8_t(mask | 1 << k);
+    }
+    std::vector<std::uint8_t> out{std::uint8_t(inner[0] | core::kModePalette), std::uint8_t(colours.size() - 1), mask};
+    out.reserve(3 + colours.size() * std::size_t(ch_) + inner.size());
+    for (int k = 0; k < ch_; ++k)
+      if (mask >> k & 1) out.push_back(std::uint8_t(colours[0] >> (8 * k)));
+    for (std::uint32_t v : colours)
+      for (int k = 0; k < ch_; ++k)
+        if (!(mask >> k & 1)) out.push_back(std::uint8_t(v >> (8 * k)));
+    const std::size_t head = out.size();
+    out.resize(head + inner.size() - 1);
     std::memcpy(out.data() + head, inner.data() + 1, inner.size() - 1);
     return out;
   }

@@ -199,20 +199,6 @@ L3_HD std::uint32_t inverse_transform_bits(std::uint8_t transform, int channels,
   return bits;
 }
 
-// Palette tiles (spec §4.4): the colour of index v, its channels packed
-// little-endian in a word (the wavefront's stage format; a word, not a byte
-// array, so that the GPU keeps it in a register), or false when v is not an
-// index of the palette.
-L3_HD bool palette_word(const std::uint8_t* tile, std::uint32_t palette_at, std::uint32_t palette_size,
-                        int out_channels, int v, std::uint32_t& word) {
-  if (std::uint32_t(v) >= palette_size) return false;  // negative values wrap to large ones
-  const std::uint8_t* c = tile + palette_at + std::uint32_t(v) * std::uint32_t(out_channels);
-  std::uint32_t w = 0;
-  for (int k = 0; k < out_channels; ++k) w |= std::uint32_t(c[k]) << (8 * k);
-  word = w;
-  return true;
-}
-
 // Returns false when the planes do not map to 8-bit samples.
 L3_HD bool inverse_transform(std::uint8_t transform, int channels, const int* v, std::uint8_t* out) {
   return inverse_transform_bits(transform, channels, v, out) <= 255u;
@@ -402,8 +388,11 @@ struct CodedTileParams {
   // channels: the coded planes (1 in a palette tile, whose one plane holds
   // palette indices; spec §4.4); out_channels: the image's channels.
   int width, height, channels, out_channels;
-  std::uint32_t palette_size;  // 0: no palette; else 1..256 colours at tile + palette_at
-  std::uint32_t palette_at;
+  std::uint32_t palette_size;      // 0: no palette; else 1..256 colours
+  std::uint32_t palette_at;        // tile offset of colour 0's varying samples
+  std::uint32_t palette_const_at;  // tile offset of the constant channels' values
+  std::uint32_t palette_mask;      // bit k: channel k is the same in every colour
+  std::uint32_t palette_stride;    // bytes per colour: the varying channels
   std::uint8_t transform;
   bool run_mode;
   std::uint8_t run_k;
@@ -444,11 +433,19 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   if (palette) {
     // u8 (colours - 1), then the colours, `channels` bytes each; the tile
     // codes one plane of indices into them (spec §4.4).
-    if (size - pos < 1) return kTruncated;
+    if (size - pos < 2) return kTruncated;
     t.palette_size = std::uint32_t(tile[pos++]) + 1;
-    if (size - pos < t.palette_size * std::uint32_t(channels)) return kTruncated;
+    t.palette_mask = tile[pos++];
+    if (t.palette_mask >> channels) return kReservedBits;
+    std::uint32_t constant = 0;
+    for (int k = 0; k < channels; ++k) constant += (t.palette_mask >> k) & 1;
+    t.palette_stride = std::uint32_t(channels) - constant;
+    if (size - pos < constant) return kTruncated;
+    t.palette_const_at = pos;
+    pos += constant;
+    if (size - pos < t.palette_size * t.palette_stride) return kTruncated;
     t.palette_at = pos;
-    pos += t.palette_size * std::uint32_t(channels);
+    pos += t.palette_size * t.palette_stride;
     channels = 1;
   }
   t.channels = channels;
@@ -542,6 +539,23 @@ L3_HD int parse_coded_tile(const std::uint8_t* tile, std::uint32_t size, int wid
   t.row_offset[height - 1] = std::uint32_t(offset);
   t.row_length[height - 1] = std::uint32_t(size - offset);
   return kOk;
+}
+
+// Palette tiles (spec §4.4): the colour of index v, its channels packed
+// little-endian in a word (the wavefront's stage format; a word, not a byte
+// array, so that the GPU keeps it in a register), or false when v is not an
+// index of the palette.
+L3_HD bool palette_word(const std::uint8_t* tile, const CodedTileParams& t, int v, std::uint32_t& word) {
+  if (std::uint32_t(v) >= t.palette_size) return false;  // negative values wrap to large ones
+  const std::uint8_t* cst = tile + t.palette_const_at;
+  const std::uint8_t* var = tile + t.palette_at + std::uint32_t(v) * t.palette_stride;
+  std::uint32_t w = 0;
+  for (int k = 0; k < t.out_channels; ++k) {
+    const std::uint32_t b = ((t.palette_mask >> k) & 1) ? *cst++ : *var++;
+    w |= b << (8 * k);
+  }
+  word = w;
+  return true;
 }
 
 // ---- One lane: the decode of one pixel of one row (spec §6-§7) --------------

@@ -271,7 +271,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
           // the image's channels packed in the stage word.
           if (t.palette_size) {
             std::uint32_t word = 0;
-            ok = core::palette_word(task.tile, t.palette_at, t.palette_size, task.channels, val[0], word);
+            ok = core::palette_word(task.tile, t, val[0], word);
             stage[l * kStagePitch + (c & (kStageCols - 1))] = word;
           } else {
             ok = core::inverse_transform(t.transform, CH, val, px);
