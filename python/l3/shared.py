@@ -137,6 +137,9 @@ class Producer:
         self.ack_timeout = None if ack_timeout is None else float(ack_timeout)
         self.linger = float(linger)
         if source is None:
+            if str(loader_options.get("device", "cpu")) != "cpu":
+                raise ValueError("l3.shared shares host batches: use device='cpu' in the producer (each job moves "
+                                 "its batches to its GPU)")
             loader_options["copy"] = False  # the batch is copied once, into the shared slot
             source = Loader(path, **loader_options)
         self._source = source

@@ -216,5 +216,7 @@ def test_name_taken_late_joiner_and_join_timeout(tmp_path, small_dataset):
             l3.shared.Producer(source=[], name=name, consumers=1)
         with pytest.raises(TimeoutError, match="0 of 1 consumers joined"):
             p.run()
+    with pytest.raises(ValueError, match="host batches"):
+        l3.shared.Producer(path, name=name, consumers=1, device="cuda")
     with pytest.raises(TimeoutError, match="no producer"):
         l3.shared.Consumer(name, timeout=0.2)  # the run ended: the name is free, nobody answers
