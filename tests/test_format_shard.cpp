@@ -186,3 +186,62 @@ TEST_CASE("concurrent reads of different records") {
   for (auto& th : threads) th.join();
   CHECK(bad == std::vector<int>(4, 0));
 }
+
+namespace {
+
+// Serves a shard's bytes from memory and counts the calls (a stand-in for a
+// remote shard's blocks).
+struct MemoryBody : ShardBody {
+  Bytes file;
+  mutable std::size_t calls = 0;
+  std::span<const std::uint8_t> bytes(std::uint64_t offset, std::uint64_t size) const override {
+    ++calls;
+    if (offset + size > file.size()) throw_error(errc::io_error, "past the end");
+    return std::span<const std::uint8_t>(file).subspan(offset, size);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a shard opened from its tail: index from the tail, payloads from the body (spec/format.md §8.5.1)") {
+  auto dir = fresh_dir("tail_open");
+  auto recs = make_records(200, 9);
+  for (auto enc : {IndexEncoding::raw, IndexEncoding::zstd}) {
+    CAPTURE(static_cast<int>(enc));
+    const auto path = dir / "s.l3s";
+    write_shard(path, recs, {enc});
+    auto body = std::make_shared<MemoryBody>();
+    body->file = read_file(path);
+    const ShardReader whole(path);
+    const std::uint64_t index_at = whole.extent(recs.size() - 1).offset + whole.extent(recs.size() - 1).size;
+    const std::size_t tail_size = body->file.size() - static_cast<std::size_t>(index_at) + 100;  // index, trailer, some records
+    Bytes tail(body->file.end() - static_cast<std::ptrdiff_t>(tail_size), body->file.end());
+    const ShardReader r(body->file.size(), tail, body);
+    CHECK(body->calls == 0);  // opening reads no payload
+    CHECK(r.size() == recs.size());
+    CHECK(r.file_size() == body->file.size());
+    CHECK(r.file_bytes().empty());
+    CHECK(r.body() == body.get());
+    for (std::size_t i = 0; i < recs.size(); ++i) {
+      const RecordEntry e = r.entry(i);
+      CHECK(e.size == recs[i].payload.size());
+      CHECK(e.label == recs[i].label);
+      CHECK(e.key == recs[i].key);
+      const RecordExtent x = r.extent(i);
+      CHECK(x.offset == whole.extent(i).offset);
+      CHECK(x.xxh3 == XXH3_64bits(recs[i].payload.data(), recs[i].payload.size()));
+    }
+    CHECK(body->calls == 0);  // entries and extents come from the index alone
+    for (std::size_t i = 0; i < recs.size(); ++i) check_record(r.record(i), recs[i]);
+    CHECK(body->calls == recs.size());
+    // A payload changed in the body fails its checksum as a mapped one would.
+    body->file[static_cast<std::size_t>(r.extent(1).offset)] ^= 1;
+    CHECK_THROWS_WITH_AS(r.record(1), doctest::Contains("checksum"), Error);
+    // A tail that does not reach the index start is refused, not misread.
+    Bytes short_tail(tail.begin() + 150, tail.end());
+    CHECK_THROWS_AS(ShardReader(body->file.size(), short_tail, body), Error);
+    // A trailer that lies about the file size is refused.
+    CHECK_THROWS_AS(ShardReader(body->file.size() + 1, tail, body), Error);
+    CHECK_THROWS_AS(ShardReader(50, Bytes(tail.end() - 50, tail.end()), body), Error);
+  }
+}

@@ -15,6 +15,7 @@
 
 #include "l3/error.hpp"
 #include "l3/storage.hpp"
+#include "l3/text.hpp"
 
 namespace fs = std::filesystem;
 using namespace l3;
@@ -31,7 +32,7 @@ public:
     for (const char* name : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
                              "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
                              "AWS_SHARED_CREDENTIALS_FILE", "AWS_NO_SIGN_REQUEST", "L3_S3_ADDRESSING",
-                             "L3_S3_VERIFY_TLS", "L3_S3_MAX_ATTEMPTS", "L3_CACHE_DIR", "L3_CACHE_MAX_BYTES", "HOME"})
+                             "L3_S3_VERIFY_TLS", "L3_S3_MAX_ATTEMPTS", "L3_S3_BLOCK_SIZE", "L3_CACHE_DIR", "L3_CACHE_MAX_BYTES", "HOME"})
       vars.try_emplace(name, std::nullopt);
     for (const auto& [name, value] : vars) {
       const char* old = std::getenv(name.c_str());
@@ -302,4 +303,55 @@ TEST_CASE("client: a server that is not there is an io_error naming the object, 
   }
   CHECK(client.stats().requests == 3);
   CHECK(client.stats().retries == 2);
+}
+
+TEST_CASE("shard cache: blocks keyed by shard hash and range, self-checked, counted and cleared") {
+  const fs::path dir = temp_dir("blocks");
+  ShardCache cache({dir, 0});
+  const std::string shard = "0123456789abcdefghij";
+  const std::uint64_t h = hash_of(shard);
+  const ByteRange first{0, 8}, second{8, 12};
+  const auto bytes = [&](ByteRange r) {
+    return std::span(reinterpret_cast<const std::uint8_t*>(shard.data()) + r.offset, static_cast<std::size_t>(r.size));
+  };
+  CHECK_FALSE(cache.lookup_block(h, shard.size(), first));
+  const fs::path p = cache.insert_block(h, shard.size(), first, bytes(first));
+  CHECK(p == cache.block_path_of(h, shard.size(), first));
+  CHECK(p.filename().string() == hex16(h) + "-20.0-8.l3b");
+  CHECK(fs::file_size(p) == 8 + 8);  // the bytes, then their XXH3-64
+  CHECK(cache.lookup_block(h, shard.size(), first) == p);
+  CHECK_FALSE(cache.lookup_block(h, shard.size(), second));  // another range is another block
+  CHECK_FALSE(cache.lookup_block(h + 1, shard.size(), first));  // another shard's hash too
+  cache.insert_block(h, shard.size(), second, bytes(second));
+  CHECK_THROWS_AS(cache.insert_block(h, shard.size(), second, bytes(first)), Error);  // size differs from range
+  CacheSummary s = cache.summary();
+  CHECK(s.files == 2);
+  CHECK(s.bytes == 8 + 8 + 12 + 8);
+  CHECK(s.temporaries == 0);
+  // A block changed on disk: its own hash catches it; dropped, fetched again.
+  std::ofstream(p, std::ios::binary | std::ios::in | std::ios::out) << "X";
+  CHECK_FALSE(cache.lookup_block(h, shard.size(), first));
+  CHECK_FALSE(fs::exists(p));
+  cache.insert_block(h, shard.size(), first, bytes(first));
+  // A block cut short (a crash cannot leave one: rename; a disk may).
+  fs::resize_file(p, 10);
+  CHECK_FALSE(cache.lookup_block(h, shard.size(), first));
+  CHECK(cache.clear() == 12 + 8);
+  CHECK(cache.summary().files == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("L3_S3_BLOCK_SIZE: the block size of remote reads, validated") {
+  {
+    EnvScope env({});
+    CHECK(s3_config_from_env().block_size == std::uint64_t{8} << 20);
+  }
+  {
+    EnvScope env({{"L3_S3_BLOCK_SIZE", "65536"}});
+    CHECK(s3_config_from_env().block_size == 65536);
+  }
+  for (const char* bad : {"100", "abc", "2147483648", "64k"}) {
+    EnvScope env({{"L3_S3_BLOCK_SIZE", bad}});
+    CHECK_THROWS_AS(s3_config_from_env(), Error);
+  }
 }

@@ -93,7 +93,7 @@ void run_ls(const LsArguments& args) {
 nlohmann::ordered_json class_counts(const Dataset& dataset, std::uint64_t& unlabeled) {
   std::vector<std::uint64_t> counts(dataset.class_names().size());
   for (std::uint64_t i = 0; i < dataset.size(); ++i) {
-    std::int64_t label = dataset.record(i, Verify::no).label;
+    const std::int64_t label = dataset.entry(i).label;  // the index alone: a remote shard's tail
     if (label >= 0 && static_cast<std::uint64_t>(label) < counts.size()) ++counts[static_cast<std::size_t>(label)];
     else ++unlabeled;
   }

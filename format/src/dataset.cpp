@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include "l3/dataset.hpp"
 #include "l3/text.hpp"
 #include "layout.hpp"
+#include "remote.hpp"
 
 namespace l3 {
 
@@ -23,35 +25,41 @@ struct Dataset::State {
     std::mutex m;
     std::exception_ptr failed;
     std::chrono::steady_clock::time_point failed_at;
+    bool tail_pending = false;  // the prefetch fetches this shard's tail: open_slot waits for it
+    std::atomic<bool> opened{false};  // reader is set (the fast path of open_slot)
   };
   std::filesystem::path dir;
   DatasetOptions options;
   Manifest manifest;
   std::vector<std::uint64_t> starts;  // starts[k] = first global index of shard k; back() = total
   std::unique_ptr<Slot[]> slots;
+  std::mutex tails_m;  // guards Slot::tail_pending
+  std::condition_variable tails_cv;
 
-  // Background opening of shards (prefetch()), per process: threads started by
-  // a parent before fork() do not exist in the child, which starts its own.
+  // Background fetching of a remote dataset (prefetch_records()), per
+  // process: a thread started by a parent before fork() does not exist in the
+  // child, which starts its own.
   struct Prefetch {
     std::mutex m;
     std::condition_variable cv;
-    std::vector<std::size_t> order;
-    std::size_t next = 0;
-    bool stop = false;
+    std::vector<std::uint64_t> records;  // the next job's order
+    bool pending = false;
+    std::atomic<std::uint64_t> generation{0};  // a new job (or stop) cancels the running one
+    std::atomic<bool> stop{false};
     pid_t pid = 0;
-    std::vector<std::thread>* threads = nullptr;  // leaked, never joined, in a forked child
+    std::thread* thread = nullptr;  // leaked, never joined, in a forked child
   } pre;
 
   ~State() {
-    if (!pre.threads) return;
-    if (pre.pid != ::getpid()) return;  // a forked child: the threads are the parent's
+    if (!pre.thread) return;
+    if (pre.pid != ::getpid()) return;  // a forked child: the thread is the parent's
     {
       std::lock_guard lock(pre.m);
       pre.stop = true;
     }
     pre.cv.notify_all();
-    for (std::thread& t : *pre.threads) t.join();
-    delete pre.threads;
+    pre.thread->join();
+    delete pre.thread;
   }
 };
 
@@ -63,7 +71,10 @@ namespace {
 
 std::unique_ptr<ShardReader> open_checked(const std::filesystem::path& dir, const ManifestShard& m,
                                           const Manifest& manifest, const DatasetOptions& opt) {
-  auto reader = std::make_unique<ShardReader>(shard_file(dir, m), opt.limits);
+  // A remote shard is read by blocks, unless its whole-file hash is to be
+  // checked: that needs all of it, downloaded into the cache at once.
+  auto reader = is_remote(dir) && !opt.verify_shard_hashes ? remote::open_shard(dir, m, opt.limits)
+                                                           : std::make_unique<ShardReader>(shard_file(dir, m), opt.limits);
   if (reader->size() != m.records)
     mismatch(m, "holds " + std::to_string(reader->size()) + " records, manifest says " + std::to_string(m.records));
   if (reader->file_size() != m.bytes)
@@ -81,8 +92,15 @@ std::unique_ptr<ShardReader> open_checked(const std::filesystem::path& dir, cons
 const ShardReader& Dataset::open_slot(State& s, std::size_t k) {
   constexpr auto kRetryAfter = std::chrono::seconds(5);
   auto& slot = s.slots[k];
+  if (slot.opened.load(std::memory_order_acquire)) return *slot.reader;
   const bool remote = is_remote(s.dir);
   if (remote) {
+    {
+      // One request per tail: wait for the prefetch's, in flight (bounded by its
+      // transfer: the flag is cleared when the prefetch is done or fails).
+      std::unique_lock lock(s.tails_m);
+      s.tails_cv.wait(lock, [&] { return !slot.tail_pending; });
+    }
     std::lock_guard lock(slot.m);
     if (slot.failed && std::chrono::steady_clock::now() - slot.failed_at < kRetryAfter)
       std::rethrow_exception(slot.failed);
@@ -91,6 +109,7 @@ const ShardReader& Dataset::open_slot(State& s, std::size_t k) {
   std::call_once(slot.once, [&] {
     try {
       slot.reader = open_checked(s.dir, s.manifest.shards[k], s.manifest, s.options);
+      slot.opened.store(true, std::memory_order_release);
     } catch (...) {
       if (remote) {
         std::lock_guard lock(slot.m);
@@ -138,46 +157,119 @@ const ShardReader& Dataset::shard(std::size_t k) const {
   return open_slot(*s_, k);
 }
 
-void Dataset::prefetch(std::vector<std::size_t> order) const {
+void Dataset::prefetch_records(std::vector<std::uint64_t> records) const {
   if (!is_remote(s_->dir)) return;  // local shards are mapped on first use, at no cost
   State::Prefetch& p = s_->pre;
-  std::lock_guard lock(p.m);
-  p.order = std::move(order);
-  p.next = 0;
-  if (p.threads && p.pid == ::getpid()) {
-    p.cv.notify_all();
-    return;
+  {
+    std::lock_guard lock(p.m);
+    p.records = std::move(records);
+    p.pending = true;
+    ++p.generation;
   }
-  // Two shards download at once, each by many ranged GETs in flight.
+  p.cv.notify_all();
+  std::lock_guard lock(p.m);
+  if (p.thread && p.pid == ::getpid()) return;
   p.pid = ::getpid();
   p.stop = false;
-  p.threads = new std::vector<std::thread>();
-  for (int i = 0; i < 2; ++i) {
-    p.threads->emplace_back([st = s_.get(), &p] {
-      for (;;) {
-        std::size_t k = 0;
-        {
-          std::unique_lock wait(p.m);
-          p.cv.wait(wait, [&] { return p.stop || p.next < p.order.size(); });
-          if (p.stop) return;
-          k = p.order[p.next++];
-        }
-        try {
-          (void)open_slot(*st, k);
-        } catch (...) {
-          // The reader's own shard(k) call tries again and reports the error;
-          // prefetching stops here (the store is failing: no point in more requests).
-          std::lock_guard stop(p.m);
-          p.next = p.order.size();
-        }
-      }
-    });
+  p.thread = new std::thread([st = s_.get()] { prefetch_loop(*st); });
+}
+
+void Dataset::prefetch_loop(State& s) {
+  State::Prefetch& p = s.pre;
+  for (;;) {
+    std::vector<std::uint64_t> records;
+    std::uint64_t generation = 0;
+    {
+      std::unique_lock wait(p.m);
+      p.cv.wait(wait, [&] { return p.stop || p.pending; });
+      if (p.stop) return;
+      records = std::move(p.records);
+      p.pending = false;
+      generation = p.generation;
+    }
+    const auto cancelled = [&] { return p.stop.load() || p.generation.load() != generation; };
+    try {
+      prefetch_run(s, records, cancelled);
+    } catch (...) {
+      // The reader's own record() call fetches again and reports the error;
+      // prefetching stops here (the store is failing: no point in more requests).
+    }
   }
+}
+
+// One prefetch job (spec/format.md §8.5.1): the tails of the shards the
+// records touch, all in flight at once; then the blocks in the order the
+// records first touch them, in chunks (a block stays claimed only while its
+// chunk is in flight, so a reader that overtakes the prefetch fetches it).
+void Dataset::prefetch_run(State& s, const std::vector<std::uint64_t>& records, const std::function<bool()>& cancelled) {
+  constexpr std::size_t kChunk = 64;
+  const std::size_t n = s.manifest.shards.size();
+  const auto shard_of = [&](std::uint64_t i) {
+    return static_cast<std::size_t>(std::upper_bound(s.starts.begin(), s.starts.end(), i) - s.starts.begin() - 1);
+  };
+  std::vector<char> touched(n);
+  std::vector<std::size_t> order;  // shards not yet open, in the order the records first touch them
+  for (std::uint64_t i : records) {
+    if (i >= s.starts.back()) continue;
+    const std::size_t k = shard_of(i);
+    if (!touched[k]) {
+      touched[k] = 1;
+      if (!s.slots[k].opened.load(std::memory_order_acquire)) order.push_back(k);
+    }
+  }
+  if (!s.options.verify_shard_hashes && !order.empty()) {
+    std::vector<ManifestShard> shards;
+    {
+      std::lock_guard lock(s.tails_m);
+      for (std::size_t k : order) {
+        s.slots[k].tail_pending = true;
+        shards.push_back(s.manifest.shards[k]);
+      }
+    }
+    const auto settle = [&](std::size_t from, std::size_t to) {
+      {
+        std::lock_guard lock(s.tails_m);
+        for (std::size_t j = from; j < to; ++j) s.slots[order[j]].tail_pending = false;
+      }
+      s.tails_cv.notify_all();
+    };
+    try {
+      remote::fetch_tails(s.dir, shards, cancelled, [&](std::size_t j) { settle(j, j + 1); });
+    } catch (...) {
+      settle(0, order.size());
+      throw;
+    }
+    settle(0, order.size());  // those cancelled, and those already cached
+  }
+  std::vector<std::vector<char>> seen(n);
+  std::vector<remote::BlockRef> chunk;
+  for (std::uint64_t i : records) {
+    if (cancelled()) return;
+    if (i >= s.starts.back()) continue;
+    const std::size_t k = shard_of(i);
+    const ShardReader& shard = open_slot(s, k);
+    if (!shard.body()) continue;  // a whole-file copy (verify_shard_hashes): nothing more to fetch
+    const std::size_t b = remote::block_of(shard, i - s.starts[k]);
+    if (seen[k].size() <= b) seen[k].resize(b + 1);
+    if (seen[k][b]) continue;
+    seen[k][b] = 1;
+    chunk.push_back({&shard, b});
+    if (chunk.size() == kChunk) {
+      remote::fetch_blocks(s.dir, chunk, cancelled);
+      chunk.clear();
+    }
+  }
+  if (!chunk.empty()) remote::fetch_blocks(s.dir, chunk, cancelled);
 }
 
 RecordView Dataset::record(std::uint64_t i, Verify verify) const {
   auto loc = locate(i);
   return shard(loc.shard).record(loc.index, verify);
+}
+
+RecordEntry Dataset::entry(std::uint64_t i) const {
+  auto loc = locate(i);
+  return shard(loc.shard).entry(loc.index);
 }
 
 std::string Dataset::describe(std::uint64_t i) const {
@@ -186,7 +278,7 @@ std::string Dataset::describe(std::uint64_t i) const {
   std::string text = "shard " + (s_->dir / s_->manifest.shards[loc.shard].file).string() + ", index " +
                      std::to_string(loc.index);
   try {
-    text += ", key '" + escape_control(record(i, Verify::no).key) + "'";
+    text += ", key '" + escape_control(entry(i).key) + "'";
   } catch (const Error&) {
     // the shard or its index is what is broken: the caller's error says so
   }

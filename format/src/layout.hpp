@@ -60,6 +60,10 @@ inline std::uint64_t xxh3(std::span<const std::uint8_t> bytes) noexcept {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
+// §6 steps 2-4 on the first kHeaderSize bytes of a shard (magic, version,
+// flags and reserved bytes); throws l3::Error. Defined in shard_reader.cpp.
+void check_header_fields(std::span<const std::uint8_t> first);
+
 inline bool all_zero(const std::uint8_t* p, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i)
     if (p[i] != 0) return false;

@@ -1,20 +1,30 @@
-// Datasets in an object store (spec/format.md §8.5): the manifest by one GET,
-// each shard downloaded once into the local shard cache by ranged GETs of
-// kFetchBlock bytes, many in flight, then read like a local file (one code
-// path for local and remote shards from there on).
+// Datasets in an object store (spec/format.md §8.5): the manifest by one GET;
+// each shard opened from one suffix-range GET of its trailer and index; its
+// records fetched by blocks of consecutive records (about S3Config::block_size), many
+// in flight, kept in the shard cache at block granularity and mapped from
+// there. A whole shard is downloaded only where all its bytes are needed
+// (shard_file: l3pack verify, merge, DatasetOptions::verify_shard_hashes).
+#include "remote.hpp"
+
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 
-#include "l3/dataset.hpp"
+#include "file_io.hpp"
 #include "l3/storage.hpp"
+#include "layout.hpp"
 
 namespace l3 {
+namespace L = shard_layout;
 namespace {
 
-// The ranged GET size: large enough that request overhead is small, small
-// enough that many are in flight on one shard (spec/format.md §8.5.1).
+// The ranged GET size of whole-shard downloads: large enough that request
+// overhead is small, small enough that many are in flight (spec/format.md
+// §8.5.1). Blocks of records are S3Config::block_size (the same 8 MiB by default).
 constexpr std::uint64_t kFetchBlock = std::uint64_t{8} << 20;
 
 void pwrite_all(int fd, std::uint64_t offset, std::span<const std::uint8_t> bytes, const std::string& what) {
@@ -25,6 +35,196 @@ void pwrite_all(int fd, std::uint64_t offset, std::span<const std::uint8_t> byte
     bytes = bytes.subspan(static_cast<std::size_t>(n));
     offset += static_cast<std::uint64_t>(n);
   }
+}
+
+// The suffix one GET asks for: trailer, index and keys of `records` records
+// with room to spare (an index larger than this costs a second GET).
+storage::ByteRange tail_range(const ManifestShard& m) {
+  const std::uint64_t guess = L::kTrailerSize + m.records * (L::kEntrySize + 64) + 2048;
+  const std::uint64_t n = std::min(m.bytes, guess);
+  return {m.bytes - n, n};
+}
+
+std::vector<std::uint8_t> read_block_file(const std::filesystem::path& p, std::uint64_t size) {
+  file_io::MappedFile f(p);
+  const auto b = f.bytes();
+  return {b.begin(), b.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(size, b.size()))};
+}
+
+// The bytes of `range` of shard m: from the shard cache, else one GET (then cached).
+std::vector<std::uint8_t> cached_range(const storage::S3Url& url, const ManifestShard& m, storage::ByteRange range) {
+  const storage::ShardCache cache(storage::cache_options_from_env());
+  if (auto hit = cache.lookup_block(m.file_hash, m.bytes, range)) return read_block_file(*hit, range.size);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(range.size));
+  storage::shared_s3_client()->get_ranges(url.bucket, url.key(m.file), std::span(&range, 1),
+                                          [&](std::size_t, std::uint64_t at, std::span<const std::uint8_t> b) {
+                                            std::memcpy(bytes.data() + (at - range.offset), b.data(), b.size());
+                                          });
+  cache.insert_block(m.file_hash, m.bytes, range, bytes);
+  return bytes;
+}
+
+// The record bytes of one remote shard, by blocks. Each block is in one of
+// three states: idle (not here), busy (a thread fetches it: others wait) or
+// ready (mapped from its cache file until this body is destroyed).
+class RemoteShard final : public ShardBody {
+public:
+  RemoteShard(storage::S3Url url, ManifestShard m) : url_(std::move(url)), m_(std::move(m)) {}
+
+  // Cuts the record area into blocks of whole records (from byte 0, so the
+  // first block carries the header too) of about block_bytes.
+  void plan(const ShardReader& reader, std::uint64_t block_bytes) {
+    std::uint64_t start = 0;
+    for (std::uint64_t i = 0; i < reader.size(); ++i) {
+      const RecordExtent e = reader.extent(i);
+      extents_.push_back(e);
+      const std::uint64_t end = e.offset + e.size;
+      const bool last = i + 1 == reader.size();
+      if (end - start >= block_bytes || last) {
+        blocks_.push_back({start, end - start});
+        block_end_record_.push_back(i + 1);
+        start = end;
+      }
+    }
+    state_.assign(blocks_.size(), State::idle);
+    maps_.resize(blocks_.size());
+  }
+
+  std::span<const std::uint8_t> bytes(std::uint64_t offset, std::uint64_t size) const override {
+    const std::size_t b = block_at(offset);
+    const storage::ByteRange r = blocks_[b];
+    if (offset + size > r.offset + r.size)
+      throw_error(errc::corrupt_index, what() + ": bytes [" + std::to_string(offset) + ", " +
+                                           std::to_string(offset + size) + ") cross a block's end");
+    const std::uint8_t* base = acquire(b);
+    return {base + (offset - r.offset), static_cast<std::size_t>(size)};
+  }
+
+  std::size_t block_of_record(std::uint64_t record) const {
+    return static_cast<std::size_t>(std::upper_bound(block_end_record_.begin(), block_end_record_.end(), record) -
+                                    block_end_record_.begin());
+  }
+
+  // Takes block b for fetching when nobody has it (idle -> busy).
+  bool claim(std::size_t b) const {
+    std::lock_guard lock(m_mutex_);
+    if (state_[b] != State::idle) return false;
+    state_[b] = State::busy;
+    return true;
+  }
+  void release(std::size_t b) const {
+    {
+      std::lock_guard lock(m_mutex_);
+      state_[b] = State::idle;
+    }
+    cv_.notify_all();
+  }
+  // The claimed block b from the shard cache (true), else false.
+  bool load_cached(std::size_t b) const {
+    const storage::ShardCache cache(storage::cache_options_from_env());
+    auto hit = cache.lookup_block(m_.file_hash, m_.bytes, blocks_[b]);
+    if (!hit) return false;
+    publish(b, *hit);
+    return true;
+  }
+  // The claimed block b downloaded: checked, cached, mapped.
+  void store(std::size_t b, std::span<const std::uint8_t> bytes) const {
+    check(b, bytes);
+    const storage::ShardCache cache(storage::cache_options_from_env());
+    publish(b, cache.insert_block(m_.file_hash, m_.bytes, blocks_[b], bytes));
+  }
+  storage::ByteRange range(std::size_t b) const { return blocks_[b]; }
+  const std::string& key_name() const { return m_.file; }
+  std::string what() const { return url_.url(m_.file); }
+
+private:
+  enum class State : std::uint8_t { idle, busy, ready };
+
+  std::size_t block_at(std::uint64_t offset) const {
+    auto it = std::upper_bound(blocks_.begin(), blocks_.end(), offset,
+                               [](std::uint64_t o, const storage::ByteRange& r) { return o < r.offset; });
+    if (it == blocks_.begin()) throw_error(errc::corrupt_index, what() + ": no block holds byte " + std::to_string(offset));
+    return static_cast<std::size_t>(it - blocks_.begin() - 1);
+  }
+
+  // Every record of block b against its index checksum (and the header, in
+  // the first block): what is cached is what the index says, so a shard
+  // replaced in the store after its index was read is caught here.
+  void check(std::size_t b, std::span<const std::uint8_t> bytes) const {
+    const storage::ByteRange r = blocks_[b];
+    if (r.offset == 0) {
+      try {
+        L::check_header_fields(bytes.first(std::min<std::size_t>(bytes.size(), L::kHeaderSize)));
+      } catch (const Error& e) {
+        throw with_context(e, what());
+      }
+    }
+    const std::uint64_t first = b == 0 ? 0 : block_end_record_[b - 1];
+    for (std::uint64_t i = first; i < block_end_record_[b]; ++i) {
+      const RecordExtent& e = extents_[i];
+      if (L::xxh3(bytes.subspan(static_cast<std::size_t>(e.offset - r.offset), static_cast<std::size_t>(e.size))) != e.xxh3)
+        throw_error(errc::checksum_mismatch, what() + ": record " + std::to_string(i) +
+                                                 " does not match its index checksum (the object changed in the "
+                                                 "store after its index was read, or the download is damaged)");
+    }
+  }
+
+  void publish(std::size_t b, const std::filesystem::path& file) const {
+    auto map = std::make_unique<file_io::MappedFile>(file);
+    if (map->bytes().size() < blocks_[b].size)
+      throw_error(errc::io_error, what() + ": cached block '" + file.string() + "' is short");
+    {
+      std::lock_guard lock(m_mutex_);
+      maps_[b] = std::move(map);
+      state_[b] = State::ready;
+    }
+    cv_.notify_all();
+  }
+
+  // The mapped bytes of block b, fetched by this thread if nobody has it.
+  const std::uint8_t* acquire(std::size_t b) const {
+    {
+      std::unique_lock lock(m_mutex_);
+      for (;;) {
+        if (state_[b] == State::ready) return maps_[b]->bytes().data();
+        if (state_[b] == State::idle) break;
+        cv_.wait(lock);
+      }
+      state_[b] = State::busy;
+    }
+    try {
+      if (!load_cached(b)) {
+        const storage::ByteRange r = blocks_[b];
+        std::vector<std::uint8_t> buf(static_cast<std::size_t>(r.size));
+        storage::shared_s3_client()->get_ranges(url_.bucket, url_.key(m_.file), std::span(&r, 1),
+                                                [&](std::size_t, std::uint64_t at, std::span<const std::uint8_t> bytes) {
+                                                  std::memcpy(buf.data() + (at - r.offset), bytes.data(), bytes.size());
+                                                });
+        store(b, buf);
+      }
+    } catch (...) {
+      release(b);
+      throw;
+    }
+    std::lock_guard lock(m_mutex_);
+    return maps_[b]->bytes().data();
+  }
+
+  storage::S3Url url_;
+  ManifestShard m_;
+  std::vector<storage::ByteRange> blocks_;
+  std::vector<std::uint64_t> block_end_record_;  // one past the last record of each block
+  std::vector<RecordExtent> extents_;
+  mutable std::mutex m_mutex_;
+  mutable std::condition_variable cv_;
+  mutable std::vector<State> state_;
+  mutable std::vector<std::unique_ptr<file_io::MappedFile>> maps_;
+};
+
+const RemoteShard& body_of(const ShardReader& shard) {
+  const auto* body = dynamic_cast<const RemoteShard*>(shard.body());
+  if (!body) throw_error(errc::invalid_argument, "not a remote shard opened by blocks");
+  return *body;
 }
 
 }  // namespace
@@ -53,4 +253,108 @@ std::filesystem::path shard_file(const std::filesystem::path& dir, const Manifes
   });
 }
 
+namespace remote {
+
+std::unique_ptr<ShardReader> open_shard(const std::filesystem::path& dir, const ManifestShard& m,
+                                        const ShardLimits& limits) {
+  const storage::S3Url url = storage::parse_s3_url(dir.native());
+  const storage::ByteRange r = tail_range(m);
+  std::vector<std::uint8_t> tail = cached_range(url, m, r);
+  // An index longer than the guess: the rest of it by one more GET.
+  if (tail.size() >= L::kTrailerSize) {
+    const std::uint64_t index_at = L::load_le<std::uint64_t>(tail.data() + tail.size() - L::kTrailerSize + L::kTrIndexOffset);
+    if (index_at >= L::kHeaderSize && index_at < r.offset) {
+      std::vector<std::uint8_t> head = cached_range(url, m, {index_at, r.offset - index_at});
+      head.insert(head.end(), tail.begin(), tail.end());
+      tail = std::move(head);
+    }
+  }
+  auto body = std::make_shared<RemoteShard>(url, m);
+  try {
+    auto reader = std::make_unique<ShardReader>(m.bytes, std::move(tail), body, limits);
+    body->plan(*reader, storage::shared_s3_client()->config().block_size);
+    return reader;
+  } catch (const Error& e) {
+    throw with_context(e, url.url(m.file));
+  }
+}
+
+void fetch_tails(const std::filesystem::path& dir, std::span<const ManifestShard> shards,
+                 const std::function<bool()>& cancelled, const std::function<void(std::size_t)>& done) {
+  const storage::S3Url url = storage::parse_s3_url(dir.native());
+  const storage::ShardCache cache(storage::cache_options_from_env());
+  std::vector<storage::RangeRequest> requests;
+  std::vector<std::size_t> of;  // requests[i] is the tail of shards[of[i]]
+  for (std::size_t j = 0; j < shards.size(); ++j) {
+    const ManifestShard& m = shards[j];
+    const storage::ByteRange r = tail_range(m);
+    if (std::filesystem::exists(cache.block_path_of(m.file_hash, m.bytes, r))) continue;
+    requests.push_back({url.key(m.file), r});
+    of.push_back(j);
+  }
+  std::vector<std::vector<std::uint8_t>> bufs(requests.size());
+  storage::RangeCallbacks cb;
+  cb.data = [&](std::size_t i, std::uint64_t at, std::span<const std::uint8_t> bytes) {
+    auto& buf = bufs[i];
+    if (buf.empty()) buf.resize(static_cast<std::size_t>(requests[i].range.size));
+    std::memcpy(buf.data() + (at - requests[i].range.offset), bytes.data(), bytes.size());
+  };
+  cb.done = [&](std::size_t i) {
+    const ManifestShard& m = shards[of[i]];
+    cache.insert_block(m.file_hash, m.bytes, requests[i].range, bufs[i]);
+    std::vector<std::uint8_t>().swap(bufs[i]);
+    done(of[i]);
+  };
+  cb.cancelled = cancelled;
+  storage::shared_s3_client()->get_many(url.bucket, requests, cb);
+}
+
+std::size_t block_of(const ShardReader& shard, std::uint64_t record) { return body_of(shard).block_of_record(record); }
+
+void fetch_blocks(const std::filesystem::path& dir, std::span<const BlockRef> blocks,
+                  const std::function<bool()>& cancelled) {
+  const storage::S3Url url = storage::parse_s3_url(dir.native());
+  std::vector<storage::RangeRequest> requests;
+  std::vector<std::pair<const RemoteShard*, std::size_t>> claimed;  // claimed, not yet published
+  for (const BlockRef& ref : blocks) {
+    const RemoteShard& body = body_of(*ref.shard);
+    if (!body.claim(ref.block)) continue;  // here already, or another thread has it
+    try {
+      if (body.load_cached(ref.block)) continue;  // another process fetched it
+    } catch (...) {
+      body.release(ref.block);
+      for (auto& [s, b] : claimed) s->release(b);
+      throw;
+    }
+    requests.push_back({url.key(body.key_name()), body.range(ref.block)});
+    claimed.emplace_back(&body, ref.block);
+  }
+  std::vector<std::vector<std::uint8_t>> bufs(requests.size());
+  std::vector<bool> published(requests.size());
+  storage::RangeCallbacks cb;
+  cb.data = [&](std::size_t i, std::uint64_t at, std::span<const std::uint8_t> bytes) {
+    auto& buf = bufs[i];
+    if (buf.empty()) buf.resize(static_cast<std::size_t>(requests[i].range.size));
+    std::memcpy(buf.data() + (at - requests[i].range.offset), bytes.data(), bytes.size());
+  };
+  cb.done = [&](std::size_t i) {
+    claimed[i].first->store(claimed[i].second, bufs[i]);
+    published[i] = true;
+    std::vector<std::uint8_t>().swap(bufs[i]);
+  };
+  cb.cancelled = cancelled;
+  auto release_rest = [&] {
+    for (std::size_t i = 0; i < claimed.size(); ++i)
+      if (!published[i]) claimed[i].first->release(claimed[i].second);
+  };
+  try {
+    storage::shared_s3_client()->get_many(url.bucket, requests, cb);
+  } catch (...) {
+    release_rest();
+    throw;
+  }
+  release_rest();  // cancelled: the rest is fetched on demand
+}
+
+}  // namespace remote
 }  // namespace l3

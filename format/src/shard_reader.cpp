@@ -18,7 +18,9 @@ namespace L = shard_layout;
 
 struct ShardReader::State {
   std::variant<std::monostate, std::unique_ptr<file_io::MappedFile>, std::vector<std::uint8_t>> storage;
-  std::span<const std::uint8_t> file;     // the whole shard
+  std::span<const std::uint8_t> file;     // the whole shard (empty when read through a body)
+  std::uint64_t file_size = 0;
+  std::shared_ptr<const ShardBody> body;  // record bytes of a shard that is not mapped whole
   std::vector<std::uint8_t> decoded;      // the index, when stored with zstd
   std::span<const std::uint8_t> entries;  // count * kEntrySize bytes
   std::span<const std::uint8_t> heap;     // keys and metadata
@@ -33,9 +35,15 @@ namespace {
 
 std::string num(std::uint64_t v) { return std::to_string(v); }
 
-void check_header(std::span<const std::uint8_t> f) {
-  if (f.size() < L::kHeaderSize + L::kTrailerSize)
-    fail(errc::truncated, "file of " + num(f.size()) + " bytes is shorter than header + trailer (96)");
+void check_size(std::uint64_t size) {
+  if (size < L::kHeaderSize + L::kTrailerSize)
+    fail(errc::truncated, "file of " + num(size) + " bytes is shorter than header + trailer (96)");
+}
+
+}  // namespace
+
+void L::check_header_fields(std::span<const std::uint8_t> f) {
+  if (f.size() < L::kHeaderSize) fail(errc::truncated, "header of " + num(f.size()) + " bytes (32 expected)");
   if (std::memcmp(f.data(), L::kHeaderMagic.data(), L::kHeaderMagic.size()) != 0)
     fail(errc::bad_magic, "header magic is not \"L3SHARD\\0\": not a shard file");
   auto version = L::load_le<std::uint16_t>(f.data() + L::kHeaderVersionAt);
@@ -44,13 +52,17 @@ void check_header(std::span<const std::uint8_t> f) {
     fail(errc::reserved_bits_set, "header flags or reserved bytes are not zero");
 }
 
+namespace {
+
 struct Trailer {
   std::uint64_t index_offset, stored_size, index_size, count, index_hash;
   std::uint16_t encoding;
 };
 
-Trailer check_trailer(std::span<const std::uint8_t> f, const ShardLimits& lim) {
-  const std::uint8_t* t = f.data() + f.size() - L::kTrailerSize;
+// `tail`: the last bytes of a file of file_size bytes (the whole file, or at
+// least trailer and index).
+Trailer check_trailer(std::span<const std::uint8_t> tail, std::uint64_t file_size, const ShardLimits& lim) {
+  const std::uint8_t* t = tail.data() + tail.size() - L::kTrailerSize;
   // §6 step 5: a valid header without a trailer magic at the end is a cut file.
   if (std::memcmp(t + L::kTrMagic, L::kTrailerMagic.data(), L::kTrailerMagic.size()) != 0)
     fail(errc::truncated, "no trailer magic at end of file: truncated or never finalized");
@@ -65,7 +77,7 @@ Trailer check_trailer(std::span<const std::uint8_t> f, const ShardLimits& lim) {
              L::load_le<std::uint64_t>(t + L::kTrIndexHash),   L::load_le<std::uint16_t>(t + L::kTrEncoding)};
   if (tr.encoding > 1) fail(errc::corrupt_index, "unknown index encoding " + num(tr.encoding));
   auto index_end = checked_add<std::uint64_t>(tr.index_offset, tr.stored_size);
-  if (tr.index_offset < L::kHeaderSize || !index_end || *index_end != f.size() - L::kTrailerSize)
+  if (tr.index_offset < L::kHeaderSize || !index_end || *index_end != file_size - L::kTrailerSize)
     fail(errc::corrupt_index, "index offset/size do not place the index right before the trailer");
   if (tr.count > lim.max_records) fail(errc::limit_exceeded, num(tr.count) + " records exceed max_records");
   if (tr.index_size > lim.max_index_size) fail(errc::limit_exceeded, "index of " + num(tr.index_size) + " bytes exceeds max_index_size");
@@ -132,9 +144,19 @@ std::string detail_of(const Error& e) {
 }  // namespace
 
 void ShardReader::validate(State& s, const ShardLimits& lim) {
-  check_header(s.file);
-  Trailer tr = check_trailer(s.file, lim);
-  auto stored = s.file.subspan(tr.index_offset, tr.stored_size);
+  check_size(s.file.size());
+  L::check_header_fields(s.file.first(L::kHeaderSize));
+  validate_index(s, s.file, lim);
+}
+
+void ShardReader::validate_index(State& s, std::span<const std::uint8_t> tail, const ShardLimits& lim) {
+  s.file_size = s.file.empty() ? s.file_size : s.file.size();
+  if (tail.size() < L::kTrailerSize) fail(errc::truncated, "tail of " + num(tail.size()) + " bytes holds no trailer");
+  Trailer tr = check_trailer(tail, s.file_size, lim);
+  const std::uint64_t tail_at = s.file_size - tail.size();
+  if (tr.index_offset < tail_at)  // only a caller's short tail does this; the file itself may be fine
+    fail(errc::corrupt_index, "the index starts before the " + num(tail.size()) + " bytes read of the file's end");
+  auto stored = tail.subspan(tr.index_offset - tail_at, tr.stored_size);
   if (L::xxh3(stored) != tr.index_hash) fail(errc::checksum_mismatch, "index checksum does not match");
   std::span<const std::uint8_t> index = stored;
   if (tr.encoding == 1) {
@@ -167,6 +189,17 @@ ShardReader::ShardReader(std::vector<std::uint8_t> bytes, const ShardLimits& lim
   validate(*s_, limits);
 }
 
+ShardReader::ShardReader(std::uint64_t file_size, std::vector<std::uint8_t> tail,
+                         std::shared_ptr<const ShardBody> body, const ShardLimits& limits)
+    : s_(std::make_unique<State>()) {
+  check_size(file_size);
+  if (tail.size() > file_size) fail(errc::invalid_argument, "tail longer than the file");
+  s_->file_size = file_size;
+  s_->body = std::move(body);
+  s_->storage = std::move(tail);
+  validate_index(*s_, std::get<std::vector<std::uint8_t>>(s_->storage), limits);
+}
+
 ShardReader::~ShardReader() = default;
 ShardReader::ShardReader(ShardReader&&) noexcept = default;
 ShardReader& ShardReader::operator=(ShardReader&&) noexcept = default;
@@ -177,7 +210,8 @@ RecordView ShardReader::record(std::uint64_t i, Verify verify) const {
   if (i >= s_->count) throw_error(errc::out_of_range, "record " + num(i) + " of a shard with " + num(s_->count));
   const std::uint8_t* e = s_->entries.data() + i * L::kEntrySize;
   RecordView r;
-  r.payload = s_->file.subspan(L::load_le<std::uint64_t>(e + L::kEnOffset), L::load_le<std::uint64_t>(e + L::kEnSize));
+  const auto offset = L::load_le<std::uint64_t>(e + L::kEnOffset), size = L::load_le<std::uint64_t>(e + L::kEnSize);
+  r.payload = s_->body ? s_->body->bytes(offset, size) : s_->file.subspan(offset, size);
   r.label = L::load_le<std::int64_t>(e + L::kEnLabel);
   auto heap_at = s_->heap.subspan(L::load_le<std::uint64_t>(e + L::kEnHeapOffset));
   auto key_size = L::load_le<std::uint32_t>(e + L::kEnKeySize);
@@ -188,22 +222,37 @@ RecordView ShardReader::record(std::uint64_t i, Verify verify) const {
   return r;
 }
 
-RecordEntry ShardReader::entry(std::uint64_t i) const {
-  if (i >= s_->count) throw_error(errc::out_of_range, "record " + num(i) + " of a shard with " + num(s_->count));
-  const std::uint8_t* e = s_->entries.data() + i * L::kEntrySize;
-  return {L::load_le<std::uint64_t>(e + L::kEnSize), L::load_le<std::uint64_t>(e + L::kEnChecksum),
-          L::load_le<std::int64_t>(e + L::kEnLabel)};
-}
-
 void ShardReader::verify(std::uint64_t i) const { (void)record(i, Verify::yes); }
 
 void ShardReader::verify_all() const {
   for (std::uint64_t i = 0; i < s_->count; ++i) verify(i);
 }
 
-std::uint64_t ShardReader::file_size() const noexcept { return s_->file.size(); }
+std::uint64_t ShardReader::file_size() const noexcept { return s_->file_size; }
 IndexEncoding ShardReader::index_encoding() const noexcept { return s_->encoding; }
 std::int64_t ShardReader::max_label() const noexcept { return s_->max_label; }
 std::span<const std::uint8_t> ShardReader::file_bytes() const noexcept { return s_->file; }
+const ShardBody* ShardReader::body() const noexcept { return s_->body.get(); }
+
+RecordEntry ShardReader::entry(std::uint64_t i) const {
+  if (i >= s_->count) throw_error(errc::out_of_range, "record " + num(i) + " of a shard with " + num(s_->count));
+  const std::uint8_t* e = s_->entries.data() + i * L::kEntrySize;
+  RecordEntry r;
+  r.size = L::load_le<std::uint64_t>(e + L::kEnSize);
+  r.checksum = L::load_le<std::uint64_t>(e + L::kEnChecksum);
+  r.label = L::load_le<std::int64_t>(e + L::kEnLabel);
+  auto heap_at = s_->heap.subspan(L::load_le<std::uint64_t>(e + L::kEnHeapOffset));
+  auto key_size = L::load_le<std::uint32_t>(e + L::kEnKeySize);
+  r.key = {reinterpret_cast<const char*>(heap_at.data()), key_size};
+  r.metadata = heap_at.subspan(key_size, L::load_le<std::uint32_t>(e + L::kEnMetaSize));
+  return r;
+}
+
+RecordExtent ShardReader::extent(std::uint64_t i) const {
+  if (i >= s_->count) throw_error(errc::out_of_range, "record " + num(i) + " of a shard with " + num(s_->count));
+  const std::uint8_t* e = s_->entries.data() + i * L::kEntrySize;
+  return {L::load_le<std::uint64_t>(e + L::kEnOffset), L::load_le<std::uint64_t>(e + L::kEnSize),
+          L::load_le<std::uint64_t>(e + L::kEnChecksum)};
+}
 
 }  // namespace l3

@@ -128,24 +128,17 @@ void ReaderCore::start_run(std::uint64_t epoch, std::uint64_t start, std::uint64
   next_seq_ = 0;
   fatal_ = nullptr;
   stopping = false;
-  if (is_remote(dataset->directory())) dataset->prefetch(shards_in_run_order());
+  if (is_remote(dataset->directory())) dataset->prefetch_records(records_in_run_order());
   scheduler_ = std::thread([this] { scheduler_loop(); });
 }
 
-// The shards of this rank's run in the order the run first reads them: a
-// remote dataset downloads them in this order, ahead of the scheduler
-// (spec/format.md §8.5.1). One pass over the run's positions.
-std::vector<std::size_t> ReaderCore::shards_in_run_order() const {
-  std::vector<std::size_t> order;
-  std::vector<bool> seen(dataset->shard_count());
+// The records of this rank's run in the order it reads them: a remote
+// dataset fetches their shards' tails and blocks in this order, ahead of the
+// scheduler (spec/format.md §8.5.1).
+std::vector<std::uint64_t> ReaderCore::records_in_run_order() const {
   const std::uint64_t positions = run.plan.steps() * fresh_per_window;
-  for (std::uint64_t j = 0; j < positions && order.size() < seen.size(); ++j) {
-    const std::size_t k = dataset->locate(run.order[run.plan.position(j)]).shard;
-    if (!seen[k]) {
-      seen[k] = true;
-      order.push_back(k);
-    }
-  }
+  std::vector<std::uint64_t> order(static_cast<std::size_t>(positions));
+  for (std::uint64_t j = 0; j < positions; ++j) order[static_cast<std::size_t>(j)] = run.order[run.plan.position(j)];
   return order;
 }
 

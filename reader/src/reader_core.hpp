@@ -175,7 +175,7 @@ public:
 private:
   void allocate_ring();
   void free_ring() noexcept;
-  std::vector<std::size_t> shards_in_run_order() const;
+  std::vector<std::uint64_t> records_in_run_order() const;
   void scheduler_loop();
   bool claim_window(std::uint64_t w, std::uint64_t first_k);
   bool any_copy_live(std::uint64_t w, std::uint32_t fresh, std::uint64_t first_k) const;

@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::string_view kSuffix = ".l3s";
+constexpr std::string_view kBlockSuffix = ".l3b";
 constexpr std::string_view kTempMark = ".tmp.";
+constexpr std::size_t kBlockHashSize = 8;  // a block file ends with the XXH3-64 of its bytes
 
 [[noreturn]] void io_fail(const std::string& what, const fs::path& path) {
   throw_error(errc::io_error, what + " '" + path.string() + "': " + std::strerror(errno));
@@ -35,9 +37,11 @@ struct Fd {
   }
 };
 
+// <16 hex>-<size>.l3s (a whole shard) or <16 hex>-<size>.<offset>-<length>.l3b (a block).
 bool is_cache_file(const fs::path& p) {
   const std::string name = p.filename().string();
-  return name.ends_with(kSuffix) && name.find(kTempMark) == std::string::npos && name.size() > 17 && name[16] == '-';
+  return (name.ends_with(kSuffix) || name.ends_with(kBlockSuffix)) && name.find(kTempMark) == std::string::npos &&
+         name.size() > 17 && name[16] == '-';
 }
 
 bool is_temporary(const fs::path& p) { return p.filename().string().find(kTempMark) != std::string::npos; }
@@ -131,6 +135,86 @@ fs::path ShardCache::insert(std::uint64_t hash, std::uint64_t size, const std::s
     if (file_xxh3(temp) != hash)
       throw_error(errc::checksum_mismatch, what + ": the downloaded bytes do not match the manifest's xxh3 " +
                                                hex16(hash) + " (the object changed after the manifest was written?)");
+    if (::rename(temp.c_str(), final_path.c_str()) != 0) io_fail("cannot rename to", final_path);
+  } catch (...) {
+    fs::remove(temp, ec);
+    throw;
+  }
+  evict();
+  return final_path;
+}
+
+fs::path ShardCache::block_path_of(std::uint64_t hash, std::uint64_t size, ByteRange range) const {
+  return options_.dir / (hex16(hash) + "-" + std::to_string(size) + "." + std::to_string(range.offset) + "-" +
+                         std::to_string(range.size) + std::string(kBlockSuffix));
+}
+
+namespace {
+
+void store_le64(std::uint8_t* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+
+std::uint64_t load_le64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= std::uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
+// True when the block file holds `length` bytes followed by their XXH3-64.
+bool block_file_intact(const fs::path& p, std::uint64_t length) {
+  Fd f;
+  f.fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return false;
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != length + kBlockHashSize) return false;
+  const auto total = static_cast<std::size_t>(st.st_size);
+  void* m = ::mmap(nullptr, total, PROT_READ, MAP_SHARED, f.fd, 0);
+  if (m == MAP_FAILED) return false;
+  const auto* bytes = static_cast<const std::uint8_t*>(m);
+  const bool ok = XXH3_64bits(bytes, static_cast<std::size_t>(length)) == load_le64(bytes + length);
+  ::munmap(m, total);
+  return ok;
+}
+
+}  // namespace
+
+std::optional<fs::path> ShardCache::lookup_block(std::uint64_t hash, std::uint64_t size, ByteRange range) const {
+  const fs::path p = block_path_of(hash, size, range);
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return std::nullopt;
+  if (!block_file_intact(p, range.size)) {  // damaged on disk: dropped and fetched again
+    fs::remove(p, ec);
+    return std::nullopt;
+  }
+  touch(p);
+  return p;
+}
+
+fs::path ShardCache::insert_block(std::uint64_t hash, std::uint64_t size, ByteRange range,
+                                  std::span<const std::uint8_t> bytes) const {
+  if (bytes.size() != range.size) throw_error(errc::invalid_argument, "insert_block: the bytes are not the range's size");
+  std::error_code ec;
+  fs::create_directories(options_.dir, ec);
+  if (ec) throw_error(errc::io_error, "cannot create the cache folder '" + options_.dir.string() + "': " + ec.message());
+  static std::atomic<std::uint64_t> counter{0};
+  const fs::path final_path = block_path_of(hash, size, range);
+  const fs::path temp = final_path.string() + std::string(kTempMark) + std::to_string(::getpid()) + "." +
+                        std::to_string(counter.fetch_add(1));
+  try {
+    Fd f;
+    f.fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f.fd < 0) io_fail("cannot create", temp);
+    std::uint8_t tail[kBlockHashSize];
+    store_le64(tail, XXH3_64bits(bytes.data(), bytes.size()));
+    for (std::span<const std::uint8_t> rest : {bytes, std::span<const std::uint8_t>(tail)}) {
+      while (!rest.empty()) {
+        const ssize_t n = ::write(f.fd, rest.data(), rest.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) io_fail("cannot write", temp);
+        rest = rest.subspan(static_cast<std::size_t>(n));
+      }
+    }
     if (::rename(temp.c_str(), final_path.c_str()) != 0) io_fail("cannot rename to", final_path);
   } catch (...) {
     fs::remove(temp, ec);

@@ -179,6 +179,13 @@ S3Config s3_config_from_env(const std::string& endpoint_override) {
   if (const std::string p = env("L3_S3_PART_SIZE"); !p.empty()) {
     c.part_size = std::strtoull(p.c_str(), nullptr, 10);  // upload_file raises it to S3's 5 MiB minimum
   }
+  if (const std::string b = env("L3_S3_BLOCK_SIZE"); !b.empty()) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(b.c_str(), &end, 10);
+    if (end == b.c_str() || *end != 0 || v < 4096 || v > (1ull << 30))
+      throw_error(errc::invalid_argument, "L3_S3_BLOCK_SIZE must be 4096..1073741824 bytes");
+    c.block_size = v;
+  }
   return c;
 }
 

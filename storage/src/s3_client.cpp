@@ -331,8 +331,7 @@ struct S3Client::Impl {
     throw_error(errc::io_error, msg);
   }
 
-  void get_ranges(const std::string& bucket, const std::string& key, std::span<const ByteRange> ranges,
-                  const RangeSink& sink) const;
+  void get_many(const std::string& bucket, std::span<const RangeRequest> wanted, const RangeCallbacks& cb) const;
 };
 
 namespace {
@@ -355,17 +354,17 @@ struct RangeTransfer {
 
 }  // namespace
 
-void S3Client::Impl::get_ranges(const std::string& bucket, const std::string& key, std::span<const ByteRange> ranges,
-                                const RangeSink& sink) const {
+void S3Client::Impl::get_many(const std::string& bucket, std::span<const RangeRequest> wanted,
+                              const RangeCallbacks& cb) const {
   global_init();
   MultiGuard m;
   if (!m.multi) throw_error(errc::out_of_memory, "curl_multi_init failed");
-  std::vector<RangeTransfer> t(ranges.size());
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
+  std::vector<RangeTransfer> t(wanted.size());
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
     t[i].req.bucket = bucket;
-    t[i].req.key = key;
-    t[i].req.range = ranges[i];
-    t[i].req.sink = &sink;
+    t[i].req.key = wanted[i].key;
+    t[i].req.range = wanted[i].range;
+    t[i].req.sink = &cb.data;
     t[i].req.sink_index = i;
   }
   auto release = [&](RangeTransfer& x) {
@@ -376,7 +375,7 @@ void S3Client::Impl::get_ranges(const std::string& bucket, const std::string& ke
     x.handle = nullptr;
     x.headers = nullptr;
   };
-  struct Cleanup {  // on an exception: every handle leaves the multi before it is freed
+  struct Cleanup {  // on an exception or a cancel: every handle leaves the multi before it is freed
     std::vector<RangeTransfer>& t;
     std::function<void(RangeTransfer&)> release;
     ~Cleanup() {
@@ -386,6 +385,7 @@ void S3Client::Impl::get_ranges(const std::string& bucket, const std::string& ke
   std::size_t next = 0, active = 0, finished = 0;
   std::vector<std::size_t> waiting;  // transfers to retry
   while (finished < t.size()) {
+    if (cb.cancelled && cb.cancelled()) return;
     const auto now = Clock::now();
     auto start = [&](std::size_t i) {
       t[i].handle = make_handle(t[i].req, t[i].headers);
@@ -420,6 +420,7 @@ void S3Client::Impl::get_ranges(const std::string& bucket, const std::string& ke
       if (o == Outcome::done) {
         x.done = true;
         ++finished;
+        if (cb.done) cb.done(x.req.sink_index);
         continue;
       }
       if (o == Outcome::fail || x.attempt + 1 >= config.max_attempts) fail(x.req, problem, x.attempt + 1);
@@ -461,7 +462,15 @@ std::vector<std::uint8_t> S3Client::get(const std::string& bucket, const std::st
 
 void S3Client::get_ranges(const std::string& bucket, const std::string& key, std::span<const ByteRange> ranges,
                           const RangeSink& sink) const {
-  impl_->get_ranges(bucket, key, ranges, sink);
+  std::vector<RangeRequest> requests;
+  requests.reserve(ranges.size());
+  for (const ByteRange& r : ranges) requests.push_back({key, r});
+  impl_->get_many(bucket, requests, RangeCallbacks{sink, {}, {}});
+}
+
+void S3Client::get_many(const std::string& bucket, std::span<const RangeRequest> requests,
+                        const RangeCallbacks& cb) const {
+  impl_->get_many(bucket, requests, cb);
 }
 
 std::vector<ObjectInfo> S3Client::list(const std::string& bucket, const std::string& prefix) const {
@@ -601,7 +610,7 @@ std::shared_ptr<S3Client> shared_s3_client(const std::string& endpoint_override)
   std::string key = c.access_key + '\n' + c.secret_key + '\n' + c.session_token + '\n' + c.region + '\n' +
                     c.endpoint + '\n' + std::to_string(static_cast<int>(c.addressing)) + std::to_string(c.anonymous) +
                     std::to_string(c.verify_tls) + '\n' + std::to_string(c.max_attempts) + '\n' +
-                    std::to_string(c.part_size);
+                    std::to_string(c.part_size) + '\n' + std::to_string(c.block_size);
   using Table = std::vector<std::pair<std::string, std::shared_ptr<S3Client>>>;
   static std::mutex m;
   static pid_t owner = 0;

@@ -32,6 +32,7 @@ class FaultProxy:
         self.bytes_sent = 0
         self.sockets: set = set()
         self.headers: list = []  # every request's headers (lower-case names)
+        self.gets: list = []  # (path, Range header or None) of every GET
         self.server = None
         self.port = 0
         self.thread = None
@@ -110,6 +111,8 @@ class FaultProxy:
         fault = None
         with self.lock:
             self.headers.append({k.lower(): v for k, v in h.headers.items()})
+            if h.command == "GET":
+                self.gets.append((h.path, h.headers.get("Range")))
             self.requests += 1
             if ranged:
                 self.ranged_gets += 1

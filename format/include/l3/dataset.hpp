@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,15 +82,18 @@ public:
 
   RecordLocation locate(std::uint64_t i) const;  // O(log shards); out_of_range
   RecordView record(std::uint64_t i, Verify verify = Verify::yes) const;
+  RecordEntry entry(std::uint64_t i) const;  // the index entry alone: no payload read (or fetched)
   // Where record i lives, for error messages: "shard <dir>/<file>, index <k>,
   // key '<key>'" (the key escaped by escape_control; left out when the shard's
   // index cannot be read). Never throws l3::Error.
   std::string describe(std::uint64_t i) const;
 
-  // Opens shards in the background in this order (a remote dataset downloads
-  // them ahead of use: spec/format.md §8.5.1); at most one prefetch runs, a new
-  // call replaces the order of the previous one. No-op for a local dataset.
-  void prefetch(std::vector<std::size_t> order) const;
+  // A remote dataset fetches, in the background, what these records need in
+  // the order they will be read (the epoch's known order): each shard's tail,
+  // then the blocks of records, many in flight (spec/format.md §8.5.1). At
+  // most one prefetch runs; a new call replaces (cancels) the previous one.
+  // No-op for a local dataset.
+  void prefetch_records(std::vector<std::uint64_t> records) const;
   // Opens (once) and returns shard k; checks it against the manifest
   // (corrupt_manifest on record count, size or label mismatch, checksum_mismatch on hash).
   const ShardReader& shard(std::size_t k) const;
@@ -98,6 +102,8 @@ private:
   struct State;
   explicit Dataset(std::unique_ptr<State> s);
   static const ShardReader& open_slot(State& s, std::size_t k);
+  static void prefetch_loop(State& s);
+  static void prefetch_run(State& s, const std::vector<std::uint64_t>& records, const std::function<bool()>& cancelled);
   std::unique_ptr<State> s_;
 };
 

@@ -87,12 +87,30 @@ private:
 
 enum class Verify : bool { no = false, yes = true };
 
+// Where a shard's record bytes come from when the file is not mapped whole: a
+// remote shard fetched by blocks (spec/format.md §8.5.1).
+class ShardBody {
+public:
+  virtual ~ShardBody() = default;
+  // Bytes [offset, offset + size) of the shard file, valid while this body is
+  // alive; throws l3::Error (io_error, checksum_mismatch) when they cannot be had.
+  virtual std::span<const std::uint8_t> bytes(std::uint64_t offset, std::uint64_t size) const = 0;
+};
+
 // What the index says of a record (spec/format.md §5.2), read without touching
-// its payload: what a copy of the payload from elsewhere is checked against.
+// its payload: what a copy of the payload from elsewhere is checked against
+// (a remote shard answers it from the index, with no block fetched).
 struct RecordEntry {
   std::uint64_t size = 0;
   std::uint64_t checksum = 0;  // XXH3-64 of the payload (§4.3)
   std::int64_t label = kNoLabel;
+  std::string_view key;
+  std::span<const std::uint8_t> metadata;
+};
+
+// Where record i's payload lies in the shard file, and its XXH3-64.
+struct RecordExtent {
+  std::uint64_t offset = 0, size = 0, xxh3 = 0;
 };
 
 class ShardReader {
@@ -101,6 +119,12 @@ public:
   explicit ShardReader(const std::filesystem::path& path, const ShardLimits& limits = {});
   // The same, over bytes held in memory (tests, fuzzing, network buffers).
   explicit ShardReader(std::vector<std::uint8_t> bytes, const ShardLimits& limits = {});
+  // A shard of file_size bytes of which only `tail` (its last tail.size()
+  // bytes: at least the index and trailer) is at hand; record payloads come
+  // from `body`. Validates trailer and index as above; the header is the
+  // body's to check (it arrives with the first block).
+  ShardReader(std::uint64_t file_size, std::vector<std::uint8_t> tail, std::shared_ptr<const ShardBody> body,
+              const ShardLimits& limits = {});
   ~ShardReader();
   ShardReader(ShardReader&&) noexcept;
   ShardReader& operator=(ShardReader&&) noexcept;
@@ -109,18 +133,21 @@ public:
   // O(1). With Verify::yes the payload checksum is checked (checksum_mismatch).
   // Safe to call concurrently from several threads.
   RecordView record(std::uint64_t i, Verify verify = Verify::yes) const;
-  RecordEntry entry(std::uint64_t i) const;  // O(1); out_of_range
+  RecordEntry entry(std::uint64_t i) const;  // O(1); out_of_range; reads no payload
   void verify(std::uint64_t i) const;  // throws checksum_mismatch
   void verify_all() const;
 
   std::uint64_t file_size() const noexcept;
   IndexEncoding index_encoding() const noexcept;
   std::int64_t max_label() const noexcept;  // kNoLabel when no record has a label
-  std::span<const std::uint8_t> file_bytes() const noexcept;  // the whole shard
+  std::span<const std::uint8_t> file_bytes() const noexcept;  // the whole shard; empty when read through a body
+  RecordExtent extent(std::uint64_t i) const;  // out_of_range
+  const ShardBody* body() const noexcept;      // null for a mapped or in-memory shard
 
 private:
   struct State;
   static void validate(State& s, const ShardLimits& limits);
+  static void validate_index(State& s, std::span<const std::uint8_t> tail, const ShardLimits& limits);
   std::unique_ptr<State> s_;
 };
 

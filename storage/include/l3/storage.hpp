@@ -53,6 +53,7 @@ struct S3Config {
   unsigned max_in_flight = 16;       // ranged GETs in flight per transfer
   unsigned max_attempts = 10;        // per request, with exponential backoff (L3_S3_MAX_ATTEMPTS)
   std::uint64_t part_size = std::uint64_t{64} << 20;  // multipart uploads (L3_S3_PART_SIZE, >= 5 MiB)
+  std::uint64_t block_size = std::uint64_t{8} << 20;  // target bytes of a block of records (L3_S3_BLOCK_SIZE, >= 4 KiB)
   unsigned backoff_ms = 100;         // first retry's delay; doubles each attempt
   unsigned connect_timeout_s = 10;
   unsigned low_speed_timeout_s = 30; // a transfer under 1 KiB/s for this long is retried
@@ -70,7 +71,8 @@ struct S3Config {
 //   defaults to path-style addressing); L3_S3_ADDRESSING=path|virtual
 //   overrides; L3_S3_VERIFY_TLS=0 turns certificate checks off;
 //   L3_S3_MAX_ATTEMPTS (1..100) bounds the tries of one request;
-//   L3_S3_PART_SIZE sets the upload part size (at least S3's 5 MiB).
+//   L3_S3_PART_SIZE sets the upload part size (at least S3's 5 MiB);
+//   L3_S3_BLOCK_SIZE the target size of a fetched block of records (4 KiB..1 GiB).
 // A non-empty endpoint_override wins over the environment (a per-call option).
 S3Config s3_config_from_env(const std::string& endpoint_override = {});
 
@@ -84,6 +86,23 @@ std::string object_url(const S3Config& config, const std::string& bucket, const 
 struct ByteRange {
   std::uint64_t offset = 0;
   std::uint64_t size = 0;
+};
+
+// One ranged GET of a multi-object transfer (S3Client::get_many).
+struct RangeRequest {
+  std::string key;
+  ByteRange range;
+};
+
+// What get_many reports, all from the calling thread. data: bytes of request
+// i at `offset` of its object, in order, possibly in several pieces (a retry
+// resumes where a cut body ended). done (optional): request i is complete.
+// cancelled (optional, polled between transfers): true stops the transfer
+// early; get_many then returns normally with some requests not done.
+struct RangeCallbacks {
+  std::function<void(std::size_t, std::uint64_t, std::span<const std::uint8_t>)> data;
+  std::function<void(std::size_t)> done;
+  std::function<bool()> cancelled;
 };
 
 struct ObjectInfo {
@@ -119,6 +138,10 @@ public:
   using RangeSink = std::function<void(std::size_t, std::uint64_t, std::span<const std::uint8_t>)>;
   void get_ranges(const std::string& bucket, const std::string& key, std::span<const ByteRange> ranges,
                   const RangeSink& sink) const;
+  // Ranged GETs of several objects of one bucket on one multi handle, up to
+  // max_in_flight at once, started in the order given (the order the data is
+  // needed: spec/format.md §8.5.1). A request is complete or the call throws.
+  void get_many(const std::string& bucket, std::span<const RangeRequest> requests, const RangeCallbacks& cb) const;
   std::vector<ObjectInfo> list(const std::string& bucket, const std::string& prefix) const;
 
   // PUT of one object. if_none_match: "If-None-Match: *" (fails with io_error
@@ -174,8 +197,21 @@ public:
   // it into place, then evicts beyond max_bytes.
   std::filesystem::path insert(std::uint64_t hash, std::uint64_t size, const std::string& what,
                                const std::function<void(int fd)>& fill) const;
+
+  // Blocks: byte range [offset, offset + length) of the shard (hash, size), in
+  // files named <xxh3>-<size>.<offset>-<length>.l3b that hold the bytes and
+  // their own XXH3-64 (8 bytes, little-endian) after them, so a block damaged
+  // on disk is detected when looked up, removed and fetched again. Same
+  // temporary-then-rename discipline and eviction as whole shards.
+  std::filesystem::path block_path_of(std::uint64_t hash, std::uint64_t size, ByteRange range) const;
+  // The block's file (checked; a hit marks it recently used) or nullopt.
+  std::optional<std::filesystem::path> lookup_block(std::uint64_t hash, std::uint64_t size, ByteRange range) const;
+  // Writes `bytes` (range.size of them) as that block; returns its path.
+  std::filesystem::path insert_block(std::uint64_t hash, std::uint64_t size, ByteRange range,
+                                     std::span<const std::uint8_t> bytes) const;
+
   CacheSummary summary() const;
-  std::uint64_t clear() const;  // removes every cache file; returns the bytes freed
+  std::uint64_t clear() const;  // removes every cache file (shards and blocks); returns the bytes freed
 
 private:
   void evict() const;
