@@ -7,6 +7,7 @@ on, as tests/s3 does), uploads the dataset, then runs `l3pack bench-read` on
   local   the local folder (page cache warm: the best case for local disk)
   cold    s3://... with an empty shard cache (every shard downloaded)
   warm    s3://... again, with the cache the cold run filled
+all with the reader's block shuffle sized to the 8 MiB fetch blocks (--block auto),
 and reports images/s (the reader's own wall clock and the whole process's),
 requests per image and bytes downloaded against the dataset's bytes. Every
 run prints the same --digest: the bench checks the epochs are identical
@@ -96,7 +97,7 @@ def make_source(src: Path, images: int) -> None:
 
 def bench_read(l3pack: str, dataset: str, env: dict, args) -> dict:
     cmd = [l3pack, "bench-read", dataset, "--json", "--digest", "--batch", str(args.batch), "--workers",
-           str(args.workers), "--crop", "224", "--seed", "1"]
+           str(args.workers), "--crop", "224", "--seed", "1", "--block", str(args.block)]
     t0 = time.monotonic()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     wall = time.monotonic() - t0
@@ -117,6 +118,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--radosgw", action="store_true", help="Ceph radosgw (bench/radosgw_local.sh) instead of moto")
     ap.add_argument("--l3pack", default=str(ROOT / "build" / "converters" / "l3pack"))
+    ap.add_argument("--block", default="auto",
+                    help="shuffle blocks of this many records (the same for every run); auto: the records of "
+                         "about 8 MiB, the fetch block (spec/format.md §8.5.1); 0: shuffle records")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     server_name = "radosgw" if args.radosgw else "moto"
@@ -130,6 +134,8 @@ def main() -> None:
                        capture_output=True)
     manifest = json.loads((ds / "manifest.json").read_text())
     dataset_bytes = sum(s["bytes"] for s in manifest["shards"])
+    if args.block == "auto":  # the reader's block shuffle sized to the 8 MiB fetch blocks
+        args.block = max(1, round((8 << 20) / (dataset_bytes / manifest["total_records"])))
 
     # Rounds of (local, cold, warm), interleaved so that load from other processes
     # on the host falls on all three alike; the median round of each is reported.
@@ -181,11 +187,11 @@ def main() -> None:
 
 Host {socket.gethostname()}, {os.cpu_count()} cores; dataset: {manifest['total_records']} images
 (random crops of bench/sample, 160-320 px), {len(manifest['shards'])} shards, {dataset_bytes:,} bytes;
-bench-read --batch {args.batch} --workers {args.workers} --crop 224, one epoch per run; {args.rounds} rounds of
+bench-read --batch {args.batch} --workers {args.workers} --crop 224 --block {args.block} (the records of ~8 MiB), one epoch per run; {args.rounds} rounds of
 (local, cold, warm) interleaved, the median of each shown (load average {os.getloadavg()[0]:.1f} at the end:
 the host is shared); every run gave digest
 {all_digests.pop()} (identical epochs). Server: {server_desc}, on 127.0.0.1. Command: `python bench/bench_s3.py {'--radosgw ' if args.radosgw else ''}--images {args.images} --shard-size
-{args.shard_size} --workers {args.workers} --rounds {args.rounds}`; each run: `{results['cold']['command']}`.
+{args.shard_size} --workers {args.workers} --rounds {args.rounds} --block auto`; each run: `{results['cold']['command']}`.
 
 | run | images/s (reader: median; all rounds) | vs local | best vs best | images/s (process) | vs local | requests | per image | bytes downloaded | vs dataset |
 |---|---|---|---|---|---|---|---|---|---|

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what l3 needs on Debian 12 (run as root). Idempotent: packages
 # already present are not fetched again. Usage: install-deps.sh [--test]
-#   --test  also the tools the test suite uses (clang + libFuzzer for fuzzers).
+#   --test  also the tools the test suite uses (clang + libFuzzer for fuzzers;
+#           Ceph's radosgw for test_s3_radosgw: 63 packages, 69 MB, ~45 s).
 set -euo pipefail
 
 packages=(build-essential cmake ninja-build pkg-config git ca-certificates
@@ -10,6 +11,8 @@ packages=(build-essential cmake ninja-build pkg-config git ca-certificates
   python3 python3-dev python3-venv python3-pip)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(clang libclang-rt-14-dev python3-numpy python3-pil memcached)  # memcached: the peer cache's tests
+  # test_s3_radosgw: a one-OSD cluster with radosgw on 127.0.0.1 (bench/radosgw_local.sh).
+  packages+=(ceph-mon ceph-osd radosgw ceph-common curl)
 fi
 
 missing=()

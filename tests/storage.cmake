@@ -18,3 +18,17 @@ if(EXISTS "${L3_S3_TEST_PYTHON}" AND TARGET l3pack)
 else()
   message(STATUS "l3: test_s3 not registered: no ${L3_S3_TEST_PYTHON} (scripts/install-deps.sh --test makes it)")
 endif()
+
+# Against Ceph's radosgw: a one-OSD memory-backed cluster the test starts on
+# 127.0.0.1 (bench/radosgw_local.sh; Debian ceph-mon ceph-osd radosgw
+# ceph-common, which scripts/install-deps.sh --test installs). ~40 s.
+find_program(L3_RADOSGW radosgw)
+find_program(L3_CEPH_MON ceph-mon)
+if(L3_RADOSGW AND L3_CEPH_MON AND EXISTS "${L3_S3_TEST_PYTHON}" AND TARGET l3pack)
+  add_test(NAME test_s3_radosgw
+    COMMAND ${L3_S3_TEST_PYTHON} -m pytest -q -p no:cacheprovider ${PROJECT_SOURCE_DIR}/tests/s3/radosgw_check.py)
+  set_tests_properties(test_s3_radosgw PROPERTIES LABELS storage TIMEOUT 300 RUN_SERIAL TRUE
+    ENVIRONMENT "L3PACK=$<TARGET_FILE:l3pack>")
+else()
+  message(STATUS "l3: test_s3_radosgw not registered: radosgw/ceph-mon or ${L3_S3_TEST_PYTHON} missing (scripts/install-deps.sh --test installs them)")
+endif()
