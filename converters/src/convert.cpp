@@ -649,6 +649,29 @@ public:
   void upload(const fs::path& file) override {
     client_->upload_file(url_.bucket, url_.key(file.filename().string()), file);
   }
+  // The run's plan travels with its shards (spec/format.md §8.5.5): a --resume
+  // on another machine, or after the staging folder is lost, starts from what
+  // the store holds. (A part of a shared OUT publishes its own files: §8.4.1.)
+  void plan(const fs::path& file) {
+    if (!options_.shared_output) upload(file);
+  }
+  void forget_plan() {
+    if (!options_.shared_output) client_->remove(url_.bucket, url_.key(kPlanName));
+  }
+  // Fills an empty staging folder from the store: the interrupted run's plan
+  // and its shards (downloaded whole: resume checks them as a local run's).
+  // Without a plan in the store there is nothing to take over.
+  void recover_into(const fs::path& staging) {
+    if (options_.shared_output || !size_of(kPlanName)) return;
+    fs::create_directories(staging);
+    for (const auto& [key, size] : stored_) {
+      const std::string name = key.substr(key.find_last_of('/') + 1);
+      if (name != kPlanName && !name.ends_with(".l3s")) continue;
+      if (name != kPlanName && file_size_or_zero(staging / name) == size) continue;
+      const std::vector<std::uint8_t> bytes = client_->get(url_.bucket, key);
+      write_file_atomically(staging / name, bytes);
+    }
+  }
   // manifest.json never overwrites one (If-None-Match: *); a part manifest is
   // written again, identical, when a part is redone.
   void manifest(const std::string& name, const Manifest& manifest) override {
@@ -684,8 +707,10 @@ ConvertReport convert_into(const fs::path& out, const Plan& plan, const ConvertO
   if (ec) throw_error(errc::io_error, out.string() + ": cannot create the folder: " + ec.message());
   OutputLock lock(out, output_names(options).lock);
   Progress progress = prepare_output(out, plan, options);
-  if (publisher)
+  if (publisher) {
+    publisher->plan(out / kPlanName);
     for (const ManifestShard& shard : progress.shards) publisher->republish(shard, out / shard.file);
+  }
   return Converter(out, plan, options, observer, std::move(progress), publisher).run();
 }
 
@@ -699,7 +724,10 @@ ConvertReport convert_to_store(const fs::path& out, const Plan& plan, const Conv
     throw_error(errc::invalid_argument,
                 out.string() + ": prefix is not empty (use --resume to continue an interrupted conversion)");
   if (!options.resume) fs::remove_all(staging);  // a stale staging folder of a run whose objects are gone
+  // Resume where this machine has no staging folder: the state is the store's.
+  if (options.resume && !fs::exists(staging / kPlanName)) publisher.recover_into(staging);
   ConvertReport report = convert_into(staging, plan, options, observer, &publisher);
+  publisher.forget_plan();  // the manifest is now the record of the run
   std::error_code ignored;
   fs::remove_all(staging, ignored);
   return report;

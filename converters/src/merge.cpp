@@ -11,6 +11,7 @@
 #include "l3/dataset.hpp"
 #include "l3/file_io.hpp"
 #include "l3/storage.hpp"
+#include "l3/text.hpp"
 
 namespace l3 {
 namespace fs = std::filesystem;
@@ -265,10 +266,34 @@ std::vector<Part> read_part_manifests(const Folder& folder) {
   return parts;
 }
 
+// Merging into an object store (spec/format.md §8.5.5): the parts are merged
+// into a local staging folder (shards linked from the shard cache), then its
+// shards and skip list are uploaded and manifest.json last, If-None-Match: *.
+std::uint64_t merge_into_store(const fs::path& out, const std::vector<fs::path>& dirs) {
+  const Folder target(out);
+  if (target.files().contains(kManifestName))
+    throw_error(errc::invalid_argument, out.string() + ": already holds a committed dataset (manifest.json)");
+  const std::string name = out.native();
+  const fs::path staging =
+      storage::cache_options_from_env().dir / "merge" / hex16(XXH3_64bits(name.data(), name.size()));
+  fs::remove_all(staging);
+  const std::uint64_t records = merge_parts(staging, dirs);
+  const storage::S3Url url = storage::parse_s3_url(out.native());
+  const auto client = storage::shared_s3_client();
+  for (const ManifestShard& shard : read_manifest(staging).shards)
+    client->upload_file(url.bucket, url.key(shard.file), staging / shard.file);
+  client->upload_file(url.bucket, url.key(kSkippedName), staging / kSkippedName);
+  target.write(kManifestName, as_text(read_file(staging / kManifestName)));  // last, If-None-Match: *
+  std::error_code ignored;
+  fs::remove_all(staging, ignored);
+  return records;
+}
+
 }  // namespace
 
 std::uint64_t merge_parts(const fs::path& out, const std::vector<fs::path>& dirs) {
   if (dirs.empty()) throw_error(errc::invalid_argument, "merge needs at least one part folder");
+  if (is_remote(out)) return merge_into_store(out, dirs);
   std::vector<Part> parts;
   for (const fs::path& dir : dirs) parts.push_back(read_part(dir));
   check_parts(parts);
@@ -278,13 +303,20 @@ std::uint64_t merge_parts(const fs::path& out, const std::vector<fs::path>& dirs
   ImageStatsBuilder stats;
   for (const Part& part : parts) {
     for (const ManifestShard& shard : part.manifest.shards) {
-      check_shard(part.dir / shard.file, shard, stats);
-      place_shard(part.dir / shard.file, out / shard.file);
+      // A part in an object store: the shard's copy in the shard cache, downloaded whole.
+      const fs::path file = shard_file(part.dir, shard);
+      check_shard(file, shard, stats);
+      place_shard(file, out / shard.file);
     }
   }
   std::uint64_t skipped = 0;
   const std::string skip_list = join_skip_lists(
       parts, [](const Part& part) {
+        if (is_remote(part.dir)) {  // the list, when the part's manifest names one
+          const json& l3pack = part.manifest.extra["l3pack"];
+          return l3pack.value("skipped", json::object()).value("count", 0) > 0 ? read_remote_text(part.dir, kSkippedName)
+                                                                                : std::string();
+        }
         return fs::exists(part.dir / kSkippedName) ? as_text(read_file(part.dir / kSkippedName)) : std::string();
       },
       skipped);

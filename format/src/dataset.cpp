@@ -43,6 +43,7 @@ struct Dataset::State {
     std::mutex m;
     std::condition_variable cv;
     std::vector<std::uint64_t> records;  // the next job's order
+    std::vector<std::size_t> tails;      // its shards not yet open (tail_pending set), first touched first
     bool pending = false;
     std::atomic<std::uint64_t> generation{0};  // a new job (or stop) cancels the running one
     std::atomic<bool> stop{false};
@@ -157,15 +158,47 @@ const ShardReader& Dataset::shard(std::size_t k) const {
   return open_slot(*s_, k);
 }
 
+namespace {
+
+std::size_t shard_of(const std::vector<std::uint64_t>& starts, std::uint64_t i) {
+  return static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), i) - starts.begin() - 1);
+}
+
+}  // namespace
+
 void Dataset::prefetch_records(std::vector<std::uint64_t> records) const {
   if (!is_remote(s_->dir)) return;  // local shards are mapped on first use, at no cost
-  State::Prefetch& p = s_->pre;
+  State& s = *s_;
+  State::Prefetch& p = s.pre;
+  // The shards whose tails the job fetches are marked here, before the reader
+  // can open any: open_slot then waits for the job's request instead of
+  // sending its own (spec/format.md §8.5.1: one request per tail).
+  std::vector<std::size_t> tails;
+  if (!s.options.verify_shard_hashes) {
+    std::vector<char> touched(s.manifest.shards.size());
+    for (std::uint64_t i : records) {
+      if (i >= s.starts.back()) continue;
+      const std::size_t k = shard_of(s.starts, i);
+      if (touched[k]) continue;
+      touched[k] = 1;
+      if (!s.slots[k].opened.load(std::memory_order_acquire)) tails.push_back(k);
+    }
+  }
+  std::vector<std::size_t> dropped;  // the tails of a job replaced before it started
   {
     std::lock_guard lock(p.m);
+    if (p.pending) dropped = std::move(p.tails);
     p.records = std::move(records);
+    p.tails = tails;
     p.pending = true;
     ++p.generation;
   }
+  {
+    std::lock_guard lock(s.tails_m);
+    for (std::size_t k : dropped) s.slots[k].tail_pending = false;
+    for (std::size_t k : tails) s.slots[k].tail_pending = true;
+  }
+  s.tails_cv.notify_all();
   p.cv.notify_all();
   std::lock_guard lock(p.m);
   if (p.thread && p.pid == ::getpid()) return;
@@ -178,18 +211,20 @@ void Dataset::prefetch_loop(State& s) {
   State::Prefetch& p = s.pre;
   for (;;) {
     std::vector<std::uint64_t> records;
+    std::vector<std::size_t> tails;
     std::uint64_t generation = 0;
     {
       std::unique_lock wait(p.m);
       p.cv.wait(wait, [&] { return p.stop || p.pending; });
       if (p.stop) return;
       records = std::move(p.records);
+      tails = std::move(p.tails);
       p.pending = false;
       generation = p.generation;
     }
     const auto cancelled = [&] { return p.stop.load() || p.generation.load() != generation; };
     try {
-      prefetch_run(s, records, cancelled);
+      prefetch_run(s, records, tails, cancelled);
     } catch (...) {
       // The reader's own record() call fetches again and reports the error;
       // prefetching stops here (the store is failing: no point in more requests).
@@ -201,52 +236,33 @@ void Dataset::prefetch_loop(State& s) {
 // records touch, all in flight at once; then the blocks in the order the
 // records first touch them, in chunks (a block stays claimed only while its
 // chunk is in flight, so a reader that overtakes the prefetch fetches it).
-void Dataset::prefetch_run(State& s, const std::vector<std::uint64_t>& records, const std::function<bool()>& cancelled) {
+void Dataset::prefetch_run(State& s, const std::vector<std::uint64_t>& records, const std::vector<std::size_t>& tails,
+                           const std::function<bool()>& cancelled) {
   constexpr std::size_t kChunk = 64;
-  const std::size_t n = s.manifest.shards.size();
-  const auto shard_of = [&](std::uint64_t i) {
-    return static_cast<std::size_t>(std::upper_bound(s.starts.begin(), s.starts.end(), i) - s.starts.begin() - 1);
-  };
-  std::vector<char> touched(n);
-  std::vector<std::size_t> order;  // shards not yet open, in the order the records first touch them
-  for (std::uint64_t i : records) {
-    if (i >= s.starts.back()) continue;
-    const std::size_t k = shard_of(i);
-    if (!touched[k]) {
-      touched[k] = 1;
-      if (!s.slots[k].opened.load(std::memory_order_acquire)) order.push_back(k);
-    }
-  }
-  if (!s.options.verify_shard_hashes && !order.empty()) {
-    std::vector<ManifestShard> shards;
+  const auto settle = [&](std::size_t from, std::size_t to) {  // these tails are cached (or given up)
     {
       std::lock_guard lock(s.tails_m);
-      for (std::size_t k : order) {
-        s.slots[k].tail_pending = true;
-        shards.push_back(s.manifest.shards[k]);
-      }
+      for (std::size_t j = from; j < to; ++j) s.slots[tails[j]].tail_pending = false;
     }
-    const auto settle = [&](std::size_t from, std::size_t to) {
-      {
-        std::lock_guard lock(s.tails_m);
-        for (std::size_t j = from; j < to; ++j) s.slots[order[j]].tail_pending = false;
-      }
-      s.tails_cv.notify_all();
-    };
+    s.tails_cv.notify_all();
+  };
+  if (!tails.empty()) {
+    std::vector<ManifestShard> shards;
+    for (std::size_t k : tails) shards.push_back(s.manifest.shards[k]);
     try {
       remote::fetch_tails(s.dir, shards, cancelled, [&](std::size_t j) { settle(j, j + 1); });
     } catch (...) {
-      settle(0, order.size());
+      settle(0, tails.size());
       throw;
     }
-    settle(0, order.size());  // those cancelled, and those already cached
+    settle(0, tails.size());  // those cancelled, and those already cached
   }
-  std::vector<std::vector<char>> seen(n);
+  std::vector<std::vector<char>> seen(s.manifest.shards.size());
   std::vector<remote::BlockRef> chunk;
   for (std::uint64_t i : records) {
     if (cancelled()) return;
     if (i >= s.starts.back()) continue;
-    const std::size_t k = shard_of(i);
+    const std::size_t k = shard_of(s.starts, i);
     const ShardReader& shard = open_slot(s, k);
     if (!shard.body()) continue;  // a whole-file copy (verify_shard_hashes): nothing more to fetch
     const std::size_t b = remote::block_of(shard, i - s.starts[k]);

@@ -516,6 +516,14 @@ void S3Client::put(const std::string& bucket, const std::string& key, std::span<
   }
 }
 
+void S3Client::remove(const std::string& bucket, const std::string& key) const {
+  Request r;
+  r.method = "DELETE";
+  r.bucket = bucket;
+  r.key = key;
+  impl_->perform(r);
+}
+
 namespace {
 
 std::vector<std::uint8_t> read_part(int fd, std::uint64_t offset, std::uint64_t size, const std::filesystem::path& file) {

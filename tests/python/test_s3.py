@@ -84,7 +84,10 @@ def test_torch_dataloader_workers_read_s3(store, small_dataset, tmp_path):
         np.testing.assert_array_equal(labels.numpy(), records.numpy() % 4)
         seen.extend(records.tolist())
     assert sorted(seen) == list(range(40))
-    assert len(os.listdir(tmp_path / "cache")) == l3.Dataset(small_dataset[0]).shard_count
+    # Blocks of every shard (named <shard xxh3>-<bytes>.<offset>-<length>.l3b), nothing else.
+    names = os.listdir(tmp_path / "cache")
+    assert all(n.endswith(".l3b") for n in names)
+    assert len({n.split("-")[0] for n in names}) == l3.Dataset(small_dataset[0]).shard_count
 
 
 def test_convert_into_s3(store, tmp_path):
@@ -100,3 +103,49 @@ def test_convert_into_s3(store, tmp_path):
     assert len(ds) == 10 and ds.classes == ["x", "y"]
     img, label = ds[0]
     assert img.shape[2] == 3
+
+
+def test_resume_after_the_store_restarts_mid_epoch(store, small_dataset, tmp_path, monkeypatch):
+    """The store goes away mid-epoch (spec/format.md §8.5.1): a reader on another
+    machine (a fresh cache) fails with one clear error, never wrong data; once the
+    store is back, a loader restored from the saved state finishes the epoch. The
+    batches before and after are the local epoch: nothing lost, nothing repeated."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "s3"))
+    from fault_proxy import FaultProxy
+    server, _ = store
+    d, _ = small_dataset
+    kw = dict(batch_size=8, size=16, block_size=4, seed=3)
+    expected = [(np.array(b.data).copy(), np.array(b.labels).copy()) for b in l3.Loader(d, **kw)]
+    proxy = FaultProxy(server.port).start()
+    port = proxy.port
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        monkeypatch.setenv("L3_S3_BLOCK_SIZE", "4096")  # several blocks per shard
+        monkeypatch.setenv("L3_S3_MAX_ATTEMPTS", "2")
+        monkeypatch.setenv("L3_CACHE_DIR", str(tmp_path / "a"))
+        url = f"s3://{BUCKET}/small"
+        loader = l3.Loader(url, **kw)
+        got = []
+        for _ in range(2):
+            b = loader.next()
+            got.append((np.array(b.data).copy(), np.array(b.labels).copy()))
+        state = loader.state()
+        del loader
+        proxy.stop()  # the store goes away
+        monkeypatch.setenv("L3_CACHE_DIR", str(tmp_path / "b"))
+        with pytest.raises(Exception) as e:
+            down = l3.Loader(url, **kw)
+            down.restore(state)
+            down.next()
+        assert url in str(e.value)
+        proxy.start(port)  # back, on the same port
+        resumed = l3.Loader(url, **kw)
+        resumed.restore(state)
+        while (b := resumed.next()) is not None:
+            got.append((np.array(b.data).copy(), np.array(b.labels).copy()))
+        assert len(got) == len(expected)
+        for (data, labels), (want, want_labels) in zip(got, expected):
+            np.testing.assert_array_equal(data, want)
+            np.testing.assert_array_equal(labels, want_labels)
+    finally:
+        proxy.stop()

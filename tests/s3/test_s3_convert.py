@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -167,3 +168,51 @@ def test_parts_into_one_prefix_then_commit_in_place(moto, source_dir, local_ds, 
     assert committed["image_stats"] == json.loads((local_ds / "manifest.json").read_text())["image_stats"]
     r = run(["merge", "--in-place", url], env=env, check=False)
     assert r.returncode == 1 and "already holds a committed dataset" in r.stderr
+
+
+def test_resume_on_another_machine(moto, source_dir, local_ds, tmp_path):
+    """--resume with none of the interrupted run's local state (another machine:
+    another cache and staging folder): the plan and the shards come from the store."""
+    url = f"s3://{BUCKET}/elsewhere/ds"
+    args = ["convert", str(source_dir), url, "--shard-size", "20KiB", "--shuffle-seed", "3"]
+    first = s3_env(moto.endpoint, moto.creds, tmp_path / "machine-a" / "cache")
+    proc = subprocess.Popen([l3pack_path(), *args, "--threads", "1"], env=first,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len([k for k in keys(moto, "elsewhere/ds") if k.endswith(".l3s")]) >= 3:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    partial = keys(moto, "elsewhere/ds")
+    assert "manifest.json" not in partial and "l3pack-plan.json" in partial
+    shutil.rmtree(tmp_path / "machine-a")  # nothing of machine A is left
+    second = s3_env(moto.endpoint, moto.creds, tmp_path / "machine-b" / "cache")
+    run([*args, "--resume"], env=second)
+    assert keys(moto, "elsewhere/ds") == {n: (local_ds / n).stat().st_size for n in os.listdir(local_ds)}
+    assert digest(url, second) == digest(local_ds)
+    # A plan in the store that is not this run's (here: not a plan at all) is
+    # refused as a local one is.
+    moto.s3.put_object(Bucket=BUCKET, Key="elsewhere/other/l3pack-plan.json", Body=b'{"not": "this plan"}')
+    r = run(["convert", str(source_dir), f"s3://{BUCKET}/elsewhere/other", "--shard-size", "20KiB", "--resume"],
+            env=s3_env(moto.endpoint, moto.creds, tmp_path / "machine-c" / "cache"), check=False)
+    assert r.returncode != 0 and "different sources or options" in r.stderr
+
+
+def test_merge_takes_parts_in_the_store(moto, source_dir, tmp_path):
+    env = s3_env(moto.endpoint, moto.creds, tmp_path / "cache")
+    for i in range(2):
+        run(["convert", source_dir, f"s3://{BUCKET}/mparts/p{i}", "--part", f"{i}/2", "--shard-size", "20KiB"], env=env)
+        run(["convert", source_dir, tmp_path / f"p{i}", "--part", f"{i}/2", "--shard-size", "20KiB"])
+    run(["merge", tmp_path / "local", tmp_path / "p0", tmp_path / "p1"])
+    parts = [f"s3://{BUCKET}/mparts/p{i}" for i in range(2)]
+    run(["merge", tmp_path / "from-store", *parts], env=env)
+    local = {n: (tmp_path / "local" / n).read_bytes() for n in os.listdir(tmp_path / "local")}
+    assert {n: (tmp_path / "from-store" / n).read_bytes() for n in os.listdir(tmp_path / "from-store")} == local
+    # Into the store as well: the same objects, manifest last.
+    run(["merge", f"s3://{BUCKET}/mparts/merged", *parts], env=env)
+    assert keys(moto, "mparts/merged") == {n: len(b) for n, b in local.items()}
+    assert digest(f"s3://{BUCKET}/mparts/merged", env) == digest(tmp_path / "local")
+    r = run(["merge", f"s3://{BUCKET}/mparts/merged", *parts], env=env, check=False)
+    assert r.returncode != 0 and "already holds a committed dataset" in r.stderr

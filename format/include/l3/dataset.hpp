@@ -103,7 +103,8 @@ private:
   explicit Dataset(std::unique_ptr<State> s);
   static const ShardReader& open_slot(State& s, std::size_t k);
   static void prefetch_loop(State& s);
-  static void prefetch_run(State& s, const std::vector<std::uint64_t>& records, const std::function<bool()>& cancelled);
+  static void prefetch_run(State& s, const std::vector<std::uint64_t>& records, const std::vector<std::size_t>& tails,
+                           const std::function<bool()>& cancelled);
   std::unique_ptr<State> s_;
 };
 

@@ -148,6 +148,8 @@ public:
   // "already exists" when the key exists: the store refused the overwrite).
   void put(const std::string& bucket, const std::string& key, std::span<const std::uint8_t> bytes,
            bool if_none_match = false) const;
+  // DELETE of one object (S3 answers 204 whether or not it existed).
+  void remove(const std::string& bucket, const std::string& key) const;
   // Uploads a local file: a multipart upload of config().part_size parts (the object is
   // visible only once complete; aborted on failure), one PUT when smaller.
   void upload_file(const std::string& bucket, const std::string& key, const std::filesystem::path& file) const;
