@@ -208,3 +208,16 @@ def test_endpoint_url_option_wins_over_the_environment(moto, remote_ds, tmp_path
     assert run(["info", remote_ds], env=env, check=False).returncode == 1
     info = json.loads(run(["--endpoint-url", moto.endpoint, "info", remote_ds, "--json"], env=env).stdout)
     assert info["records"] == 90
+
+
+def test_dataset_rewritten_in_the_store_is_read_anew(moto, local_ds, source_dir, tmp_path):
+    """Shards replaced in the store under the same names, with their new manifest:
+    the cached blocks of the old ones (keyed by the old hashes) are not used."""
+    other = tmp_path / "other"
+    run(["convert", source_dir, other, "--shard-size", "20KiB", "--shuffle-seed", "4"])
+    url = f"s3://{BUCKET}/swap/ds"
+    env = s3_env(moto.endpoint, moto.creds, tmp_path / "cache")
+    s3_fixture_upload(moto, local_ds, "swap/ds")
+    assert digest(url, env) == digest(local_ds)
+    s3_fixture_upload(moto, other, "swap/ds")  # same shard names, other bytes
+    assert digest(url, env) == digest(other) != digest(local_ds)
