@@ -58,7 +58,13 @@ ceph-mon -c "$conf" -i a
 uuid="$(cat /proc/sys/kernel/random/uuid)"
 timeout 30 ceph -c "$conf" osd new "$uuid" >/dev/null
 ceph-osd -c "$conf" -i 0 --mkfs --osd-uuid "$uuid" >/dev/null 2>&1
-ceph-osd -c "$conf" -i 0
+# The OSD's first boot may be refused ("wrong fsid": its monitor session had
+# no map yet); bounded retries.
+for attempt in 1 2 3 4 5; do
+  if ceph-osd -c "$conf" -i 0 2>"$dir/log/osd-start.err"; then break; fi
+  [[ $attempt == 5 ]] && { cat "$dir/log/osd-start.err" >&2; stop; exit 1; }
+  sleep 1
+done
 radosgw -c "$conf" -n client.rgw
 for _ in $(seq 120); do  # bounded: 60 s
   if keys="$(timeout 10 radosgw-admin -c "$conf" user create --uid=bench --display-name=bench 2>/dev/null)"; then
