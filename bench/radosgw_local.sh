@@ -56,7 +56,13 @@ monmaptool --create --fsid "$fsid" --addv a "[v1:127.0.0.1:$monport]" "$dir/monm
 ceph-mon -c "$conf" --mkfs -i a --monmap "$dir/monmap" >/dev/null
 ceph-mon -c "$conf" -i a
 uuid="$(cat /proc/sys/kernel/random/uuid)"
-timeout 30 ceph -c "$conf" osd new "$uuid" >/dev/null
+# The monitor may refuse commands for a moment after it starts ("EPERM:
+# problem getting command descriptions"): bounded retries.
+for attempt in 1 2 3 4 5 6 7 8 9 10; do
+  if timeout 30 ceph -c "$conf" osd new "$uuid" >/dev/null 2>"$dir/log/osd-new.err"; then break; fi
+  [[ $attempt == 10 ]] && { cat "$dir/log/osd-new.err" >&2; stop; exit 1; }
+  sleep 1
+done
 ceph-osd -c "$conf" -i 0 --mkfs --osd-uuid "$uuid" >/dev/null 2>&1
 # The OSD's first boot may be refused ("wrong fsid": its monitor session had
 # no map yet); bounded retries.
