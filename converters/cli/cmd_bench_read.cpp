@@ -157,7 +157,8 @@ void add_bench_read_command(CLI::App& app) {
   cmd->add_option("--dtype", o.transform.dtype, "Output type")
       ->transform(CLI::CheckedTransformer(dtypes))
       ->option_text("uint8|float32|float16 (default float32)");
-  const std::map<std::string, Layout> layouts{{"chw", Layout::chw}, {"hwc", Layout::hwc}};
+  const std::map<std::string, Layout> layouts{{layout_name(Layout::chw), Layout::chw},
+                                             {layout_name(Layout::hwc), Layout::hwc}};
   cmd->add_option("--layout", o.transform.layout, "Output layout")
       ->transform(CLI::CheckedTransformer(layouts))
       ->option_text("chw|hwc (default chw)");

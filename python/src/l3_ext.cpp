@@ -554,10 +554,8 @@ l3::ReaderOptions reader_options(const LoaderConfig& c) {
   t.center_fraction = c.center_fraction;
   t.antialias = c.antialias;
   t.flip_probability = c.flip_probability;
-  if (c.layout == "chw") {
-    t.layout = l3::Layout::chw;
-  } else if (c.layout == "hwc") {
-    t.layout = l3::Layout::hwc;
+  if (const auto layout = l3::layout_from_name(c.layout)) {
+    t.layout = *layout;
   } else {
     l3::throw_error(l3::errc::invalid_argument, "layout must be 'chw' or 'hwc', not '" + c.layout + "'");
   }

@@ -21,7 +21,7 @@ inline xf::OutputSpec output_spec(const TransformOptions& o) {
   s.width = static_cast<std::int32_t>(o.width);
   s.height = static_cast<std::int32_t>(o.height);
   s.channels = static_cast<std::int32_t>(o.channels);
-  s.layout = o.layout == Layout::chw ? 1 : 0;
+  s.layout = o.layout;
   s.dtype = o.dtype == DType::uint8 ? 0 : o.dtype == DType::float32 ? 1 : 2;
   s.antialias = o.antialias ? 1 : 0;
   for (std::uint32_t c = 0; c < 3; ++c)

@@ -11,11 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define L3_HD __host__ __device__ __forceinline__
-#else
-#define L3_HD inline __attribute__((always_inline))
-#endif
+#include "l3/errc.hpp"
+#include "l3/host_device.hpp"
 
 namespace l3::core {
 
@@ -63,8 +60,8 @@ inline constexpr std::uint8_t kPredCount = 5;
 inline constexpr std::uint8_t kPlaneConstant = 5;
 inline constexpr std::uint8_t kPredPerPlane = 255;  // template argument: read each plane's predictor
 
-// Status of a tile decode. Mirrors l3::errc values so hosts can convert 1:1.
-enum Status : int { kOk = 0, kTruncated = 104, kCorruptTile = 106, kReservedBits = 103 };
+// Status of a tile decode: l3::errc values (l3/errc.hpp), so hosts convert 1:1.
+enum Status : int { kOk = int(errc::ok), kTruncated = int(errc::truncated), kCorruptTile = int(errc::corrupt_tile), kReservedBits = int(errc::reserved_bits_set) };
 
 // ---- Small helpers ----------------------------------------------------------
 

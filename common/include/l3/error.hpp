@@ -1,10 +1,6 @@
-// The one error vocabulary of the l3 libraries (codec, format, reader, CUDA).
-//
-// Values are stable: they are part of the ABI and of the spec's test vectors
-// (spec/vectors/*.txt name the error a must-reject file produces).
-//   1..99    caller errors: the arguments are wrong; the data may be fine.
-//   100..199 data errors: the bytes are not a valid stream or file.
-//   200..    environment errors: I/O, memory, device.
+// The one error vocabulary of the l3 libraries (codec, format, reader, CUDA):
+// the codes (l3::errc, l3/errc.hpp, also compiled as device code), their
+// names and error category, and the exception l3::Error.
 #pragma once
 
 #include <cstdint>
@@ -12,37 +8,12 @@
 #include <string>
 #include <system_error>
 
-namespace l3 {
+#include "l3/errc.hpp"
 
-enum class errc : int {
-  ok = 0,
-  // caller errors
-  invalid_argument = 1,   // a parameter is out of its documented range
-  buffer_too_small = 2,   // the output buffer cannot hold the result
-  limit_exceeded = 3,     // the input is valid but larger than the configured limits
-  unsupported = 4,        // valid in principle, not implemented (e.g. 16-bit samples)
-  out_of_range = 5,       // an index or rectangle outside the object
-  // data errors
-  bad_magic = 100,          // not a file of the expected kind
-  unsupported_version = 101,// a version this build does not read
-  corrupt_header = 102,     // a header field outside its valid range
-  reserved_bits_set = 103,  // a reserved field is not zero
-  truncated = 104,          // the data ends before a structure it declares
-  corrupt_tile_table = 105, // tile sizes do not add up to the payload
-  corrupt_tile = 106,       // a tile's coded data is invalid
-  checksum_mismatch = 107,  // stored and computed hashes differ
-  corrupt_index = 108,      // a shard index or trailer is inconsistent
-  corrupt_manifest = 109,   // a dataset manifest is malformed
-  // environment errors
-  io_error = 200,
-  out_of_memory = 201,
-  device_error = 202,
-};
+namespace l3 {
 
 // A short, stable description ("corrupt tile table").
 const char* errc_name(errc e) noexcept;
-inline bool is_caller_error(errc e) noexcept { int v = static_cast<int>(e); return v >= 1 && v < 100; }
-inline bool is_data_error(errc e) noexcept { int v = static_cast<int>(e); return v >= 100 && v < 200; }
 
 const std::error_category& error_category() noexcept;
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "l3/pixel_layout.hpp"
 #include "l3/transform_core.hpp"
 
 namespace l3::xf {
@@ -29,7 +30,7 @@ namespace l3::xf {
 // The output of every example of a launch (TransformOptions, flattened).
 struct OutputSpec {
   std::int32_t width = 0, height = 0, channels = 0;
-  std::int32_t layout = 0;  // 0: HWC, 1: CHW
+  Layout layout = Layout::hwc;
   std::int32_t dtype = 0;   // 0: uint8, 1: float32, 2: float16
   std::int32_t antialias = 1;
   Affine norm[3];           // per output channel: v * a + b (float dtypes)
@@ -48,17 +49,17 @@ struct ExampleDesc {
 };
 
 // Floats of an example's weight table.
-L3_XF_HD std::uint64_t table_floats(const ExampleDesc& d, const OutputSpec& o) {
+L3_HD_INLINE std::uint64_t table_floats(const ExampleDesc& d, const OutputSpec& o) {
   return static_cast<std::uint64_t>(o.width) * static_cast<std::uint64_t>(d.xcap) +
          static_cast<std::uint64_t>(o.height) * static_cast<std::uint64_t>(d.ycap);
 }
 
 // Entries (first, taps) per example: one per output column, then one per row.
-L3_XF_HD std::int32_t axis_entries(const OutputSpec& o) { return o.width + o.height; }
+L3_HD_INLINE std::int32_t axis_entries(const OutputSpec& o) { return o.width + o.height; }
 
 // Pass 1, thread (example e, entry i): i < width is output column i, else
 // output row i - width. `first` and `taps` hold axis_entries() ints per example.
-L3_XF_HD void weights_thread(const ExampleDesc& d, const OutputSpec& o, std::uint32_t e, std::int32_t i,
+L3_HD_INLINE void weights_thread(const ExampleDesc& d, const OutputSpec& o, std::uint32_t e, std::int32_t i,
                              float* weights, std::int32_t* first, std::int32_t* taps) {
   const std::uint64_t entry = static_cast<std::uint64_t>(e) * static_cast<std::uint64_t>(axis_entries(o)) +
                               static_cast<std::uint64_t>(i);
@@ -78,17 +79,17 @@ L3_XF_HD void weights_thread(const ExampleDesc& d, const OutputSpec& o, std::uin
 
 // o.norm[c] by selection: a runtime index into the kernel parameter would
 // copy the whole OutputSpec to local memory in every thread.
-L3_XF_HD Affine channel_norm(const OutputSpec& o, std::int32_t c) {
+L3_HD_INLINE Affine channel_norm(const OutputSpec& o, std::int32_t c) {
   return c == 0 ? o.norm[0] : c == 1 ? o.norm[1] : o.norm[2];
 }
 
 // Stores channel c of output pixel (y, x) (already flipped) in the output dtype and layout.
-L3_XF_HD void store_sample(const OutputSpec& o, std::uint8_t* dst, std::int32_t y, std::int32_t x, std::int32_t c,
+L3_HD_INLINE void store_sample(const OutputSpec& o, std::uint8_t* dst, std::int32_t y, std::int32_t x, std::int32_t c,
                            std::uint8_t v) {
   const std::uint64_t hw = static_cast<std::uint64_t>(o.width) * static_cast<std::uint64_t>(o.height);
   const std::uint64_t pixel = static_cast<std::uint64_t>(y) * static_cast<std::uint64_t>(o.width) +
                               static_cast<std::uint64_t>(x);
-  const std::uint64_t index = o.layout == 1 ? static_cast<std::uint64_t>(c) * hw + pixel
+  const std::uint64_t index = o.layout == Layout::chw ? static_cast<std::uint64_t>(c) * hw + pixel
                                             : pixel * static_cast<std::uint64_t>(o.channels) + static_cast<std::uint64_t>(c);
   if (o.dtype == 0) {
     dst[index] = v;
@@ -103,7 +104,7 @@ L3_XF_HD void store_sample(const OutputSpec& o, std::uint8_t* dst, std::int32_t 
 
 // Pass 2, thread (example e, output pixel (y, x)). `decoded` is the decode
 // output; weights/first/taps as filled by pass 1.
-L3_XF_HD void resample_thread(const ExampleDesc& d, const OutputSpec& o, std::uint32_t e, std::int32_t y,
+L3_HD_INLINE void resample_thread(const ExampleDesc& d, const OutputSpec& o, std::uint32_t e, std::int32_t y,
                               std::int32_t x, const std::uint8_t* decoded, const float* weights,
                               const std::int32_t* first, const std::int32_t* taps) {
   const std::uint8_t* src = decoded + d.src_offset;

@@ -1,5 +1,5 @@
 // The per-example transform math of the reader, written once for the CPU
-// pipeline and for CUDA kernels (CCCL-style: L3_XF_HD is __host__ __device__
+// pipeline and for CUDA kernels (CCCL-style: L3_HD_INLINE is __host__ __device__
 // under nvcc and plain inline otherwise).
 //
 // Rules for this header: it compiles as host C++ and as CUDA device code. No
@@ -21,24 +21,20 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define L3_XF_HD __host__ __device__ inline
-#else
-#define L3_XF_HD inline
-#endif
+#include "l3/host_device.hpp"
 
 namespace l3::xf {
 
 // ---- RNG -------------------------------------------------------------------
 
-L3_XF_HD std::uint64_t mix64(std::uint64_t z) {
+L3_HD_INLINE std::uint64_t mix64(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
 
 // Hash of a tuple of words; the order matters.
-L3_XF_HD std::uint64_t hash_words(std::uint64_t a, std::uint64_t b, std::uint64_t c = 0, std::uint64_t d = 0) {
+L3_HD_INLINE std::uint64_t hash_words(std::uint64_t a, std::uint64_t b, std::uint64_t c = 0, std::uint64_t d = 0) {
   std::uint64_t h = mix64(a + 0x9e3779b97f4a7c15ULL);
   h = mix64(h ^ (b + 0x632be59bd9b4e019ULL));
   h = mix64(h ^ (c + 0x8cb92ba72f3d8dd7ULL));
@@ -48,22 +44,22 @@ L3_XF_HD std::uint64_t hash_words(std::uint64_t a, std::uint64_t b, std::uint64_
 // splitmix64 stream: portable, identical on every platform and on the device.
 struct Rng {
   std::uint64_t state = 0;
-  L3_XF_HD std::uint64_t next() {
+  L3_HD_INLINE std::uint64_t next() {
     state += 0x9e3779b97f4a7c15ULL;
     return mix64(state);
   }
   // Uniform in [0, 1), 53 bits.
-  L3_XF_HD double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
-  L3_XF_HD double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
+  L3_HD_INLINE double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
+  L3_HD_INLINE double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
   // Uniform integer in [lo, hi) (hi > lo).
-  L3_XF_HD std::int64_t range(std::int64_t lo, std::int64_t hi) {
+  L3_HD_INLINE std::int64_t range(std::int64_t lo, std::int64_t hi) {
     std::int64_t v = lo + static_cast<std::int64_t>(uniform() * static_cast<double>(hi - lo));
     return v < hi ? v : hi - 1;
   }
 };
 
 // The RNG of one example: a pure function of (seed, epoch, record, copy).
-L3_XF_HD Rng example_rng(std::uint64_t seed, std::uint64_t epoch, std::uint64_t record, std::uint64_t copy) {
+L3_HD_INLINE Rng example_rng(std::uint64_t seed, std::uint64_t epoch, std::uint64_t record, std::uint64_t copy) {
   return Rng{hash_words(seed, epoch, record, copy)};
 }
 
@@ -73,7 +69,7 @@ struct Box {
   std::int32_t x = 0, y = 0, w = 0, h = 0;
 };
 
-L3_XF_HD std::int32_t round_half_even(double v) {
+L3_HD_INLINE std::int32_t round_half_even(double v) {
   double r = floor(v + 0.5);
   if (r - v == 0.5 && fmod(r, 2.0) != 0.0) r -= 1.0;  // Python's round(): ties to even
   return static_cast<std::int32_t>(r);
@@ -82,7 +78,7 @@ L3_XF_HD std::int32_t round_half_even(double v) {
 // torchvision.transforms.RandomResizedCrop.get_params, with this RNG: ten tries
 // of (area fraction ~ U(scale), log aspect ~ U(log ratio)); then a fallback
 // that takes the whole image clamped to the ratio range, centred.
-L3_XF_HD Box random_resized_crop_box(std::int32_t width, std::int32_t height, double scale_min, double scale_max,
+L3_HD_INLINE Box random_resized_crop_box(std::int32_t width, std::int32_t height, double scale_min, double scale_max,
                                      double ratio_min, double ratio_max, Rng& rng) {
   const double area = static_cast<double>(width) * height;
   const double log_lo = log(ratio_min), log_hi = log(ratio_max);
@@ -114,7 +110,7 @@ L3_XF_HD Box random_resized_crop_box(std::int32_t width, std::int32_t height, do
 // Centre crop. fraction > 0: the largest centred box with the output's aspect
 // ratio, scaled by `fraction` (0.875 is "resize 256, centre crop 224").
 // fraction == 0: exactly out_w x out_h pixels (clamped to the image), no scaling.
-L3_XF_HD Box center_crop_box(std::int32_t width, std::int32_t height, std::int32_t out_w, std::int32_t out_h,
+L3_HD_INLINE Box center_crop_box(std::int32_t width, std::int32_t height, std::int32_t out_w, std::int32_t out_h,
                              double fraction) {
   std::int32_t w = out_w, h = out_h;
   if (fraction > 0) {
@@ -134,7 +130,7 @@ L3_XF_HD Box center_crop_box(std::int32_t width, std::int32_t height, std::int32
   return {(width - w) / 2, (height - h) / 2, w, h};
 }
 
-L3_XF_HD Box union_box(const Box& a, const Box& b) {
+L3_HD_INLINE Box union_box(const Box& a, const Box& b) {
   const std::int32_t x0 = a.x < b.x ? a.x : b.x, y0 = a.y < b.y ? a.y : b.y;
   const std::int32_t x1 = a.x + a.w > b.x + b.w ? a.x + a.w : b.x + b.w;
   const std::int32_t y1 = a.y + a.h > b.y + b.h ? a.y + a.h : b.y + b.h;
@@ -144,13 +140,13 @@ L3_XF_HD Box union_box(const Box& a, const Box& b) {
 // ---- Resampling --------------------------------------------------------------
 
 // Most taps any output sample uses when `in_len` samples map onto `out_len`.
-L3_XF_HD int max_taps(int in_len, int out_len, bool antialias) {
+L3_HD_INLINE int max_taps(int in_len, int out_len, bool antialias) {
   double scale = static_cast<double>(in_len) / out_len;
   double support = (antialias && scale > 1.0) ? scale : 1.0;
   return static_cast<int>(ceil(support)) * 2 + 1;
 }
 
-L3_XF_HD double triangle(double x) {
+L3_HD_INLINE double triangle(double x) {
   x = x < 0 ? -x : x;
   return x < 1.0 ? 1.0 - x : 0.0;
 }
@@ -159,7 +155,7 @@ L3_XF_HD double triangle(double x) {
 // `out_len` (bilinear; support widened by the scale when shrinking and
 // antialias is on). Writes up to `capacity` weights (normalised to sum 1) to
 // `w`, the first input index to *first, and returns the count.
-L3_XF_HD int resample_weights(int in_len, int out_len, int i, bool antialias, float* w, int capacity, int* first) {
+L3_HD_INLINE int resample_weights(int in_len, int out_len, int i, bool antialias, float* w, int capacity, int* first) {
   const double scale = static_cast<double>(in_len) / out_len;
   const double filterscale = (antialias && scale > 1.0) ? scale : 1.0;
   const double support = filterscale;  // the triangle's support is 1
@@ -178,7 +174,7 @@ L3_XF_HD int resample_weights(int in_len, int out_len, int i, bool antialias, fl
   return n;
 }
 
-L3_XF_HD std::uint8_t round_to_u8(float v) {
+L3_HD_INLINE std::uint8_t round_to_u8(float v) {
   float r = floorf(v + 0.5f);
   if (r < 0.f) r = 0.f;
   if (r > 255.f) r = 255.f;
@@ -187,7 +183,7 @@ L3_XF_HD std::uint8_t round_to_u8(float v) {
 
 // Source channel that feeds output channel `c`: gray (and gray+alpha) is
 // replicated; alpha is dropped.
-L3_XF_HD int source_channel(int c, int src_channels) { return src_channels >= 3 ? c : 0; }
+L3_HD_INLINE int source_channel(int c, int src_channels) { return src_channels >= 3 ? c : 0; }
 
 // One output sample of a separable resize, as a CUDA thread would compute it:
 // rows of the box first (horizontal weights), then the vertical sum. The
@@ -197,7 +193,7 @@ L3_XF_HD int source_channel(int c, int src_channels) { return src_channels >= 3 
 // needs --fmad=false for bit equality).
 //   src: the decoded region (stride in bytes, src_channels interleaved);
 //   box: the crop inside it; xw/yw: weight lists of this output column / row.
-L3_XF_HD float resample_sample(const std::uint8_t* src, std::size_t stride, int src_channels, int c,
+L3_HD_INLINE float resample_sample(const std::uint8_t* src, std::size_t stride, int src_channels, int c,
                                int box_x, int box_y, const float* xw, int x_first, int x_taps, const float* yw,
                                int y_first, int y_taps) {
   const int sc = source_channel(c, src_channels);
@@ -218,11 +214,11 @@ L3_XF_HD float resample_sample(const std::uint8_t* src, std::size_t stride, int 
 struct Affine {
   float a = 1.f, b = 0.f;
 };
-L3_XF_HD Affine normaliser(float mean, float stdv) { return {1.f / (255.f * stdv), -mean / stdv}; }
-L3_XF_HD float normalise(std::uint8_t v, Affine n) { return static_cast<float>(v) * n.a + n.b; }
+L3_HD_INLINE Affine normaliser(float mean, float stdv) { return {1.f / (255.f * stdv), -mean / stdv}; }
+L3_HD_INLINE float normalise(std::uint8_t v, Affine n) { return static_cast<float>(v) * n.a + n.b; }
 
 // IEEE binary16 bits of f, rounded to nearest even (overflow to infinity).
-L3_XF_HD std::uint16_t float_to_half(float f) {
+L3_HD_INLINE std::uint16_t float_to_half(float f) {
   std::uint32_t x;
   memcpy(&x, &f, 4);
   const std::uint32_t sign = (x >> 16) & 0x8000u;
@@ -245,7 +241,7 @@ L3_XF_HD std::uint16_t float_to_half(float f) {
   return static_cast<std::uint16_t>(sign | h);
 }
 
-L3_XF_HD float half_to_float(std::uint16_t h) {
+L3_HD_INLINE float half_to_float(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
   if (e == 0) {

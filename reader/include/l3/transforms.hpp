@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "l3/codec.hpp"
+#include "l3/pixel_layout.hpp"
 #include "l3/transform_core.hpp"
 
 namespace l3 {
 
-enum class Layout { hwc, chw };
 enum class DType { uint8, float32, float16 };
 enum class CropMode {
   random_resized,  // torchvision RandomResizedCrop(scale, ratio), then resize to the output size

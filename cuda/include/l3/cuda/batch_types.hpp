@@ -8,12 +8,13 @@
 
 #include "l3/codec.hpp"
 #include "l3/error.hpp"
+#include "l3/pixel_layout.hpp"
 
 namespace l3::cuda {
 
 // Output layout of each image's slot: interleaved (NHWC when the slots are
-// stacked) or planar (CHW).
-enum class Layout : std::uint32_t { hwc = 0, chw = 1 };
+// stacked) or planar (CHW); l3/pixel_layout.hpp.
+using l3::Layout;
 
 // One encoded image in host memory, with an optional crop (the region must lie
 // inside the image; only the tiles it overlaps are decoded).

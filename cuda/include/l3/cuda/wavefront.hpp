@@ -20,13 +20,8 @@
 
 #include "l3/tile_core.hpp"
 
-#if defined(__CUDACC__)
-#define L3_WF_HD __host__ __device__
-#define L3_WF_HDI __host__ __device__ __forceinline__
-#else
-#define L3_WF_HD inline
-#define L3_WF_HDI inline
-#endif
+#define L3_WF_HD L3_HD_INLINE  // l3/host_device.hpp (through l3/tile_core.hpp)
+#define L3_WF_HDI L3_HD
 
 namespace l3::wavefront {
 
@@ -447,7 +442,7 @@ struct AddCounts {
 // over its failing tiles, so the reported error is that of the first failing
 // tile in raster order (what l3::decode reports); kStatusOk when none failed.
 inline constexpr std::uint64_t kStatusOk = ~std::uint64_t{0};
-inline constexpr int kCorruptTileTable = 105;  // l3::errc::corrupt_tile_table
+inline constexpr int kCorruptTileTable = int(errc::corrupt_tile_table);
 L3_WF_HDI std::uint64_t status_key(std::uint32_t tile, int status) {
   return (std::uint64_t{tile} << 32) | std::uint32_t(status);
 }
