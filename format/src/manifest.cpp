@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "file_io.hpp"
+#include "l3/file_io.hpp"
 #include "l3/checked.hpp"
 #include "l3/dataset.hpp"
 #include "l3/text.hpp"
@@ -142,6 +142,8 @@ Manifest read_manifest(const std::filesystem::path& dir) {
 void write_manifest_atomic(const std::filesystem::path& dir, const Manifest& m) {
   std::string text = serialize_manifest(m);
   auto final_path = dir / kManifestName;
+  // A fixed temporary name (not write_file_atomically's unique one): the next
+  // write replaces a stale one that a crash left behind.
   auto tmp = final_path;
   tmp += ".tmp";
   int fd = file_io::create_for_write(tmp);

@@ -7,7 +7,7 @@
 #include <utility>
 #include <variant>
 
-#include "file_io.hpp"
+#include "l3/file_io.hpp"
 #include "l3/checked.hpp"
 #include "l3/shard.hpp"
 #include "layout.hpp"

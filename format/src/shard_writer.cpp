@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "file_io.hpp"
+#include "l3/file_io.hpp"
 #include "l3/checked.hpp"
 #include "l3/shard.hpp"
 #include "layout.hpp"
