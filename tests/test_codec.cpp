@@ -370,7 +370,8 @@ TEST_CASE("corrupt input: truncations, bit flips and random bytes never crash") 
   l3::DecodeOptions unchecked;
   unchecked.verify_checksum = false;
   for (std::uint32_t c : {1u, 3u, 4u}) {
-    const Image im = make(90, 40, c, c == 3 ? Pattern::labels : Pattern::smooth_noise, 11 + c);
+    // Labels: palette tiles (spec §4.4) among the corrupted streams.
+    const Image im = make(90, 40, c, c >= 3 ? Pattern::labels : Pattern::smooth_noise, 11 + c);
     const Bytes enc = encode(im, 32, 16);
     // Every truncation: an error, never pixels.
     for (std::size_t n = 0; n < enc.size(); ++n) {
