@@ -335,6 +335,8 @@ TEST_CASE("caller errors") {
   CHECK(error_of([&] { encode(im, 24, 0); }) == errc::invalid_argument);
   CHECK(error_of([&] { encode(im, 512, 0); }) == errc::invalid_argument);
   CHECK(error_of([&] { encode(im, 0, 33); }) == errc::invalid_argument);
+  CHECK(error_of([&] { encode(im, 0, 0, 3); }) == errc::invalid_argument);
+  CHECK(error_of([&] { encode(im, 0, 0, -1); }) == errc::invalid_argument);
   const Bytes enc = encode(im);
   Bytes out(20 * 10 * 3);
   CHECK(error_of([&] { l3::decode(enc, l3::MutableImageView{out.data(), 19, 10, 3, 0}); }) == errc::invalid_argument);

@@ -589,6 +589,8 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
   const std::uint32_t tw_log2 = tile_width_log2(options.tile_width);
   const std::uint32_t th = options.tile_height ? options.tile_height : kDefaultTileHeight;
   if (th > core::kMaxTileHeight) throw_error(errc::invalid_argument, "tile height " + std::to_string(th) + " (must be 1..32)");
+  if (options.effort < 0 || options.effort > 2)
+    throw_error(errc::invalid_argument, "effort " + std::to_string(options.effort) + " (must be 0, 1 or 2)");
 
   ImageInfo info;
   info.width = image.width;
