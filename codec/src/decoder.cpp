@@ -171,7 +171,7 @@ L3_DECODE_INLINE void prepare_up_context(CodeRows<CH>& rows, int x1) {
 // counterpart of the code half of core::decode_pixel. kFirstRow: the tile's
 // first row, where N = NW = W (spec §6.3), so the activity is
 // u(W) + u(W) + (u(W) >> 1) and only W's codes decide a run.
-template <int CH, bool kFirstRow>
+template <int CH, bool kFirstRow, bool kConstantPlanes>
 L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, CodeRows<CH>& rows, int x1) {
   // W's codes at column 0: a copy of N's (zero at the tile's first pixel).
   int uw[CH];
@@ -199,9 +199,10 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, C
       }
       const int a = kFirstRow ? uw[p] + uw[p] + (uw[p] >> 1) : uw[p] + rows.ctx[c][p];
       std::uint32_t u = 0;
-      // Constant planes read nothing (spec §4.3): a per-tile flag, so the
-      // branch is predicted perfectly.
-      if (!zero && !t.plane[p].constant) u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a));
+      // Constant planes read nothing (spec §4.3); tiles without any (most)
+      // take a copy of the loop without the test: 1-2% faster on photos.
+      if (!zero && (!kConstantPlanes || !t.plane[p].constant))
+        u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a));
       rows.code[c + 1][p] = int(u);
       uw[p] = int(u);
       or_c |= int(u);
@@ -298,6 +299,8 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   // The padding lane of 3-plane code rows is never written: keep it zero.
   if constexpr (CodeRows<CH>::CS != CH) __builtin_memset(rows.code, 0, sizeof rows.code);
   const bool full = o.x1 == t.width && o.y1 == t.height;
+  bool constant_planes = false;
+  for (int p = 0; p < CH; ++p) constant_planes |= t.plane[p].constant;
   std::uint32_t palette[core::kMaxPalette];
   if constexpr (CH == 1)
     for (std::uint32_t i = 0; i < t.palette_size; ++i)
@@ -308,10 +311,12 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
     LaneState s;
     core::lane_begin(s, tile, t, r);
     if (r == 0) {
-      decode_row_codes<CH, true>(t, s, rows, o.x1);
+      if (constant_planes) decode_row_codes<CH, true, true>(t, s, rows, o.x1);
+      else decode_row_codes<CH, true, false>(t, s, rows, o.x1);
       reconstruct_row<CH, kPred, true>(k, rows, up, cur, o.x1);
     } else {
-      decode_row_codes<CH, false>(t, s, rows, o.x1);
+      if (constant_planes) decode_row_codes<CH, false, true>(t, s, rows, o.x1);
+      else decode_row_codes<CH, false, false>(t, s, rows, o.x1);
       reconstruct_row<CH, kPred, false>(k, rows, up, cur, o.x1);
     }
     if (r >= o.y0) {
