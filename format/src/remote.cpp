@@ -14,7 +14,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "file_io.hpp"
+#include "l3/file_io.hpp"
 #include "l3/storage.hpp"
 #include "layout.hpp"
 
