@@ -49,7 +49,7 @@ row() {  # row NAME KERNEL LABEL THREADS_PER_BLOCK
 
 compile decoder cuda/src/batch_decoder.cu
 compile decoder_fixed cuda/src/batch_decoder.cu -DL3_WAVEFRONT_FIXED_PREDICTORS
-compile reader reader/src/batch_backend_cuda.cu --fmad=false -DL3_READER_HAVE_CUDA=1
+compile reader reader/src/batch_backend_cuda.cu --fmad=false -DL3_HAVE_CUDA=1
 
 echo "# GPU kernels: static resources (sm_$sm)"
 echo

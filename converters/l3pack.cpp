@@ -12,6 +12,7 @@
 #include "cli/common.hpp"
 #include "l3/bench_read_cli.hpp"
 #include "l3/text.hpp"
+#include "l3/version.hpp"
 
 namespace {
 
@@ -58,7 +59,7 @@ const char* unknown_command(CLI::App& app, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   CLI::App app{"l3pack: convert, inspect and pack lossless .l3i images", "l3pack"};
-  app.set_version_flag("--version", std::string("l3pack ") + L3_VERSION);
+  app.set_version_flag("--version", std::string("l3pack ") + l3::version());
   app.require_subcommand(1);
   // Per call, for s3:// datasets: wins over AWS_ENDPOINT_URL(_S3) (spec/format.md §8.5.2).
   app.add_option_function<std::string>(

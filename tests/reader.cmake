@@ -44,6 +44,6 @@ endif()
 if(L3_HAVE_CUDA)
   add_test(NAME reader_kernel_resources
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda_kernel_resources.sh ${CMAKE_CUDA_COMPILER} ${PROJECT_SOURCE_DIR}
-            reader/src/batch_backend_cuda.cu weights_kernel,resample_kernel --fmad=false -DL3_READER_HAVE_CUDA=1)
+            reader/src/batch_backend_cuda.cu weights_kernel,resample_kernel --fmad=false -DL3_HAVE_CUDA=1)
   set_tests_properties(reader_kernel_resources PROPERTIES LABELS "reader")
 endif()

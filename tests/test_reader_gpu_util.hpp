@@ -51,7 +51,7 @@ inline std::shared_ptr<const l3::Dataset> corrupt_dataset(const std::string& nam
   return std::make_shared<const l3::Dataset>(l3::Dataset::open(dir));
 }
 
-#ifdef L3_READER_HAVE_CUDA
+#ifdef L3_HAVE_CUDA
 // True (and prints the line that makes ctest report the test skipped) when
 // no CUDA device exists.
 inline bool no_gpu() {

@@ -13,7 +13,7 @@
 #include "l3/bench_read_cli.hpp"
 #include "l3/reader.hpp"
 #include "l3/storage.hpp"
-#ifdef L3_READER_HAVE_CUDA
+#ifdef L3_HAVE_CUDA
 #include "l3/reader_backend_cuda.hpp"
 #endif
 
@@ -49,7 +49,7 @@ int device_ordinal(const std::string& device) {
 // batches in device memory).
 void use_device(ReaderOptions& o, int ordinal) {
   if (ordinal < 0) return;
-#ifdef L3_READER_HAVE_CUDA
+#ifdef L3_HAVE_CUDA
   if (cuda_device_count() == 0) throw Failure{"", "--device cuda: no CUDA device found", exit_failure};
   try {
     o.batch_backend = make_cuda_batch_backend(ordinal, nullptr, o.limits);

@@ -30,7 +30,7 @@ __all__ = [
     "Batch", "DeviceArray", "ShardWriter", "DatasetWriter", "write_manifest", "convert", "commit_parts",
     "built_with_cuda",
 ]
-__version__ = "0.1.0"
+__version__: str = _l3.version()  # l3::version(): project(l3 VERSION ...) in CMakeLists.txt
 
 built_with_cuda: bool = bool(_l3.built_with_cuda)
 

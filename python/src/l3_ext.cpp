@@ -34,10 +34,11 @@
 #include "l3/image_io.hpp"
 #include "l3/reader.hpp"
 #include "l3/reader_backend_cuda.hpp"
-#ifdef L3_PY_HAVE_CUDA
+#ifdef L3_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
 #include "l3/shard.hpp"
+#include "l3/version.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -582,7 +583,7 @@ l3::ReaderOptions reader_options(const LoaderConfig& c) {
     o.batch_backend = l3::make_emulated_gpu_batch_backend(o.limits);
   }
   if (c.device >= 0) {
-#ifdef L3_PY_HAVE_CUDA
+#ifdef L3_HAVE_CUDA
     // Decode and transform on the GPU (l3/reader_backend_cuda.hpp): whole
     // windows through the CUDA batch backend; batches in device memory.
     if (l3::cuda_device_count() == 0) l3::throw_error(l3::errc::device_error, "device='cuda': no CUDA device");
@@ -621,7 +622,7 @@ void* as_stream(std::uintptr_t s) noexcept { return reinterpret_cast<void*>(s); 
 // released by the caller). Without CUDA there are no device batches, so no
 // consumer streams either.
 void sync_streams(const StreamList& streams) {
-#ifdef L3_PY_HAVE_CUDA
+#ifdef L3_HAVE_CUDA
   for (std::uintptr_t s : streams) {
     const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(as_stream(s)));
     if (e != cudaSuccess)
@@ -836,7 +837,7 @@ nb::dict drain(const std::string& path, const LoaderConfig& cfg, std::uint64_t e
 }
 
 bool cuda_available() {
-#ifdef L3_PY_HAVE_CUDA
+#ifdef L3_HAVE_CUDA
   return true;
 #else
   return false;
@@ -863,8 +864,9 @@ NB_MODULE(_l3, m) {
   });
 
   m.attr("built_with_cuda") = cuda_available();
+  m.def("version", [] { return std::string(l3::version()); }, "The l3 libraries' version (l3::version()).");
   m.def("cuda_device_count", [] {
-#ifdef L3_PY_HAVE_CUDA
+#ifdef L3_HAVE_CUDA
     return l3::cuda_device_count();
 #else
     return 0;

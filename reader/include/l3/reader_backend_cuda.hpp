@@ -6,7 +6,7 @@
 //   kernels' decomposition run on the CPU; CI checks its batches against the
 //   CPU pipeline byte for byte.
 // make_cuda_batch_backend(device, stream) (library l3_reader_cuda, only when
-//   CUDA is available; L3_READER_HAVE_CUDA is then defined for its users):
+//   CUDA is available; L3_HAVE_CUDA is then defined for its users):
 //   decode and transforms on the GPU, batches in device memory.
 #pragma once
 
@@ -28,7 +28,7 @@ namespace l3 {
 // reference for the kernels, run by CI.
 std::shared_ptr<BatchBackend> make_emulated_gpu_batch_backend(Limits limits = {});
 
-#ifdef L3_READER_HAVE_CUDA
+#ifdef L3_HAVE_CUDA
 // CUDA devices usable by this process; 0 when the driver finds none (or fails).
 int cuda_device_count() noexcept;
 // Decode and transform on the GPU (one BatchDecoder launch for the window's
