@@ -48,7 +48,7 @@ struct WorkLayout {
     taps = at;
     at = align_up(at + entries * sizeof(std::int32_t));
     weights = at;
-    at = align_up(at + weight_floats * sizeof(float));
+    at = align_up(at + weight_floats * sizeof(std::int32_t));
     scratch = at;
     total = at + scratch_bytes;
   }
@@ -158,7 +158,7 @@ public:
       launch.offsets = reinterpret_cast<const std::uint64_t*>(d + lay.offsets);
       launch.status = decoded.d_status;
       launch.decoded = decoded.d_output;
-      launch.weights = reinterpret_cast<float*>(d + lay.weights);
+      launch.weights = reinterpret_cast<std::int32_t*>(d + lay.weights);
       launch.first = reinterpret_cast<std::int32_t*>(d + lay.first);
       launch.taps = reinterpret_cast<std::int32_t*>(d + lay.taps);
       launch.examples = n;

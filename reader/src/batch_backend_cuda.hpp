@@ -21,7 +21,7 @@ struct TransformLaunch {
   const std::uint32_t* record = nullptr;  // per example: its record's index in the decode batch
   const std::int32_t* status = nullptr;   // per decode-batch image: its errc (BatchResult::d_status)
   const std::uint8_t* decoded = nullptr;  // the decode output (BatchResult::d_output)
-  float* weights = nullptr;               // sum of table_floats() floats
+  std::int32_t* weights = nullptr;        // sum of table_floats() int32 weights
   std::int32_t* first = nullptr;          // examples * axis_entries() each
   std::int32_t* taps = nullptr;
   std::uint32_t examples = 0;

@@ -68,7 +68,7 @@ private:
   std::vector<xf::ExampleDesc> descs_;
   std::vector<std::uint32_t> desc_record_;
   std::vector<std::uint64_t> sizes_;
-  std::vector<float> weights_;
+  std::vector<std::int32_t> weights_;
   std::vector<std::int32_t> first_, taps_;
 };
 

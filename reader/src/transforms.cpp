@@ -62,15 +62,28 @@ ExamplePlan plan_example(const TransformOptions& o, std::uint32_t width, std::ui
 
 namespace {
 
-// Weight tables of one axis: `cap` weights per output sample.
-void axis_tables(int in_len, int out_len, bool antialias, std::vector<float>& w, std::vector<int>& first,
-                 std::vector<int>& taps, int& cap) {
-  cap = xf::max_taps(in_len, out_len, antialias);
-  w.resize(static_cast<std::size_t>(out_len) * static_cast<std::size_t>(cap));
-  first.resize(static_cast<std::size_t>(out_len));
-  taps.resize(static_cast<std::size_t>(out_len));
+// The hot loops are built twice on x86-64 GCC/Clang: for the baseline (SSE2)
+// and for AVX2, chosen at load time (ifunc). Integer arithmetic: both give the
+// same bytes.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
+#define L3_XF_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define L3_XF_CLONES
+#endif
+
+// The weight table of one axis, rebuilt only when (in_len, out_len, antialias) changes.
+void axis_table(AxisTable& t, int in_len, int out_len, bool antialias) {
+  if (t.in_len == in_len && t.out_len == out_len && t.antialias == antialias) return;
+  t.cap = xf::max_taps(in_len, out_len, antialias);
+  t.w.resize(static_cast<std::size_t>(out_len) * static_cast<std::size_t>(t.cap));
+  t.first.resize(static_cast<std::size_t>(out_len));
+  t.taps.resize(static_cast<std::size_t>(out_len));
   for (int i = 0; i < out_len; ++i)
-    taps[i] = xf::resample_weights(in_len, out_len, i, antialias, &w[static_cast<std::size_t>(i) * cap], cap, &first[i]);
+    t.taps[i] = xf::resample_weights(in_len, out_len, i, antialias, &t.w[static_cast<std::size_t>(i) * t.cap], t.cap,
+                                     &t.first[i]);
+  t.in_len = in_len;
+  t.out_len = out_len;
+  t.antialias = antialias;
 }
 
 void check_source(const ImageView& src, std::uint32_t ox, std::uint32_t oy, const ExamplePlan& plan,
@@ -82,11 +95,148 @@ void check_source(const ImageView& src, std::uint32_t ox, std::uint32_t oy, cons
   check_output_channels(src.channels, o.channels);
 }
 
-void flip_rows(std::uint8_t* out, std::uint32_t width, std::uint32_t height, std::uint32_t channels) {
-  for (std::uint32_t y = 0; y < height; ++y) {
-    std::uint8_t* row = out + std::size_t{y} * width * channels;
-    for (std::uint32_t a = 0, b = width - 1; a < b; ++a, --b)
-      for (std::uint32_t c = 0; c < channels; ++c) std::swap(row[a * channels + c], row[b * channels + c]);
+// Vertical pass of one output row: `taps` source rows (`stride` apart) times
+// their weights, `len` bytes each, rounded to mid values. Vectorised.
+L3_XF_CLONES void vertical_pass(const std::uint8_t* src, std::size_t stride, const std::int32_t* w, int taps, int len,
+                                std::int32_t* __restrict acc, std::uint16_t* __restrict mid) {
+  const std::int32_t w0 = w[0];
+  for (int j = 0; j < len; ++j) acc[j] = w0 * static_cast<std::int32_t>(src[j]);
+  for (int k = 1; k < taps; ++k) {
+    const std::uint8_t* __restrict p = src + static_cast<std::size_t>(k) * stride;
+    const std::int32_t wk = w[k];
+    for (int j = 0; j < len; ++j) acc[j] += wk * static_cast<std::int32_t>(p[j]);
+  }
+  for (int j = 0; j < len; ++j) mid[j] = xf::round_mid(acc[j]);
+}
+
+// Horizontal pass of one output row: `line` receives ow x oc uint8 (HWC,
+// flipped when asked). `mid` starts at source column `col0`; `sch` values per column.
+void horizontal_pass(const std::uint16_t* mid, int col0, int sch, const AxisTable& x, int ow, int oc, bool flip,
+                     std::uint8_t* line) {
+  const int cc = sch >= 3 ? oc : 1;  // a gray source is resampled once and replicated
+  for (int i = 0; i < ow; ++i) {
+    const std::int32_t* w = &x.w[static_cast<std::size_t>(i) * x.cap];
+    const int n = x.taps[i];
+    const std::uint16_t* p = mid + static_cast<std::size_t>(x.first[i] - col0) * sch;
+    std::uint8_t* d = line + static_cast<std::size_t>(flip ? ow - 1 - i : i) * oc;
+    if (cc == 3) {
+      std::int32_t a0 = 0, a1 = 0, a2 = 0;
+      for (int k = 0; k < n; ++k, p += sch) {
+        a0 += w[k] * p[0];
+        a1 += w[k] * p[1];
+        a2 += w[k] * p[2];
+      }
+      d[0] = xf::round_out(a0);
+      d[1] = xf::round_out(a1);
+      d[2] = xf::round_out(a2);
+    } else {
+      std::int32_t a = 0;
+      for (int k = 0; k < n; ++k) a += w[k] * p[static_cast<std::size_t>(k) * sch];
+      const std::uint8_t v = xf::round_out(a);
+      for (int c = 0; c < oc; ++c) d[c] = v;
+    }
+  }
+}
+
+// One output row by copy (the box has the output size: the weights are exactly one).
+void copy_row(const std::uint8_t* row, int sch, int ow, int oc, bool flip, std::uint8_t* line) {
+  for (int i = 0; i < ow; ++i) {
+    std::uint8_t* d = line + static_cast<std::size_t>(flip ? ow - 1 - i : i) * oc;
+    for (int c = 0; c < oc; ++c) d[c] = row[static_cast<std::size_t>(i) * sch + xf::source_channel(c, sch)];
+  }
+}
+
+// Runs crop + resize + flip row by row; emit(y, line) receives each output row
+// (ow x oc uint8, HWC) while it is in the cache.
+template <typename Emit>
+void resize_rows(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y, const ExamplePlan& plan,
+                 const TransformOptions& o, TransformScratch& s, Emit&& emit) {
+  check_source(src, origin_x, origin_y, plan, o);
+  const std::size_t stride = src.stride ? src.stride : std::size_t{src.width} * src.channels;
+  const int sch = static_cast<int>(src.channels);
+  const int bx = plan.box.x - static_cast<int>(origin_x), by = plan.box.y - static_cast<int>(origin_y);
+  const int ow = static_cast<int>(o.width), oh = static_cast<int>(o.height), oc = static_cast<int>(o.channels);
+  s.hwc.resize(static_cast<std::size_t>(ow) * oc);
+  std::uint8_t* line = s.hwc.data();
+  if (plan.box.w == ow && plan.box.h == oh) {  // no scaling
+    for (int y = 0; y < oh; ++y) {
+      copy_row(src.data + static_cast<std::size_t>(by + y) * stride + static_cast<std::size_t>(bx) * sch, sch, ow, oc,
+               plan.flip, line);
+      emit(y, line);
+    }
+    return;
+  }
+  axis_table(s.x, plan.box.w, ow, o.antialias);
+  axis_table(s.y, plan.box.h, oh, o.antialias);
+  // Columns of the box any output column reads.
+  int col0 = s.x.first[0], col1 = 0;
+  for (int i = 0; i < ow; ++i) {
+    col0 = std::min(col0, s.x.first[i]);
+    col1 = std::max(col1, s.x.first[i] + s.x.taps[i]);
+  }
+  const int len = (col1 - col0) * sch;
+  s.acc.resize(static_cast<std::size_t>(len));
+  s.mid.resize(static_cast<std::size_t>(len));
+  const std::uint8_t* base = src.data + static_cast<std::size_t>(bx + col0) * sch;
+  for (int y = 0; y < oh; ++y) {
+    vertical_pass(base + static_cast<std::size_t>(by + s.y.first[y]) * stride, stride,
+                  &s.y.w[static_cast<std::size_t>(y) * s.y.cap], s.y.taps[y], len, s.acc.data(), s.mid.data());
+    horizontal_pass(s.mid.data(), col0, sch, s.x, ow, oc, plan.flip, line);
+    emit(y, line);
+  }
+}
+
+// The output value of each uint8 per channel, as assemble() computes it.
+void prepare_lut(const TransformOptions& o, TransformScratch& s) {
+  bool same = s.lut_dtype == o.dtype && s.lut_normalize == o.normalize && s.lut_channels == o.channels;
+  for (int c = 0; c < 3 && same; ++c) same = s.lut_mean[c] == o.mean[c] && s.lut_std[c] == o.std[c];
+  if (same || o.dtype == DType::uint8) return;
+  for (std::uint32_t c = 0; c < o.channels; ++c) {
+    const xf::Affine n = o.normalize ? xf::normaliser(o.mean[c], o.std[c]) : xf::Affine{1.f / 255.f, 0.f};
+    for (int v = 0; v < 256; ++v) {
+      s.lut32[c][v] = xf::normalise(static_cast<std::uint8_t>(v), n);
+      s.lut16[c][v] = xf::float_to_half(s.lut32[c][v]);
+    }
+  }
+  s.lut_dtype = o.dtype;
+  s.lut_normalize = o.normalize;
+  s.lut_channels = o.channels;
+  for (int c = 0; c < 3; ++c) {
+    s.lut_mean[c] = o.mean[c];
+    s.lut_std[c] = o.std[c];
+  }
+}
+
+// Stores output row y (ow x oc uint8, HWC) in the batch slot's layout and dtype.
+template <typename T>
+void store_row(const std::uint8_t* line, std::size_t y, std::size_t ow, std::size_t hw, std::size_t oc, bool chw,
+               const T (*lut)[256], T* d) {
+  if (chw) {
+    for (std::size_t c = 0; c < oc; ++c) {
+      T* plane = d + c * hw + y * ow;
+      for (std::size_t x = 0; x < ow; ++x) plane[x] = lut[c][line[x * oc + c]];
+    }
+  } else {
+    T* row = d + y * ow * oc;
+    for (std::size_t i = 0; i < ow * oc; ++i) row[i] = lut[i % oc][line[i]];
+  }
+}
+
+void emit_row(const std::uint8_t* line, int y, const TransformOptions& o, const TransformScratch& s, void* dst) {
+  const std::size_t ow = o.width, hw = std::size_t{o.width} * o.height, oc = o.channels;
+  const bool chw = o.layout == Layout::chw && oc > 1;
+  if (o.dtype == DType::uint8) {
+    auto* d = static_cast<std::uint8_t*>(dst);
+    if (!chw) {
+      std::memcpy(d + static_cast<std::size_t>(y) * ow * oc, line, ow * oc);
+    } else {
+      for (std::size_t c = 0; c < oc; ++c)
+        for (std::size_t x = 0; x < ow; ++x) d[c * hw + y * ow + x] = line[x * oc + c];
+    }
+  } else if (o.dtype == DType::float32) {
+    store_row(line, static_cast<std::size_t>(y), ow, hw, oc, chw, s.lut32, static_cast<float*>(dst));
+  } else {
+    store_row(line, static_cast<std::size_t>(y), ow, hw, oc, chw, s.lut16, static_cast<std::uint16_t*>(dst));
   }
 }
 
@@ -94,66 +244,17 @@ void flip_rows(std::uint8_t* out, std::uint32_t width, std::uint32_t height, std
 
 void crop_resize(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y, const ExamplePlan& plan,
                  const TransformOptions& o, TransformScratch& s, std::uint8_t* out) {
-  check_source(src, origin_x, origin_y, plan, o);
-  const std::size_t stride = src.stride ? src.stride : std::size_t{src.width} * src.channels;
-  const int sch = static_cast<int>(src.channels);
-  const int bx = plan.box.x - static_cast<int>(origin_x), by = plan.box.y - static_cast<int>(origin_y);
-  const int ow = static_cast<int>(o.width), oh = static_cast<int>(o.height), oc = static_cast<int>(o.channels);
-  // Channels actually computed: a gray source is resampled once and replicated.
-  const int cc = sch >= 3 ? oc : 1;
+  const std::size_t row = std::size_t{o.width} * o.channels;
+  resize_rows(src, origin_x, origin_y, plan, o, s, [&](int y, const std::uint8_t* line) {
+    std::memcpy(out + static_cast<std::size_t>(y) * row, line, row);
+  });
+}
 
-  if (plan.box.w == ow && plan.box.h == oh) {  // no scaling: the weights are exactly {1}
-    for (int y = 0; y < oh; ++y) {
-      const std::uint8_t* row = src.data + static_cast<std::size_t>(by + y) * stride;
-      std::uint8_t* dst = out + static_cast<std::size_t>(y) * ow * oc;
-      for (int x = 0; x < ow; ++x)
-        for (int c = 0; c < oc; ++c)
-          dst[x * oc + c] = row[static_cast<std::size_t>(bx + x) * sch + xf::source_channel(c, sch)];
-    }
-  } else {
-    axis_tables(plan.box.w, ow, o.antialias, s.xw, s.xfirst, s.xtaps, s.xcap);
-    axis_tables(plan.box.h, oh, o.antialias, s.yw, s.yfirst, s.ytaps, s.ycap);
-    // Rows of the box any output row reads.
-    const int r0 = s.yfirst[0], r1 = s.yfirst[oh - 1] + s.ytaps[oh - 1];
-    const std::size_t row_len = static_cast<std::size_t>(ow) * cc;
-    s.rows.resize(static_cast<std::size_t>(r1 - r0) * row_len);
-    // Horizontal pass (same operations, same order as xf::resample_sample).
-    for (int r = r0; r < r1; ++r) {
-      const std::uint8_t* row = src.data + static_cast<std::size_t>(by + r) * stride;
-      float* dst = &s.rows[static_cast<std::size_t>(r - r0) * row_len];
-      for (int x = 0; x < ow; ++x) {
-        const float* w = &s.xw[static_cast<std::size_t>(x) * s.xcap];
-        const int n = s.xtaps[x];
-        const std::uint8_t* p = row + static_cast<std::size_t>(bx + s.xfirst[x]) * sch;
-        for (int c = 0; c < cc; ++c) {
-          const int sc = xf::source_channel(c, sch);
-          float h = 0.f;
-          for (int k = 0; k < n; ++k) h += w[k] * static_cast<float>(p[k * sch + sc]);
-          dst[x * cc + c] = h;
-        }
-      }
-    }
-    // Vertical pass.
-    for (int y = 0; y < oh; ++y) {
-      const float* w = &s.yw[static_cast<std::size_t>(y) * s.ycap];
-      const int n = s.ytaps[y];
-      const float* base = &s.rows[static_cast<std::size_t>(s.yfirst[y] - r0) * row_len];
-      std::uint8_t* dst = out + static_cast<std::size_t>(y) * ow * oc;
-      for (int x = 0; x < ow; ++x) {
-        for (int c = 0; c < cc; ++c) {
-          float acc = 0.f;
-          for (int k = 0; k < n; ++k) acc += w[k] * base[static_cast<std::size_t>(k) * row_len + x * cc + c];
-          const std::uint8_t v = xf::round_to_u8(acc);
-          if (cc == oc) {
-            dst[x * oc + c] = v;
-          } else {
-            for (int d = 0; d < oc; ++d) dst[x * oc + d] = v;
-          }
-        }
-      }
-    }
-  }
-  if (plan.flip) flip_rows(out, o.width, o.height, o.channels);
+void crop_resize_assemble(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y,
+                          const ExamplePlan& plan, const TransformOptions& o, TransformScratch& s, void* dst) {
+  prepare_lut(o, s);
+  resize_rows(src, origin_x, origin_y, plan, o, s,
+              [&](int y, const std::uint8_t* line) { emit_row(line, y, o, s, dst); });
 }
 
 void crop_resize_per_sample(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y,
@@ -163,7 +264,7 @@ void crop_resize_per_sample(const ImageView& src, std::uint32_t origin_x, std::u
   const int bx = plan.box.x - static_cast<int>(origin_x), by = plan.box.y - static_cast<int>(origin_y);
   const int ow = static_cast<int>(o.width), oh = static_cast<int>(o.height), oc = static_cast<int>(o.channels);
   const int xcap = xf::max_taps(plan.box.w, ow, o.antialias), ycap = xf::max_taps(plan.box.h, oh, o.antialias);
-  std::vector<float> xw(static_cast<std::size_t>(xcap)), yw(static_cast<std::size_t>(ycap));
+  std::vector<std::int32_t> xw(static_cast<std::size_t>(xcap)), yw(static_cast<std::size_t>(ycap));
   // One "thread" per output sample (y, x, c), as in a kernel grid.
   for (int y = 0; y < oh; ++y)
     for (int x = 0; x < ow; ++x)
@@ -171,10 +272,9 @@ void crop_resize_per_sample(const ImageView& src, std::uint32_t origin_x, std::u
         int xf0 = 0, yf0 = 0;
         const int xn = xf::resample_weights(plan.box.w, ow, x, o.antialias, xw.data(), xcap, &xf0);
         const int yn = xf::resample_weights(plan.box.h, oh, y, o.antialias, yw.data(), ycap, &yf0);
-        const float v = xf::resample_sample(src.data, stride, static_cast<int>(src.channels), c, bx, by, xw.data(),
-                                            xf0, xn, yw.data(), yf0, yn);
         const int dx = plan.flip ? ow - 1 - x : x;
-        out[(static_cast<std::size_t>(y) * ow + dx) * oc + c] = xf::round_to_u8(v);
+        out[(static_cast<std::size_t>(y) * ow + dx) * oc + c] = xf::resample_sample(
+            src.data, stride, static_cast<int>(src.channels), c, bx, by, xw.data(), xf0, xn, yw.data(), yf0, yn);
       }
 }
 

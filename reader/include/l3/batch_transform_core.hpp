@@ -6,15 +6,17 @@
 // (HWC, rows packed), two passes build every example of a window:
 //   1. weights: one thread per (example, output column or row) fills that
 //      column's / row's resampling weights (xf::resample_weights) into a
-//      table. Each example's table holds width*xcap + height*ycap floats; the
+//      table. Each example's table holds width*xcap + height*ycap weights
+//      (int32, fixed point: xf::kWeightBits); the
 //      tables' offsets are an exclusive scan of those sizes (Thrust on the
 //      device, std::exclusive_scan in the emulation).
 //   2. resample: one thread per (example, output pixel) computes the pixel's
 //      channels (xf::resample_sample with the tables), flips, normalises and
 //      stores them in the output dtype and layout.
-// The floating-point operations and their order are those of the CPU
-// pipeline's crop_resize() + assemble(), so the bytes are identical (device
-// code needs --fmad=false).
+// The resampling is integer arithmetic (the CPU pipeline's), and the weights
+// and normalisation are computed with the same floating-point operations in
+// the same order as crop_resize() + assemble(), so the bytes are identical
+// (device code needs --fmad=false for the weights and the normalisation).
 //
 // Rules as l3/transform_core.hpp: host and device; no allocation, exceptions
 // or STL containers. The host validates every descriptor before a launch.
@@ -44,11 +46,11 @@ struct ExampleDesc {
   std::int32_t box_x = 0, box_y = 0, box_w = 0, box_h = 0;  // the crop, relative to the slot
   std::int32_t flip = 0;
   std::int32_t xcap = 0, ycap = 0;     // max_taps() of each axis
-  std::uint64_t weights_offset = 0;    // floats; exclusive scan of table_floats()
+  std::uint64_t weights_offset = 0;    // weights; exclusive scan of table_floats()
   std::uint8_t* dst = nullptr;         // example_bytes of output
 };
 
-// Floats of an example's weight table.
+// Weights (int32) of an example's weight table.
 L3_HD_INLINE std::uint64_t table_floats(const ExampleDesc& d, const OutputSpec& o) {
   return static_cast<std::uint64_t>(o.width) * static_cast<std::uint64_t>(d.xcap) +
          static_cast<std::uint64_t>(o.height) * static_cast<std::uint64_t>(d.ycap);
@@ -60,16 +62,16 @@ L3_HD_INLINE std::int32_t axis_entries(const OutputSpec& o) { return o.width + o
 // Pass 1, thread (example e, entry i): i < width is output column i, else
 // output row i - width. `first` and `taps` hold axis_entries() ints per example.
 L3_HD_INLINE void weights_thread(const ExampleDesc& d, const OutputSpec& o, std::uint32_t e, std::int32_t i,
-                             float* weights, std::int32_t* first, std::int32_t* taps) {
+                             std::int32_t* weights, std::int32_t* first, std::int32_t* taps) {
   const std::uint64_t entry = static_cast<std::uint64_t>(e) * static_cast<std::uint64_t>(axis_entries(o)) +
                               static_cast<std::uint64_t>(i);
   int f = 0, n = 0;
   if (i < o.width) {
-    float* w = weights + d.weights_offset + static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(d.xcap);
+    std::int32_t* w = weights + d.weights_offset + static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(d.xcap);
     n = resample_weights(d.box_w, o.width, i, o.antialias != 0, w, d.xcap, &f);
   } else {
     const std::int32_t r = i - o.width;
-    float* w = weights + d.weights_offset + static_cast<std::uint64_t>(o.width) * static_cast<std::uint64_t>(d.xcap) +
+    std::int32_t* w = weights + d.weights_offset + static_cast<std::uint64_t>(o.width) * static_cast<std::uint64_t>(d.xcap) +
                static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(d.ycap);
     n = resample_weights(d.box_h, o.height, r, o.antialias != 0, w, d.ycap, &f);
   }
@@ -105,7 +107,7 @@ L3_HD_INLINE void store_sample(const OutputSpec& o, std::uint8_t* dst, std::int3
 // Pass 2, thread (example e, output pixel (y, x)). `decoded` is the decode
 // output; weights/first/taps as filled by pass 1.
 L3_HD_INLINE void resample_thread(const ExampleDesc& d, const OutputSpec& o, std::uint32_t e, std::int32_t y,
-                              std::int32_t x, const std::uint8_t* decoded, const float* weights,
+                              std::int32_t x, const std::uint8_t* decoded, const std::int32_t* weights,
                               const std::int32_t* first, const std::int32_t* taps) {
   const std::uint8_t* src = decoded + d.src_offset;
   const std::int32_t dx = d.flip ? o.width - 1 - x : x;
@@ -118,14 +120,14 @@ L3_HD_INLINE void resample_thread(const ExampleDesc& d, const OutputSpec& o, std
   const std::uint64_t base = static_cast<std::uint64_t>(e) * static_cast<std::uint64_t>(axis_entries(o));
   const std::uint64_t xe = base + static_cast<std::uint64_t>(x);
   const std::uint64_t ye = base + static_cast<std::uint64_t>(o.width) + static_cast<std::uint64_t>(y);
-  const float* xw = weights + d.weights_offset + static_cast<std::uint64_t>(x) * static_cast<std::uint64_t>(d.xcap);
-  const float* yw = weights + d.weights_offset + static_cast<std::uint64_t>(o.width) * static_cast<std::uint64_t>(d.xcap) +
+  const std::int32_t* xw = weights + d.weights_offset + static_cast<std::uint64_t>(x) * static_cast<std::uint64_t>(d.xcap);
+  const std::int32_t* yw = weights + d.weights_offset + static_cast<std::uint64_t>(o.width) * static_cast<std::uint64_t>(d.xcap) +
                     static_cast<std::uint64_t>(y) * static_cast<std::uint64_t>(d.ycap);
   // A gray source is resampled once and replicated (as crop_resize does).
   const std::int32_t computed = d.src_channels >= 3 ? o.channels : 1;
   for (std::int32_t c = 0; c < computed; ++c) {
-    const std::uint8_t v = round_to_u8(resample_sample(src, d.src_stride, d.src_channels, c, d.box_x, d.box_y, xw,
-                                                       first[xe], taps[xe], yw, first[ye], taps[ye]));
+    const std::uint8_t v = resample_sample(src, d.src_stride, d.src_channels, c, d.box_x, d.box_y, xw, first[xe],
+                                           taps[xe], yw, first[ye], taps[ye]);
     if (computed == o.channels) {
       store_sample(o, d.dst, y, dx, c, v);
     } else {

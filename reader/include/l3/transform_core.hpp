@@ -13,7 +13,8 @@
 //   - the resampling filter: bilinear (triangle), antialiased when shrinking
 //     by widening the support by the scale factor (PIL's / torchvision's
 //     antialias=True scheme), as per-axis weight lists;
-//   - per-pixel kernels: resample_pixel (what one CUDA thread computes) and
+//   - fixed-point weights (kWeightBits) and per-sample kernels: resample_sample
+//     (what one CUDA thread computes) and
 //     the normalise / float16 conversions of the assemble stage.
 #pragma once
 
@@ -151,11 +152,25 @@ L3_HD_INLINE double triangle(double x) {
   return x < 1.0 ? 1.0 - x : 0.0;
 }
 
+// Fixed-point resampling (spec/cuda.md §6 Batch transforms): weights are integers in units of
+// 2^-kWeightBits summing to exactly 2^kWeightBits; the vertical pass runs first
+// and rounds each column sum to kMidBits fraction bits (a uint16: at most
+// 255 * 2^7); the horizontal pass sums those and rounds to uint8. Integer
+// arithmetic is exact, so every order of the sums (the CPU's vectorised
+// passes, one CUDA thread per sample) gives the same bytes. Against the
+// double-precision filter the result is within 1 level, and rarely off
+// (tests/test_reader_transforms.cpp states and checks the bound).
+constexpr int kWeightBits = 14;
+constexpr int kMidBits = 7;
+constexpr std::int32_t kWeightOne = 1 << kWeightBits;
+
 // Weights of output sample `i` when `in_len` input samples are resized to
 // `out_len` (bilinear; support widened by the scale when shrinking and
-// antialias is on). Writes up to `capacity` weights (normalised to sum 1) to
-// `w`, the first input index to *first, and returns the count.
-L3_HD_INLINE int resample_weights(int in_len, int out_len, int i, bool antialias, float* w, int capacity, int* first) {
+// antialias is on), in fixed point (kWeightBits), summing to kWeightOne.
+// Writes up to `capacity` weights to `w`, the first input index to *first,
+// and returns the count (>= 1).
+L3_HD_INLINE int resample_weights(int in_len, int out_len, int i, bool antialias, std::int32_t* w, int capacity,
+                              int* first) {
   const double scale = static_cast<double>(in_len) / out_len;
   const double filterscale = (antialias && scale > 1.0) ? scale : 1.0;
   const double support = filterscale;  // the triangle's support is 1
@@ -165,13 +180,33 @@ L3_HD_INLINE int resample_weights(int in_len, int out_len, int i, bool antialias
   if (lo < 0) lo = 0;
   if (hi > in_len) hi = in_len;
   if (hi - lo > capacity) hi = lo + capacity;
+  if (hi <= lo) hi = lo + 1;  // never empty (the weight below then takes all)
   double total = 0;
   for (int x = lo; x < hi; ++x) total += triangle((x - center + 0.5) / filterscale);
-  const double inv = total > 0 ? 1.0 / total : 0.0;
-  for (int x = lo; x < hi; ++x) w[x - lo] = static_cast<float>(triangle((x - center + 0.5) / filterscale) * inv);
-  const int n = hi - lo;
+  // Each weight is the step of the rounded cumulative sum: none is negative
+  // and they add up to exactly kWeightOne, whatever the number of taps.
+  const double inv = total > 0 ? static_cast<double>(kWeightOne) / total : 0.0;
+  double cum = 0;
+  std::int32_t prev = 0;
+  for (int x = lo; x < hi; ++x) {
+    cum += triangle((x - center + 0.5) / filterscale);
+    const std::int32_t next = x + 1 == hi ? kWeightOne : static_cast<std::int32_t>(floor(cum * inv + 0.5));
+    w[x - lo] = next - prev;
+    prev = next;
+  }
   *first = lo;
-  return n;
+  return hi - lo;
+}
+
+// A vertical-pass sum (pixels times weights) rounded to kMidBits fraction bits.
+L3_HD_INLINE std::uint16_t round_mid(std::int32_t acc) {
+  return static_cast<std::uint16_t>((acc + (1 << (kWeightBits - kMidBits - 1))) >> (kWeightBits - kMidBits));
+}
+
+// A horizontal-pass sum (mid values times weights) rounded to a uint8.
+L3_HD_INLINE std::uint8_t round_out(std::int32_t acc) {
+  std::int32_t v = (acc + (1 << (kWeightBits + kMidBits - 1))) >> (kWeightBits + kMidBits);
+  return static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
 L3_HD_INLINE std::uint8_t round_to_u8(float v) {
@@ -185,27 +220,26 @@ L3_HD_INLINE std::uint8_t round_to_u8(float v) {
 // replicated; alpha is dropped.
 L3_HD_INLINE int source_channel(int c, int src_channels) { return src_channels >= 3 ? c : 0; }
 
-// One output sample of a separable resize, as a CUDA thread would compute it:
-// rows of the box first (horizontal weights), then the vertical sum. The
-// floating-point operations and their order are those of the CPU pipeline's
-// two-pass resize (reader/src/transforms.cpp), so both give the same bits
-// when the compiler does not contract multiply-adds (host: ISO C++ mode; nvcc
-// needs --fmad=false for bit equality).
+// One output sample of a separable resize, as a CUDA thread computes it: for
+// each horizontal tap, the vertical sum of its column rounded with round_mid
+// (exactly what the CPU pipeline's vertical pass stores), then the horizontal
+// sum rounded with round_out. Integer arithmetic: the same bytes as the CPU
+// pipeline's vectorised passes (reader/src/transforms.cpp) on every device.
 //   src: the decoded region (stride in bytes, src_channels interleaved);
 //   box: the crop inside it; xw/yw: weight lists of this output column / row.
-L3_HD_INLINE float resample_sample(const std::uint8_t* src, std::size_t stride, int src_channels, int c,
-                               int box_x, int box_y, const float* xw, int x_first, int x_taps, const float* yw,
-                               int y_first, int y_taps) {
+L3_HD_INLINE std::uint8_t resample_sample(const std::uint8_t* src, std::size_t stride, int src_channels, int c,
+                                      int box_x, int box_y, const std::int32_t* xw, int x_first, int x_taps,
+                                      const std::int32_t* yw, int y_first, int y_taps) {
   const int sc = source_channel(c, src_channels);
-  float acc = 0.f;
-  for (int ky = 0; ky < y_taps; ++ky) {
-    const std::uint8_t* row = src + static_cast<std::size_t>(box_y + y_first + ky) * stride;
-    float h = 0.f;
-    for (int kx = 0; kx < x_taps; ++kx)
-      h += xw[kx] * static_cast<float>(row[static_cast<std::size_t>(box_x + x_first + kx) * src_channels + sc]);
-    acc += yw[ky] * h;
+  std::int32_t acc = 0;
+  for (int kx = 0; kx < x_taps; ++kx) {
+    const std::uint8_t* col = src + static_cast<std::size_t>(box_x + x_first + kx) * src_channels + sc;
+    std::int32_t v = 0;
+    for (int ky = 0; ky < y_taps; ++ky)
+      v += yw[ky] * static_cast<std::int32_t>(col[static_cast<std::size_t>(box_y + y_first + ky) * stride]);
+    acc += xw[kx] * static_cast<std::int32_t>(round_mid(v));
   }
-  return acc;
+  return round_out(acc);
 }
 
 // ---- Assemble: normalisation and float16 --------------------------------------

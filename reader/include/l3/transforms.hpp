@@ -59,12 +59,28 @@ struct ExamplePlan {
 // Draws the crop box, then the flip, from `rng` (in that order).
 ExamplePlan plan_example(const TransformOptions& options, std::uint32_t width, std::uint32_t height, xf::Rng& rng);
 
-// Scratch buffers of one worker; they grow to the largest size seen and are reused.
+// Scratch of one worker: buffers grow to the largest size seen and are reused
+// (no allocation per example once warm). The weight tables of an axis are kept
+// for the last (crop length, output length, antialias) and rebuilt only when
+// that changes; the normalisation tables for the last output options.
+struct AxisTable {
+  std::vector<std::int32_t> w;        // `cap` fixed-point weights per output sample
+  std::vector<std::int32_t> first, taps;
+  int cap = 0, in_len = -1, out_len = -1;
+  bool antialias = false;
+};
 struct TransformScratch {
-  std::vector<float> xw, yw;
-  std::vector<int> xfirst, xtaps, yfirst, ytaps;
-  std::vector<float> rows;
-  int xcap = 0, ycap = 0;
+  AxisTable x, y;
+  std::vector<std::int32_t> acc;  // one row of vertical sums
+  std::vector<std::uint16_t> mid;  // the vertical pass's rows (kMidBits fraction bits)
+  std::vector<std::uint8_t> hwc;   // crop_resize's output on the way to another dtype
+  // Value of each uint8 per output channel in the output dtype (float32 or float16 bits).
+  float lut32[3][256] = {};
+  std::uint16_t lut16[3][256] = {};
+  DType lut_dtype = DType::uint8;
+  bool lut_normalize = false;
+  float lut_mean[3] = {}, lut_std[3] = {};
+  std::uint32_t lut_channels = 0;
 };
 
 // Crops plan.box out of `src` (a decoded region whose top-left pixel is image
@@ -72,6 +88,13 @@ struct TransformScratch {
 // output size and flips it: `out` receives height x width x channels uint8 (HWC).
 void crop_resize(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y, const ExamplePlan& plan,
                  const TransformOptions& options, TransformScratch& scratch, std::uint8_t* out);
+
+// crop_resize() and assemble() in one: the last pass writes the example's batch
+// slot `dst` (example_bytes(options) bytes) in the output layout and dtype.
+// The same bytes as crop_resize() followed by assemble().
+void crop_resize_assemble(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y,
+                          const ExamplePlan& plan, const TransformOptions& options, TransformScratch& scratch,
+                          void* dst);
 
 // The same result computed one output sample at a time with
 // xf::resample_sample, the way a CUDA kernel thread does: the CPU emulation of
