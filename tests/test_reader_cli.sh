@@ -12,9 +12,16 @@ grep -q "bound by: " <<<"$out"
 grep -q "cache hits 40, misses 40" <<<"$out"
 json=$("$bench" bench-read "$ds" --batch 8 --crop 16 --json --mode center --dtype uint8)
 grep -q '"examples":40' <<<"$json"
+# The what-if for a GPU step time: one line of text, a "what_if" object in JSON.
+out=$("$bench" bench-read "$ds" --batch 8 --crop 16 --step-ms 50)
+grep -q "what-if: a step of 50.0 ms per batch of 8 needs 160 images/s: " <<<"$out"
+json=$("$bench" bench-read "$ds" --batch 8 --crop 16 --json --step-ms 50)
+grep -q '"what_if":{"step_seconds":0.05,"batch_size":8' <<<"$json"
 set +e
 "$bench" bench-read "$ds" --world 2 --rank 2 2>/dev/null; rc=$?
 [[ $rc -eq 2 ]] || { echo "expected exit 2 for --rank >= --world, got $rc"; exit 1; }
 "$bench" bench-read "$bin/does-not-exist" 2>/dev/null; rc=$?
 [[ $rc -eq 1 ]] || { echo "expected exit 1 for a missing dataset, got $rc"; exit 1; }
+"$bench" bench-read "$ds" --step-ms 0 2>/dev/null; rc=$?
+[[ $rc -eq 2 ]] || { echo "expected exit 2 for --step-ms 0, got $rc"; exit 1; }
 echo "test_reader_cli: ok"

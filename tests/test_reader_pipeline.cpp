@@ -541,3 +541,35 @@ TEST_CASE("restore and destruction in the middle of an epoch, many times (TSan t
   }
   CHECK(r.metrics().batches > 0);
 }
+
+TEST_CASE("what-if (DS-Analyzer): workers and read time needed to feed a step time") {
+  Metrics m;
+  m.examples = 1000;
+  m.workers = 2;
+  m.busy.decode = 1.2;    // 1.2 ms per example
+  m.busy.transform = 0.8;  // + 0.8 ms: 2 ms of worker time per example
+  m.busy.read = 0.1;       // 0.1 ms per example on the read thread
+  // A batch of 64 every 100 ms: 128 ms of worker time per batch = 1.28 threads.
+  FeedPlan f = m.feed_plan(0.1, 64);
+  CHECK(f.worker_seconds_per_batch == doctest::Approx(0.128));
+  CHECK(f.read_seconds_per_batch == doctest::Approx(0.0064));
+  CHECK(f.workers_needed == doctest::Approx(1.28));
+  CHECK(f.images_per_second_needed == doctest::Approx(640));
+  CHECK(f.max_images_per_second == doctest::Approx(1000));  // 2 workers / 2 ms
+  CHECK(f.limit == "none");
+  // 40 ms: 3.2 threads, more than the 2 it has.
+  f = m.feed_plan(0.04, 64);
+  CHECK(f.workers_needed == doctest::Approx(3.2));
+  CHECK(f.limit == "workers");
+  CHECK(m.feed_summary(0.04, 64).find("give it 4 workers") != std::string::npos);
+  // The read thread: 10 ms per example can never feed 64 per 100 ms.
+  m.busy.read = 10.0;
+  f = m.feed_plan(0.1, 64);
+  CHECK(f.limit == "read");
+  CHECK(f.max_images_per_second == doctest::Approx(100));
+  CHECK(m.feed_summary(0.1, 64).find("STALLS on the read thread") != std::string::npos);
+  CHECK(Metrics{}.feed_plan(0.1, 64).limit == "unknown");
+  const std::string j = m.to_json(0.1, 64);
+  CHECK(j.find("\"what_if\":{\"step_seconds\":0.1,\"batch_size\":64") != std::string::npos);
+  CHECK(j.find("\"limit\":\"read\"") != std::string::npos);
+}

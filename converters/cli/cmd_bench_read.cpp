@@ -31,6 +31,7 @@ struct BenchReadArguments {
   bool json = false;
   bool digest = false;
   std::string device = "cpu";  // cpu, cuda or cuda:N
+  double step_ms = 0;           // > 0: the what-if for this GPU step time
 };
 
 // The CUDA device ordinal of --device: -1 for cpu; throws a usage Failure for
@@ -117,13 +118,14 @@ void run_bench_read(BenchReadArguments& a) {
   std::uint64_t dataset_bytes = 0;
   for (const ManifestShard& shard : ds.manifest().shards) dataset_bytes += shard.bytes;
   if (a.json) {
-    nlohmann::json j = nlohmann::json::parse(m.to_json());
+    nlohmann::json j = nlohmann::json::parse(a.step_ms > 0 ? m.to_json(a.step_ms / 1e3, o.batch_size) : m.to_json());
     if (remote)
       j["storage"] = {{"requests", t.requests}, {"retries", t.retries}, {"bytes_downloaded", t.bytes_down},
                       {"dataset_bytes", dataset_bytes}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s", m.summary().c_str());
+    if (a.step_ms > 0) std::printf("%s", m.feed_summary(a.step_ms / 1e3, o.batch_size).c_str());
     if (remote)
       std::printf("storage: %llu requests (%llu retries), %llu bytes downloaded = %.3fx the shards' %llu bytes, "
                   "%.4f requests per image\n",
@@ -192,11 +194,16 @@ void add_bench_read_command(CLI::App& app) {
                   "cpu: decode and transforms on the CPU workers; cuda[:N]: both on CUDA device N, batches in device "
                   "memory (builds with CUDA only)")
       ->option_text("cpu|cuda[:N] (default cpu)");
+  cmd->add_option("--step-ms", args->step_ms,
+                  "What-if: the worker threads and read throughput that feed one batch every this many ms (a GPU's "
+                  "step time), from the measured busy time per example")
+      ->check(CLI::PositiveNumber);
   cmd->footer(
       "Examples:\n"
       "  l3pack bench-read ds/ --crop 224 --workers 8\n"
       "  l3pack bench-read ds/ --epochs 2 --cache-mb 4096 --json\n"
-      "  l3pack bench-read ds/ --epochs 2 --peer-cache node1:11211,node2:11211");
+      "  l3pack bench-read ds/ --epochs 2 --peer-cache node1:11211,node2:11211\n"
+      "  l3pack bench-read ds/ --step-ms 150   (can 2 workers feed a 150 ms step?)");
   cmd->callback([args] {
     if (args->options.rank >= args->options.world_size)
       throw Failure{"", "--rank must be < --world", exit_usage};

@@ -785,11 +785,19 @@ class Loader:
         self._ended = False
 
     # metrics
-    def stats(self) -> dict:
+    def stats(self, step_seconds: Optional[float] = None) -> dict:
         """The reader's stall metrics: batches, examples, wait_seconds, max_wait_seconds,
         stalled_batches, busy seconds per stage, cache and error counts, images_per_second,
-        bottleneck."""
-        return json.loads(self._r.metrics_json())
+        bottleneck.
+
+        step_seconds (a GPU's time per training step) adds "what_if" (DS-Analyzer's): the
+        worker threads needed to feed one batch per step (workers_needed, from the busy
+        time per example), the worker and read seconds per batch, images_per_second_needed,
+        max_images_per_second of this configuration and limit: "none" (fed), "workers" or
+        "read"."""
+        if step_seconds is not None and not step_seconds > 0:
+            raise ValueError(f"step_seconds must be > 0; got {step_seconds!r}")
+        return json.loads(self._r.metrics_json(float(step_seconds or 0.0)))
 
     def stats_summary(self) -> str:
         return self._r.metrics_summary()

@@ -20,9 +20,16 @@ Dataset: map-style, ds[i] -> (uint8 tensor C x H x W, label), for torch samplers
 
     from torch.utils.data import DataLoader
     import l3.torch
-    ds = l3.torch.IterableDataset("out/", batch_size=64, size=224, seed=0)
-    for images, labels in DataLoader(ds, batch_size=None, num_workers=2):
+    ds = l3.torch.IterableDataset("out/", batch_size=64, size=224, seed=0, workers=2)
+    for images, labels in DataLoader(ds, batch_size=None, num_workers=0):
         ...
+
+    The fast path is num_workers=0 with the loader's own C++ threads (workers=N):
+    batches reach the training process without a copy (DLPack) and nothing is
+    pickled. With num_workers=k > 0 each DataLoader process runs a loader of its
+    own (one thread by default) and every float32 batch is copied into shared
+    memory and sent through DataLoader's queue (bench/loader_peers.py measures
+    both: bench/results/loaders-*.md).
 """
 from __future__ import annotations
 

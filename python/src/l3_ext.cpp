@@ -776,7 +776,10 @@ public:
       r.restore(st);
     });
   }
-  std::string metrics_json() { return reader()->metrics().to_json(); }  // any thread
+  std::string metrics_json(double step_seconds) {  // any thread; step_seconds > 0 adds the what-if
+    const Metrics m = reader()->metrics();
+    return step_seconds > 0 ? m.to_json(step_seconds, reader()->options().batch_size) : m.to_json();
+  }
   std::string metrics_summary() { return reader()->metrics().summary(); }
   void reset_metrics() { locked([](l3::Reader& r) { r.reset_metrics(); }); }
   std::uint64_t dataset_size() { return reader()->dataset().size(); }
@@ -975,7 +978,7 @@ NB_MODULE(_l3, m) {
       .def("batches_in_epoch", &PyReader::batches_in_epoch)
       .def("state", &PyReader::state)
       .def("restore", &PyReader::restore)
-      .def("metrics_json", &PyReader::metrics_json)
+      .def("metrics_json", &PyReader::metrics_json, "step_seconds"_a = 0.0)
       .def("metrics_summary", &PyReader::metrics_summary)
       .def("reset_metrics", &PyReader::reset_metrics)
       .def("dataset_size", &PyReader::dataset_size)

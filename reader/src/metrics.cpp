@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -97,6 +99,70 @@ std::string Metrics::to_json() const {
     j["peer_cache"] = {{"hits", peer.hits},         {"misses", peer.misses},   {"bytes", peer.bytes},
                        {"stores", peer.stores},     {"refused", peer.refused}, {"corrupt", peer.corrupt},
                        {"failures", peer.failures}, {"skipped", peer.skipped}};
+  return j.dump();
+}
+
+FeedPlan Metrics::feed_plan(double step_seconds, std::uint32_t batch_size) const {
+  FeedPlan f;
+  f.step_seconds = step_seconds;
+  f.batch_size = batch_size;
+  f.workers = workers;
+  f.images_per_second_needed = step_seconds > 0 ? batch_size / step_seconds : 0.0;
+  if (examples == 0 || step_seconds <= 0 || batch_size == 0) {
+    f.limit = "unknown";
+    return f;
+  }
+  const double per_example = pool_busy(*this) / static_cast<double>(examples);
+  const double read_per_example = busy.read / static_cast<double>(examples);
+  f.worker_seconds_per_batch = per_example * batch_size;
+  f.read_seconds_per_batch = read_per_example * batch_size;
+  f.workers_needed = f.worker_seconds_per_batch / step_seconds;
+  const double by_workers = per_example > 0 ? workers / per_example : 0.0;
+  const double by_read = read_per_example > 0 ? 1.0 / read_per_example : 0.0;
+  f.max_images_per_second = by_workers > 0 && by_read > 0 ? std::min(by_workers, by_read) : std::max(by_workers, by_read);
+  if (f.read_seconds_per_batch > step_seconds) {
+    f.limit = "read";
+  } else if (f.workers_needed > workers) {
+    f.limit = "workers";
+  } else {
+    f.limit = "none";
+  }
+  return f;
+}
+
+std::string Metrics::feed_summary(double step_seconds, std::uint32_t batch_size) const {
+  const FeedPlan f = feed_plan(step_seconds, batch_size);
+  std::string s;
+  if (f.limit == "unknown") return "what-if: no examples measured\n";
+  appendf(s,
+          "what-if: a step of %.1f ms per batch of %u needs %.0f images/s: %.2f worker threads (%.1f ms of worker "
+          "time per batch; %u here, at most %.0f images/s), read thread %.0f%% busy",
+          step_seconds * 1e3, batch_size, f.images_per_second_needed, f.workers_needed,
+          f.worker_seconds_per_batch * 1e3, f.workers, f.max_images_per_second,
+          100.0 * f.read_seconds_per_batch / step_seconds);
+  if (f.limit == "none") {
+    s += ": fed\n";
+  } else if (f.limit == "workers") {
+    appendf(s, ": STALLS, give it %u workers (on as many free cores)\n",
+            static_cast<std::uint32_t>(std::ceil(f.workers_needed)));
+  } else {
+    s += ": STALLS on the read thread (cache the dataset in RAM or read faster storage)\n";
+  }
+  return s;
+}
+
+std::string Metrics::to_json(double step_seconds, std::uint32_t batch_size) const {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(to_json());
+  const FeedPlan f = feed_plan(step_seconds, batch_size);
+  j["what_if"] = {{"step_seconds", f.step_seconds},
+                  {"batch_size", f.batch_size},
+                  {"images_per_second_needed", f.images_per_second_needed},
+                  {"worker_seconds_per_batch", f.worker_seconds_per_batch},
+                  {"read_seconds_per_batch", f.read_seconds_per_batch},
+                  {"workers_needed", f.workers_needed},
+                  {"workers", f.workers},
+                  {"max_images_per_second", f.max_images_per_second},
+                  {"limit", f.limit}};
   return j.dump();
 }
 

@@ -160,6 +160,15 @@ def test_stats(small_dataset):
                   "bottleneck"):
             assert k in s
         assert "images/s" in ld.stats_summary()
+        w = ld.stats(step_seconds=0.05)["what_if"]
+        assert w["step_seconds"] == 0.05 and w["batch_size"] == 8 and w["images_per_second_needed"] == 160
+        busy = s["busy_seconds"]
+        per_batch = (busy["decode"] + busy["transform"] + busy["assemble"]) / s["examples"] * 8
+        assert abs(w["worker_seconds_per_batch"] - per_batch) < 0.5 * per_batch + 1e-3  # stats moved on a little
+        assert w["workers_needed"] == pytest.approx(w["worker_seconds_per_batch"] / 0.05)
+        assert w["limit"] in ("none", "workers", "read")
+        with pytest.raises(ValueError):
+            ld.stats(step_seconds=0)
         ld.reset_stats()
         assert ld.stats()["batches"] == 0
 

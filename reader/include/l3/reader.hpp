@@ -141,6 +141,22 @@ struct StageTimes {
   double read = 0, decode = 0, transform = 0, assemble = 0;
 };
 
+// DS-Analyzer's what-if: what it takes to feed one batch every `step_seconds`
+// (a GPU's step time), from the busy seconds measured per delivered example.
+// Assumes worker threads scale linearly (each has its own core): a lower bound
+// on what is needed.
+struct FeedPlan {
+  double step_seconds = 0;
+  std::uint32_t batch_size = 0;
+  double worker_seconds_per_batch = 0;  // decode + transform + assemble, one thread
+  double read_seconds_per_batch = 0;    // the read thread
+  double workers_needed = 0;            // worker threads that keep up (fractional)
+  std::uint32_t workers = 0;            // worker threads this run had
+  double max_images_per_second = 0;     // what those workers and the read thread can produce
+  double images_per_second_needed = 0;  // batch_size / step_seconds
+  std::string limit;                    // "none" (fed), "workers" or "read"; "unknown" without data
+};
+
 struct Metrics {
   std::uint64_t batches = 0;
   std::uint64_t examples = 0;      // delivered
@@ -168,6 +184,10 @@ struct Metrics {
   std::string bottleneck() const;
   std::string summary() const;  // several lines of text
   std::string to_json() const;
+  // The what-if for a step time (> 0) and batch size (> 0); as text (one line) or JSON.
+  FeedPlan feed_plan(double step_seconds, std::uint32_t batch_size) const;
+  std::string feed_summary(double step_seconds, std::uint32_t batch_size) const;
+  std::string to_json(double step_seconds, std::uint32_t batch_size) const;  // to_json() plus "what_if"
 };
 
 class Reader {
