@@ -166,6 +166,8 @@ def make(a):
                 pass
     recs = records(work)
     for name, fn in PACKERS.items():
+        if a.packs and name not in a.packs.split(","):
+            continue
         out = os.path.join(work, name)
         if os.path.exists(os.path.join(out, ".done")):
             continue
@@ -622,6 +624,7 @@ def main():
         s.add_argument("--work", default=os.path.join(ROOT, "bench", "work", "loaders"))
         if name == "make":
             s.add_argument("--count", type=int, default=2000)
+            s.add_argument("--packs", default="", help="comma-separated packed copies to make (default: all)")
         if name == "one":
             s.add_argument("peer", choices=PEERS)
         if name in ("run", "one"):
