@@ -11,7 +11,7 @@ an ImageFolder of PNG files (work/imagefolder/cNN/img_NNNNN.png) and packed for:
 
   l3              l3.convert (the .l3i codec)                  l3.Loader, l3.torch + DataLoader
   ffcv_raw        FFCV RGBImageField(write_mode="raw")         RandomResizedCropRGBImageDecoder
-  mds_png/mds_raw MosaicML MDS, "png" and "pil" (raw) columns  StreamingDataset + DataLoader
+  mds_png/mds_raw MosaicML MDS, PNG bytes and "pil" (raw) cols  StreamingDataset + DataLoader
   wds             WebDataset tar shards of the PNG files       WebDataset + DataLoader
   litdata         LitData chunks of the PNG files' bytes       StreamingDataset + StreamingDataLoader
   imagefolder     the PNG files                                torchvision ImageFolder + DataLoader,
@@ -205,21 +205,27 @@ def pack_ffcv(recs, out):
     w.from_indexed_dataset(Folder())
 
 
-def _pack_mds(recs, out, encoding):
+def _pack_mds(recs, out, raw):
+    """raw: the "pil" column (mode, size and raw pixels); else the PNG files' bytes as they are
+    (a "bytes" column, decoded by PIL in the dataset: MDS's "png" column would re-encode them)."""
     from PIL import Image
     from streaming import MDSWriter
-    with MDSWriter(out=out, columns={"image": encoding, "label": "int"}, size_limit=1 << 26) as w:
+    with MDSWriter(out=out, columns={"image": "pil" if raw else "bytes", "label": "int"}, size_limit=1 << 26) as w:
         for _, path, label in recs:
-            with Image.open(path) as im:
-                w.write({"image": im.convert("RGB"), "label": label})
+            if raw:
+                with Image.open(path) as im:
+                    w.write({"image": im.convert("RGB"), "label": label})
+            else:
+                with open(path, "rb") as f:
+                    w.write({"image": f.read(), "label": label})
 
 
 def pack_mds_png(recs, out):
-    _pack_mds(recs, out, "png")
+    _pack_mds(recs, out, False)
 
 
 def pack_mds_raw(recs, out):
-    _pack_mds(recs, out, "pil")
+    _pack_mds(recs, out, True)
 
 
 def pack_wds(recs, out):
@@ -273,12 +279,17 @@ def stored_ffcv(work):
         yield pixels_hash(raw[ptr:ptr + w * h * 3].reshape(h, w, 3)), int(m["f1"]["value"])
 
 
+def _mds_image(v):
+    """An MDS sample's image: PNG bytes (mds_png) or a PIL image (mds_raw) -> RGB array."""
+    return png_array(v) if isinstance(v, bytes) else np.asarray(v.convert("RGB"))
+
+
 def _stored_mds(work, name):
     from streaming import StreamingDataset
     ds = StreamingDataset(local=os.path.join(work, name), shuffle=False, batch_size=1)
     for i in range(ds.num_samples):
         s = ds.get_item(i)
-        yield pixels_hash(np.asarray(s["image"].convert("RGB"))), int(s["label"])
+        yield pixels_hash(_mds_image(s["image"])), int(s["label"])
 
 
 def stored_wds(work):
@@ -418,7 +429,12 @@ class _MDS:
 
             def __getitem__(self, i):
                 s = super().__getitem__(i)
-                return self.tf(s["image"].convert("RGB")), s["label"]
+                v = s["image"]
+                if isinstance(v, bytes):  # mds_png: the PNG file's bytes
+                    from PIL import Image
+                    with Image.open(io.BytesIO(v)) as im:
+                        return self.tf(im.convert("RGB")), s["label"]
+                return self.tf(v.convert("RGB")), s["label"]
         self.ds = DS(torch_transform(), local=os.path.join(work, name), shuffle=True, batch_size=BATCH,
                      shuffle_seed=SEED)
         self.tud = tud

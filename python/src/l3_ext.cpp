@@ -777,7 +777,7 @@ public:
     });
   }
   std::string metrics_json(double step_seconds) {  // any thread; step_seconds > 0 adds the what-if
-    const Metrics m = reader()->metrics();
+    const l3::Metrics m = reader()->metrics();
     return step_seconds > 0 ? m.to_json(step_seconds, reader()->options().batch_size) : m.to_json();
   }
   std::string metrics_summary() { return reader()->metrics().summary(); }

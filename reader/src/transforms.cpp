@@ -109,32 +109,51 @@ L3_XF_CLONES void vertical_pass(const std::uint8_t* src, std::size_t stride, con
   for (int j = 0; j < len; ++j) mid[j] = xf::round_mid(acc[j]);
 }
 
-// Horizontal pass of one output row: `line` receives ow x oc uint8 (HWC,
-// flipped when asked). `mid` starts at source column `col0`; `sch` values per column.
-void horizontal_pass(const std::uint16_t* mid, int col0, int sch, const AxisTable& x, int ow, int oc, bool flip,
-                     std::uint8_t* line) {
-  const int cc = sch >= 3 ? oc : 1;  // a gray source is resampled once and replicated
+// Output rows resampled together by the horizontal pass: one int32 lane each
+// (a vector register of AVX2).
+constexpr int kRows = 8;
+
+// mid rows [r][j] (r < rows, len values each) to columns [j][r] (kRows lanes;
+// lanes past `rows` are zero), so the horizontal pass reads contiguous lanes.
+void transpose_rows(const std::uint16_t* mid, int rows, int len, std::uint16_t* __restrict cols) {
+  for (int j = 0; j < len; ++j) {
+    std::uint16_t* d = cols + static_cast<std::size_t>(j) * kRows;
+    for (int r = 0; r < kRows; ++r) d[r] = r < rows ? mid[static_cast<std::size_t>(r) * len + j] : 0;
+  }
+}
+
+// Horizontal pass of kRows output rows at once: `lines` receives kRows rows of
+// ow x oc uint8 (HWC, flipped when asked). `cols` (transpose_rows) starts at
+// source column `col0`, SCH values per column. Vectorised across the rows and
+// channels: the accumulators are laid out as a column of `cols`.
+template <int SCH>
+L3_XF_CLONES void horizontal_pass(const std::uint16_t* cols, int col0, const AxisTable& x, int ow, int oc, bool flip,
+                                  std::uint8_t* __restrict lines) {
+  constexpr int kLanes = SCH * kRows;
+  const std::size_t line = static_cast<std::size_t>(ow) * oc;
   for (int i = 0; i < ow; ++i) {
     const std::int32_t* w = &x.w[static_cast<std::size_t>(i) * x.cap];
     const int n = x.taps[i];
-    const std::uint16_t* p = mid + static_cast<std::size_t>(x.first[i] - col0) * sch;
-    std::uint8_t* d = line + static_cast<std::size_t>(flip ? ow - 1 - i : i) * oc;
-    if (cc == 3) {
-      std::int32_t a0 = 0, a1 = 0, a2 = 0;
-      for (int k = 0; k < n; ++k, p += sch) {
-        a0 += w[k] * p[0];
-        a1 += w[k] * p[1];
-        a2 += w[k] * p[2];
-      }
-      d[0] = xf::round_out(a0);
-      d[1] = xf::round_out(a1);
-      d[2] = xf::round_out(a2);
-    } else {
-      std::int32_t a = 0;
-      for (int k = 0; k < n; ++k) a += w[k] * p[static_cast<std::size_t>(k) * sch];
-      const std::uint8_t v = xf::round_out(a);
-      for (int c = 0; c < oc; ++c) d[c] = v;
+    const std::uint16_t* p = cols + static_cast<std::size_t>(x.first[i] - col0) * kLanes;
+    std::int32_t acc[kLanes] = {};
+    for (int k = 0; k < n; ++k, p += kLanes) {
+      const std::int32_t wk = w[k];
+      for (int j = 0; j < kLanes; ++j) acc[j] += wk * static_cast<std::int32_t>(p[j]);
     }
+    std::uint8_t* d = lines + static_cast<std::size_t>(flip ? ow - 1 - i : i) * oc;
+    for (int r = 0; r < kRows; ++r)
+      for (int c = 0; c < oc; ++c)  // a gray source (SCH < 3) is replicated
+        d[r * line + static_cast<std::size_t>(c)] = xf::round_out(acc[(SCH >= 3 ? c : 0) * kRows + r]);
+  }
+}
+
+void horizontal_pass(const std::uint16_t* cols, int col0, int sch, const AxisTable& x, int ow, int oc, bool flip,
+                     std::uint8_t* lines) {
+  switch (sch) {
+    case 1: return horizontal_pass<1>(cols, col0, x, ow, oc, flip, lines);
+    case 2: return horizontal_pass<2>(cols, col0, x, ow, oc, flip, lines);
+    case 3: return horizontal_pass<3>(cols, col0, x, ow, oc, flip, lines);
+    default: return horizontal_pass<4>(cols, col0, x, ow, oc, flip, lines);
   }
 }
 
@@ -176,13 +195,22 @@ void resize_rows(const ImageView& src, std::uint32_t origin_x, std::uint32_t ori
   }
   const int len = (col1 - col0) * sch;
   s.acc.resize(static_cast<std::size_t>(len));
-  s.mid.resize(static_cast<std::size_t>(len));
+  s.mid.resize(static_cast<std::size_t>(len) * kRows);
+  s.cols.resize(static_cast<std::size_t>(len) * kRows);
+  s.lines.resize(static_cast<std::size_t>(ow) * oc * kRows);
+  const std::size_t line_bytes = static_cast<std::size_t>(ow) * oc;
   const std::uint8_t* base = src.data + static_cast<std::size_t>(bx + col0) * sch;
-  for (int y = 0; y < oh; ++y) {
-    vertical_pass(base + static_cast<std::size_t>(by + s.y.first[y]) * stride, stride,
-                  &s.y.w[static_cast<std::size_t>(y) * s.y.cap], s.y.taps[y], len, s.acc.data(), s.mid.data());
-    horizontal_pass(s.mid.data(), col0, sch, s.x, ow, oc, plan.flip, line);
-    emit(y, line);
+  for (int y0 = 0; y0 < oh; y0 += kRows) {
+    const int rows = std::min(kRows, oh - y0);
+    for (int r = 0; r < rows; ++r) {
+      const int y = y0 + r;
+      vertical_pass(base + static_cast<std::size_t>(by + s.y.first[y]) * stride, stride,
+                    &s.y.w[static_cast<std::size_t>(y) * s.y.cap], s.y.taps[y], len, s.acc.data(),
+                    &s.mid[static_cast<std::size_t>(r) * len]);
+    }
+    transpose_rows(s.mid.data(), rows, len, s.cols.data());
+    horizontal_pass(s.cols.data(), col0, sch, s.x, ow, oc, plan.flip, s.lines.data());
+    for (int r = 0; r < rows; ++r) emit(y0 + r, &s.lines[static_cast<std::size_t>(r) * line_bytes]);
   }
 }
 

@@ -72,8 +72,10 @@ struct AxisTable {
 struct TransformScratch {
   AxisTable x, y;
   std::vector<std::int32_t> acc;  // one row of vertical sums
-  std::vector<std::uint16_t> mid;  // the vertical pass's rows (kMidBits fraction bits)
-  std::vector<std::uint8_t> hwc;   // crop_resize's output on the way to another dtype
+  std::vector<std::uint16_t> mid;   // the vertical pass's rows (kMidBits fraction bits)
+  std::vector<std::uint16_t> cols;  // the same, transposed for the horizontal pass
+  std::vector<std::uint8_t> lines;  // output rows (HWC uint8) on their way to the slot
+  std::vector<std::uint8_t> hwc;    // one output row of the no-scaling copy
   // Value of each uint8 per output channel in the output dtype (float32 or float16 bits).
   float lut32[3][256] = {};
   std::uint16_t lut16[3][256] = {};
