@@ -135,7 +135,7 @@ def pixels_hash(a):
 
 def png_array(path_or_bytes):
     from PIL import Image
-    src = io.BytesIO(path_or_bytes) if isinstance(path_or_bytes, bytes) else path_or_bytes
+    src = path_or_bytes if isinstance(path_or_bytes, str) else io.BytesIO(bytes(path_or_bytes))
     with Image.open(src) as im:
         return np.asarray(im.convert("RGB"))
 
@@ -267,16 +267,17 @@ def stored_l3(work):
 
 
 def stored_ffcv(work):
+    from ffcv.fields.rgb_image import IMAGE_MODES
     from ffcv.reader import Reader
     path = os.path.join(work, "ffcv", "data.beton")
     r = Reader(path)
     raw = np.memmap(path, dtype=np.uint8, mode="r")
     for m in r.metadata:
-        img = m["f0"]  # RGBImageField: mode, width, height, data_ptr (raw: mode 0)
-        if int(img["mode"]) != 0:
+        img = m["f0"]  # RGBImageField: mode, width, height, data_ptr
+        if int(img["mode"]) != IMAGE_MODES["raw"]:
             raise ValueError("ffcv image not stored raw")
         w, h, ptr = int(img["width"]), int(img["height"]), int(img["data_ptr"])
-        yield pixels_hash(raw[ptr:ptr + w * h * 3].reshape(h, w, 3)), int(m["f1"]["value"])
+        yield pixels_hash(raw[ptr:ptr + w * h * 3].reshape(h, w, 3)), int(m["f1"])  # IntField: the value
 
 
 def _mds_image(v):
