@@ -362,14 +362,18 @@ def torch_transform():
     return T.Compose([T.RandomResizedCrop(SIZE), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)])
 
 
-def epochs_of(make_iter, epochs, check):
-    """Runs one warm-up epoch and `epochs` timed ones; returns images, seconds, CPU seconds."""
+def epochs_of(make_iter, epochs, check, records):
+    """Runs one warm-up epoch and `epochs` timed ones; returns images, seconds, CPU seconds.
+    Images count at most `records` per epoch: a loader that pads its last batch (l3's
+    drop_last=False wraps around) is not credited for the padding."""
     for batch in make_iter():
         check(batch)
     images, c0, t0 = 0, tree_cpu_seconds(), time.perf_counter()
     for _ in range(epochs):
+        n = 0
         for batch in make_iter():
-            images += check(batch)
+            n += check(batch)
+        images += min(n, records)
     return images, time.perf_counter() - t0, tree_cpu_seconds() - c0
 
 
@@ -391,7 +395,7 @@ def run_l3_loader(work, epochs):
     def check(b):
         assert b.data.shape[1:] == (3, SIZE, SIZE) and b.data.dtype == np.float32
         return int(b.data.shape[0])
-    return epochs_of(lambda: loader, epochs, check)
+    return epochs_of(lambda: loader, epochs, check, len(records(work)))
 
 
 def run_l3_torch(work, epochs, num_workers=0):
@@ -409,13 +413,13 @@ def run_l3_torch(work, epochs, num_workers=0):
         ds.set_epoch(ep[0])
         ep[0] += 1
         return dl
-    return epochs_of(it, epochs, check_torch)
+    return epochs_of(it, epochs, check_torch, len(records(work)))
 
 
 def run_imagefolder(work, epochs):
     from torchvision import datasets
     dl = dataloader(datasets.ImageFolder(os.path.join(work, "imagefolder"), transform=torch_transform()), shuffle=True)
-    return epochs_of(lambda: dl, epochs, check_torch)
+    return epochs_of(lambda: dl, epochs, check_torch, len(records(work)))
 
 
 class _MDS:
@@ -445,7 +449,7 @@ def run_mds(work, epochs, name):
     m = _MDS(work, name)
     from streaming import StreamingDataLoader
     dl = StreamingDataLoader(m.ds, batch_size=BATCH, num_workers=WORKERS, persistent_workers=True)
-    return epochs_of(lambda: dl, epochs, check_torch)
+    return epochs_of(lambda: dl, epochs, check_torch, len(records(work)))
 
 
 def run_wds(work, epochs):
@@ -462,7 +466,7 @@ def run_wds(work, epochs):
     # in a buffer, as WebDataset training pipelines do.
     ds = wds.WebDataset(urls, shardshuffle=len(urls), nodesplitter=None, empty_check=False).shuffle(500).map(sample)
     dl = dataloader(ds)
-    return epochs_of(lambda: dl, epochs, check_torch)
+    return epochs_of(lambda: dl, epochs, check_torch, len(records(work)))
 
 
 def run_litdata(work, epochs):
@@ -477,7 +481,7 @@ def run_litdata(work, epochs):
                 return tf(im.convert("RGB")), int(s["label"])
     ds = DS(os.path.join(work, "litdata"), shuffle=True, seed=SEED)
     dl = litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=WORKERS, persistent_workers=True)
-    return epochs_of(lambda: dl, epochs, check_torch)
+    return epochs_of(lambda: dl, epochs, check_torch, len(records(work)))
 
 
 def run_ffcv(work, epochs):
@@ -493,7 +497,7 @@ def run_ffcv(work, epochs):
     }
     loader = Loader(os.path.join(work, "ffcv", "data.beton"), batch_size=BATCH, num_workers=WORKERS,
                     order=OrderOption.RANDOM, os_cache=True, drop_last=False, pipelines=pipelines, seed=SEED)
-    return epochs_of(lambda: loader, epochs, check_torch)
+    return epochs_of(lambda: loader, epochs, check_torch, len(records(work)))
 
 
 def run_dali(work, epochs):
@@ -522,7 +526,7 @@ def run_dali(work, epochs):
     def check(b):
         assert b[0].shape[1:] == (3, SIZE, SIZE) and b[0].dtype == np.float32
         return int(b[0].shape[0])
-    return epochs_of(it, epochs, check)
+    return epochs_of(it, epochs, check, len(records(work)))
 
 
 RUNNERS = {"l3_loader": run_l3_loader, "l3_torch": run_l3_torch,
