@@ -581,6 +581,9 @@ def run(a):
             loads.append(os.getloadavg()[0])
             print(f"round {r + 1} {peer}: {res['images_per_second']} images/s, "
                   f"{res['images_per_cpu_second']} images/CPU-s (load {loads[-1]:.2f})", flush=True)
+        if a.out:  # the rounds so far (a long run stopped early keeps them)
+            with open(a.out, "w") as f:
+                f.write(render(a, peers, results, failed, loads, rounds_done=r + 1))
     report = render(a, peers, results, failed, loads)
     print(report)
     if a.out:
@@ -593,7 +596,7 @@ def med_range(v):
     return statistics.median(v), min(v), max(v)
 
 
-def render(a, peers, results, failed, loads):
+def render(a, peers, results, failed, loads, rounds_done=None):
     host = socket.gethostname()
     ffcv = results.get("ffcv_raw") or []
     l3l = results.get("l3_loader") or []
@@ -601,7 +604,8 @@ def render(a, peers, results, failed, loads):
              f"`{' '.join(sys.argv)}`", "",
              f"{len(records(a.work))} lossless photos 400-600 x 300-500 (loader_peers.py make), "
              f"RandomResizedCrop {SIZE} + flip + normalise to float32 NCHW, batches of {BATCH}, {WORKERS} workers, "
-             f"{a.rounds} interleaved rounds of 1 warm-up + {a.epochs} timed epochs per trial, data in the page cache. "
+             f"{a.rounds if rounds_done is None else f'{rounds_done} of {a.rounds}'} interleaved rounds of 1 warm-up + "
+             f"{a.epochs} timed epochs per trial, data in the page cache. "
              f"{os.cpu_count()} CPUs; load average (1 min) during the run: median {statistics.median(loads):.2f}, "
              f"{min(loads):.2f}-{max(loads):.2f} (the machine is shared: compare ratios within this run).", "",
              "| loader | bytes on disk | images/s (median, range) | images per CPU-second (median, range) |"
