@@ -10,6 +10,7 @@
 
 #include "header.hpp"
 #include "l3/codec.hpp"
+#include "l3/target_clones.hpp"
 #include "l3/tile_core.hpp"
 
 namespace l3 {
@@ -30,11 +31,9 @@ struct TileOutput {
 // copy built for x86-64-v3 (BMI2 shlx/shrx, lzcnt) is picked at load time when
 // the CPU has them. The attribute goes on each row loop instantiation: a callee
 // of a cloned function that is not inlined is built for the baseline only.
-// Not under sanitizers: the ifunc resolver runs before their runtimes start.
-// GCC only: Clang (14) refuses target_clones on function templates, so a Clang
-// build (the fuzzers') has the baseline loop alone.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
+// Where clones are not built (sanitizers, Clang: the fuzzers' build has the
+// baseline loop alone): l3/target_clones.hpp.
+#if L3_HAVE_TARGET_CLONES
 #define L3_DECODE_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define L3_DECODE_CLONES

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "l3/error.hpp"
+#include "l3/target_clones.hpp"
 
 namespace l3 {
 
@@ -64,8 +65,8 @@ namespace {
 
 // The hot loops are built twice on x86-64 GCC/Clang: for the baseline (SSE2)
 // and for AVX2, chosen at load time (ifunc). Integer arithmetic: both give the
-// same bytes.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
+// same bytes. Where clones are not built: l3/target_clones.hpp.
+#if L3_HAVE_TARGET_CLONES
 #define L3_XF_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define L3_XF_CLONES
