@@ -227,6 +227,17 @@ const RemoteShard& body_of(const ShardReader& shard) {
   return *body;
 }
 
+// The data callback of one get_many: each request's pieces, as they arrive,
+// copied into bufs[i] (sized to the request's range on its first piece).
+decltype(storage::RangeCallbacks::data) collect_ranges(
+    const std::vector<storage::RangeRequest>& requests, std::vector<std::vector<std::uint8_t>>& bufs) {
+  return [&requests, &bufs](std::size_t i, std::uint64_t at, std::span<const std::uint8_t> bytes) {
+    auto& buf = bufs[i];
+    if (buf.empty()) buf.resize(static_cast<std::size_t>(requests[i].range.size));
+    std::memcpy(buf.data() + (at - requests[i].range.offset), bytes.data(), bytes.size());
+  };
+}
+
 }  // namespace
 
 bool is_remote(const std::filesystem::path& dir) { return storage::is_s3_url(dir.native()); }
@@ -294,11 +305,7 @@ void fetch_tails(const std::filesystem::path& dir, std::span<const ManifestShard
   }
   std::vector<std::vector<std::uint8_t>> bufs(requests.size());
   storage::RangeCallbacks cb;
-  cb.data = [&](std::size_t i, std::uint64_t at, std::span<const std::uint8_t> bytes) {
-    auto& buf = bufs[i];
-    if (buf.empty()) buf.resize(static_cast<std::size_t>(requests[i].range.size));
-    std::memcpy(buf.data() + (at - requests[i].range.offset), bytes.data(), bytes.size());
-  };
+  cb.data = collect_ranges(requests, bufs);
   cb.done = [&](std::size_t i) {
     const ManifestShard& m = shards[of[i]];
     cache.insert_block(m.file_hash, m.bytes, requests[i].range, bufs[i]);
@@ -332,11 +339,7 @@ void fetch_blocks(const std::filesystem::path& dir, std::span<const BlockRef> bl
   std::vector<std::vector<std::uint8_t>> bufs(requests.size());
   std::vector<bool> published(requests.size());
   storage::RangeCallbacks cb;
-  cb.data = [&](std::size_t i, std::uint64_t at, std::span<const std::uint8_t> bytes) {
-    auto& buf = bufs[i];
-    if (buf.empty()) buf.resize(static_cast<std::size_t>(requests[i].range.size));
-    std::memcpy(buf.data() + (at - requests[i].range.offset), bytes.data(), bytes.size());
-  };
+  cb.data = collect_ranges(requests, bufs);
   cb.done = [&](std::size_t i) {
     claimed[i].first->store(claimed[i].second, bufs[i]);
     published[i] = true;

@@ -116,14 +116,8 @@ std::optional<fs::path> ShardCache::lookup(std::uint64_t hash, std::uint64_t siz
 
 fs::path ShardCache::insert(std::uint64_t hash, std::uint64_t size, const std::string& what,
                             const std::function<void(int fd)>& fill) const {
-  std::error_code ec;
-  fs::create_directories(options_.dir, ec);
-  if (ec) throw_error(errc::io_error, "cannot create the cache folder '" + options_.dir.string() + "': " + ec.message());
-  static std::atomic<std::uint64_t> counter{0};
   const fs::path final_path = path_of(hash, size);
-  // Unique per process and call: concurrent fillers never share a temporary.
-  const fs::path temp = final_path.string() + std::string(kTempMark) + std::to_string(::getpid()) + "." +
-                        std::to_string(counter.fetch_add(1));
+  const fs::path temp = unique_temp_for(final_path);
   try {
     {
       Fd f;
@@ -135,10 +129,31 @@ fs::path ShardCache::insert(std::uint64_t hash, std::uint64_t size, const std::s
     if (file_xxh3(temp) != hash)
       throw_error(errc::checksum_mismatch, what + ": the downloaded bytes do not match the manifest's xxh3 " +
                                                hex16(hash) + " (the object changed after the manifest was written?)");
-    if (::rename(temp.c_str(), final_path.c_str()) != 0) io_fail("cannot rename to", final_path);
   } catch (...) {
+    std::error_code ec;
     fs::remove(temp, ec);
     throw;
+  }
+  return publish(temp, final_path);
+}
+
+fs::path ShardCache::unique_temp_for(const fs::path& final_path) const {
+  std::error_code ec;
+  fs::create_directories(options_.dir, ec);
+  if (ec) throw_error(errc::io_error, "cannot create the cache folder '" + options_.dir.string() + "': " + ec.message());
+  static std::atomic<std::uint64_t> counter{0};
+  // Unique per process and call: concurrent fillers never share a temporary.
+  return final_path.string() + std::string(kTempMark) + std::to_string(::getpid()) + "." +
+         std::to_string(counter.fetch_add(1));
+}
+
+fs::path ShardCache::publish(const fs::path& temp, const fs::path& final_path) const {
+  if (::rename(temp.c_str(), final_path.c_str()) != 0) {
+    const int err = errno;  // the message names the rename's error, not the cleanup's
+    std::error_code ec;
+    fs::remove(temp, ec);
+    errno = err;
+    io_fail("cannot rename to", final_path);
   }
   evict();
   return final_path;
@@ -194,13 +209,8 @@ std::optional<fs::path> ShardCache::lookup_block(std::uint64_t hash, std::uint64
 fs::path ShardCache::insert_block(std::uint64_t hash, std::uint64_t size, ByteRange range,
                                   std::span<const std::uint8_t> bytes) const {
   if (bytes.size() != range.size) throw_error(errc::invalid_argument, "insert_block: the bytes are not the range's size");
-  std::error_code ec;
-  fs::create_directories(options_.dir, ec);
-  if (ec) throw_error(errc::io_error, "cannot create the cache folder '" + options_.dir.string() + "': " + ec.message());
-  static std::atomic<std::uint64_t> counter{0};
   const fs::path final_path = block_path_of(hash, size, range);
-  const fs::path temp = final_path.string() + std::string(kTempMark) + std::to_string(::getpid()) + "." +
-                        std::to_string(counter.fetch_add(1));
+  const fs::path temp = unique_temp_for(final_path);
   try {
     Fd f;
     f.fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -215,13 +225,12 @@ fs::path ShardCache::insert_block(std::uint64_t hash, std::uint64_t size, ByteRa
         rest = rest.subspan(static_cast<std::size_t>(n));
       }
     }
-    if (::rename(temp.c_str(), final_path.c_str()) != 0) io_fail("cannot rename to", final_path);
   } catch (...) {
+    std::error_code ec;
     fs::remove(temp, ec);
     throw;
   }
-  evict();
-  return final_path;
+  return publish(temp, final_path);
 }
 
 void ShardCache::evict() const {

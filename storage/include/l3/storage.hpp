@@ -216,6 +216,11 @@ public:
   std::uint64_t clear() const;  // removes every cache file (shards and blocks); returns the bytes freed
 
 private:
+  // The cache folder (created if missing) and a temporary name beside
+  // final_path that no other process or call uses.
+  std::filesystem::path unique_temp_for(const std::filesystem::path& final_path) const;
+  // Renames temp onto final_path (removing temp if that fails), then evicts.
+  std::filesystem::path publish(const std::filesystem::path& temp, const std::filesystem::path& final_path) const;
   void evict() const;
   CacheOptions options_;
 };
