@@ -4,9 +4,12 @@
 # ceph-mon, ceph-osd and radosgw (scripts are not run by CI). Authentication
 # between the daemons is off; S3 requests to radosgw are signed (SigV4) with
 # the user's keys printed by `start`.
-#   radosgw_local.sh start DIR PORT   -> prints AK SK once radosgw answers
+#   radosgw_local.sh start DIR PORT [MONPORT] -> prints AK SK once radosgw
+#                                     answers (the monitor on MONPORT, else PORT+1)
 #   radosgw_local.sh stop DIR         -> stops the daemons by their pid files
 set -euo pipefail
+# A failing command names itself (the daemons log to DIR/log).
+trap 'echo "radosgw_local.sh: line $LINENO failed (exit $?): $BASH_COMMAND" >&2' ERR
 cmd="$1" dir="$2"
 conf="$dir/ceph.conf"
 
@@ -23,7 +26,7 @@ if [[ "$cmd" == stop ]]; then stop; exit 0; fi
 port="$3"
 rm -rf "$dir"; mkdir -p "$dir"/{mon,osd0,run,log}
 fsid="$(cat /proc/sys/kernel/random/uuid)"
-monport=$((port + 1))
+monport="${4:-$((port + 1))}"
 cat > "$conf" <<CONF
 [global]
 fsid = $fsid

@@ -19,14 +19,32 @@ SCRIPT = ROOT / "bench" / "radosgw_local.sh"
 BUCKET = "l3-rgw"
 
 
+def start_cluster(folder):
+    """Starts the cluster on two free ports; returns (port, AK, SK). A start
+    that fails (a port taken between free_port and bind, a slow monitor under
+    the sanitizers' load) is retried once on new ports; a second failure fails
+    the test with the script's stderr and the daemons' log tails."""
+    for attempt in (1, 2):
+        port, monport = s3_fixture.free_port(), s3_fixture.free_port()
+        r = subprocess.run(["bash", str(SCRIPT), "start", str(folder), str(port), str(monport)],
+                           capture_output=True, text=True, timeout=180)
+        if r.returncode == 0:
+            out = r.stdout.split()
+            return port, out[-2], out[-1]
+        logs = "".join(f"\n--- {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:])
+                       for p in sorted((folder / "log").glob("*")))
+        subprocess.run(["bash", str(SCRIPT), "stop", str(folder)], timeout=60)
+        if attempt == 2:
+            pytest.fail(f"radosgw_local.sh start exited {r.returncode}: {r.stderr.strip()}{logs}")
+        print(f"radosgw_local.sh start exited {r.returncode}, retrying: {r.stderr.strip()}{logs}")
+
+
 @pytest.fixture(scope="module")
 def rgw(tmp_path_factory):
     folder = tmp_path_factory.mktemp("rgw")
-    port = s3_fixture.free_port()
     try:
-        out = subprocess.run(["bash", str(SCRIPT), "start", str(folder), str(port)], check=True,
-                             capture_output=True, text=True, timeout=180).stdout.split()
-        creds = {"AWS_ACCESS_KEY_ID": out[-2], "AWS_SECRET_ACCESS_KEY": out[-1]}
+        port, ak, sk = start_cluster(folder)
+        creds = {"AWS_ACCESS_KEY_ID": ak, "AWS_SECRET_ACCESS_KEY": sk}
         endpoint = f"http://127.0.0.1:{port}"
         import boto3
         from botocore.config import Config
