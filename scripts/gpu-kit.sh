@@ -6,8 +6,10 @@
 # Here (Debian 12, with network):
 #   scripts/gpu-kit.sh prepare
 #     fills .gpukit (git-ignored; carry it in the device call): the Debian
-#     packages the build needs (.gpukit/debs), a corpus subset
-#     (.gpukit/corpus), and prints what would travel (at most 64 MiB).
+#     packages the build needs and their runtime libraries' whole tree
+#     (.gpukit/debs), a corpus subset (.gpukit/corpus), the commit
+#     (.gpukit/commit, the reports name it; `scripts/gpu-kit.sh stamp`
+#     refreshes it), and prints what would travel (at most 64 MiB).
 #   scripts/gpu-kit.sh dryrun [STEP...]
 #     everything but kernel execution, without a GPU, in a bare Debian 12
 #     root made with debootstrap (cached in .gpukit-dry/) that holds only a
@@ -61,16 +63,29 @@ build="${L3KIT_BUILD:-$root/build-gpukit}"
 dry="${L3KIT_DRYRUN:-0}"  # 1 inside `dryrun`: no GPU, kernel execution left out
 read -ra extra_cmake <<<"${L3KIT_CMAKE_ARGS:-}"
 
-debs=(libzstd-dev libzstd1 libpng-dev libpng16-16 zlib1g-dev libjpeg62-turbo-dev libjpeg62-turbo
-  libspng-dev libspng0 libxxhash-dev libxxhash0 doctest-dev libcli11-dev nlohmann-json3-dev
-  zlib1g pkgconf pkgconf-bin libpkgconf3)
+# The -dev packages the GPU targets build against (the kit's only source of
+# headers and link libraries); their runtime libraries, and the libraries
+# those need in turn, are added by runtime_closure_debs.
+dev_debs=(libzstd-dev libpng-dev zlib1g-dev libjpeg62-turbo-dev libspng-dev libxxhash-dev doctest-dev
+  libcli11-dev nlohmann-json3-dev libtiff-dev libwebp-dev libcurl4-openssl-dev libssl-dev
+  pkgconf pkgconf-bin libpkgconf3)
+# The shared libraries our binaries name (readelf -d NEEDED of l3pack and the
+# Python extension here), whose whole dependency tree travels.
+linked_libs=(libzstd.so.1 libpng16.so.16 libjpeg.so.62 libspng.so.0 libxxhash.so.0 libtiff.so.6
+  libwebp.so.7 libcurl.so.4 libssl.so.3 libcrypto.so.3 libpkgconf.so.3)
+# DT_RPATH rather than DT_RUNPATH (see runtime_closure_debs).
+rpath_flags=(-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags
+  -DCMAKE_MODULE_LINKER_FLAGS=-Wl,--disable-new-dtags)
 # The targets the GPU steps run (nothing else is built there).
 targets=(test_cuda_gpu test_reader_gpu_batch bench_cuda l3pack)
+gpu_tests=2  # ctest -L gpu: test_cuda_gpu, test_reader_gpu_batch
 
 prepare() {
   mkdir -p "$kit/debs" "$kit/corpus"
   rm -f "$kit"/debs/*.deb
-  (cd "$kit/debs" && apt-get download "${debs[@]}")
+  local debs
+  mapfile -t debs < <(runtime_closure_debs "${linked_libs[@]}")
+  (cd "$kit/debs" && apt-get download "${dev_debs[@]}" "${debs[@]}")
   # The corpus (bench/fetch_corpus.sh) is 54 MiB; the device call carries at
   # most 64 MiB with the tree, so take every graphic and the photos that fit.
   [[ -d "$root/bench/corpus/photos" ]] || "$root/bench/fetch_corpus.sh"
@@ -84,8 +99,27 @@ prepare() {
     used=$((used + size))
   done
   prepare_peers
+  stamp_commit
   carry_size
   echo "carry .gpukit in the device call; run: bash scripts/gpu-kit.sh device STEP..."
+}
+
+# The Debian packages holding LIB... and every library they load in turn
+# (ldd here), less the C and C++ runtimes that every image has (newer there).
+# The device image need not have libcurl's or libtiff's dependencies, and a
+# binary's RUNPATH does not reach its libraries' own dependencies: the kit
+# links with DT_RPATH (--disable-new-dtags, which glibc also searches for the
+# dependencies of the libraries it loads) and carries the whole tree.
+runtime_closure_debs() {
+  local lib path
+  for lib in "$@"; do
+    path="/usr/lib/x86_64-linux-gnu/$lib"
+    echo "$path"
+    ldd "$path" | awk '$3 ~ /^\// {print $3}'
+  done | sort -u | while read -r path; do
+    path="$(realpath "$path")"
+    dpkg -S "$path" 2>/dev/null || dpkg -S "${path#/usr}"  # usrmerge: /lib is /usr/lib
+  done | cut -d: -f1 | sort -u | grep -vxE 'libc6|libgcc-s1|libstdc\+\+6'
 }
 
 # NVIDIA's decoders for bench/bench_gpu_peers.py, for the device's python
@@ -122,6 +156,16 @@ unpack_peers() {
   # python3's lzma: the device image (and the dry root) may have no xz program.
   python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$kit/peers.tar.xz" "$d"
   echo "$d"
+}
+
+# The device's copy has no .git: the reports name the commit written here
+# (`scripts/gpu-kit.sh stamp` again after committing, before the device call).
+stamp_commit() {
+  local c
+  c="$(git -C "$root" rev-parse --short HEAD)"
+  git -C "$root" diff --quiet HEAD || c="$c (with local changes)"
+  echo "$c" >"$kit/commit"
+  echo "commit stamped: $c"
 }
 
 # What a device call carries: the tree (tracked and untracked-not-ignored
@@ -168,6 +212,11 @@ step_setup() {
   rm -rf "$prefix" && mkdir -p "$prefix/bin"
   local f
   for f in "$kit"/debs/*.deb; do dpkg -x "$f" "$prefix"; done
+  # Some of Debian's packages still ship under /lib (zlib, liblzma, com_err,
+  # keyutils): one library folder, the one in every RPATH.
+  if [[ -d "$prefix/lib/x86_64-linux-gnu" ]]; then
+    cp -a "$prefix/lib/x86_64-linux-gnu/." "$libdir/"
+  fi
   # pkgconf needs the kit's libpkgconf; extend the caller's library path.
   cat >"$prefix/bin/pkg-config" <<EOF
 #!/bin/sh
@@ -197,7 +246,7 @@ step_build() {
   [[ "$arch" =~ ^[0-9]+$ ]] || { echo "build: no CUDA arch from nvidia-smi: '$arch'"; return 1; }
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_WERROR=OFF \
     -DL3_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_FLAGS=-lineinfo \
-    -DPKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config" "${extra_cmake[@]}"
+    -DPKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config" "${rpath_flags[@]}" "${extra_cmake[@]}"
   ninja -C "$build" -j"$(nproc)" "${targets[@]}"
   local bins=() t
   for t in "${targets[@]}"; do bins+=("$(find "$build" -name "$t" -type f -perm -u+x | head -1)"); done
@@ -216,7 +265,7 @@ step_test() {
       "$(find "$build" -name "$t" -type f | head -1)" | tee "$log"
       grep -q L3_GPU_SKIPPED "$log"
     done
-    (cd "$build" && ctest -L gpu -N | tee "$log" && grep -q 'Total Tests: 3' "$log")
+    (cd "$build" && ctest -L gpu -N | tee "$log" && grep -q "Total Tests: $gpu_tests" "$log")
     return 0
   fi
   (cd "$build" && ctest -L gpu --no-tests=error --output-on-failure) | tee "$log"
@@ -224,7 +273,7 @@ step_test() {
     echo "test: a GPU test was skipped: that is a failure on the GPU machine"
     return 1
   fi
-  grep -q '100% tests passed, 0 tests failed out of 3' "$log"
+  grep -q "100% tests passed, 0 tests failed out of $gpu_tests" "$log"
 }
 
 step_sanitize() {
@@ -281,7 +330,9 @@ step_python() {
     --config-settings=cmake.define.L3_CUDA=ON --config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES="$arch" \
     --config-settings=cmake.define.L3_WERROR=OFF \
     --config-settings=cmake.define.CMAKE_INSTALL_RPATH_USE_LINK_PATH=ON \
-    --config-settings=cmake.define.PKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config"
+    --config-settings=cmake.define.PKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config" \
+    --config-settings=cmake.define.CMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags \
+    --config-settings=cmake.define.CMAKE_MODULE_LINKER_FLAGS=-Wl,--disable-new-dtags
   ext="$(cd / && "$py" -c 'import l3._l3 as m; print(m.__file__)')"
   bash "$root/scripts/check_runpath.sh" --kit "$libdir" "$ext"
   (cd / && "$py" -c 'import l3; print("l3 imported from", l3.__file__)')
@@ -307,7 +358,9 @@ step_selfcheck() {
 }
 
 # Runs the steps, each in its own bash; writes kit-<steps>.log and
-# results-<steps>.tar.gz to $OUT.
+# results-<steps>.tar.gz to $OUT. Both are written as the steps go (the log
+# live, the archive after each step), so a command stopped at the device's
+# time limit still hands back what it did.
 device() {
   local steps=("$@") o s rc=0 tag logs stamp
   ((${#steps[@]})) || { echo "device: name the steps (see the header)" >&2; return 2; }
@@ -315,34 +368,38 @@ device() {
   tag="$(IFS=-; echo "${steps[*]}")"
   logs="$(work_dir)/logs"
   rm -rf "$logs" && mkdir -p "$o" "$logs" "$root/bench/results"
+  : >"$o/kit-$tag.log"
   stamp="$(work_dir)/stamp" && touch "$stamp"
+  [[ -f "$kit/commit" ]] && export L3_COMMIT="$(cat "$kit/commit")"
   for s in "${steps[@]}"; do
     declare -F "step_$s" >/dev/null || { echo "device: unknown step $s" >&2; return 2; }
     echo "== step $s ($(date -u +%H:%M:%S))"
+    echo "===== step $s" >>"$o/kit-$tag.log"
     local t0=$SECONDS src=0
-    L3KIT_DRYRUN="$dry" "$BASH" "$self" _step "$s" >"$logs/$s.log" 2>&1 || src=$?
+    L3KIT_DRYRUN="$dry" "$BASH" "$self" _step "$s" 2>&1 | tee "$logs/$s.log" >>"$o/kit-$tag.log" ||
+      src=${PIPESTATUS[0]}
     if ((src)); then
       echo "   step $s FAILED (exit $src, $((SECONDS - t0)) s); tail of $s.log:"
       tail -20 "$logs/$s.log"
       rc=1
-      [[ "$s" == setup || "$s" == build ]] && break
     else
       echo "   step $s ok ($((SECONDS - t0)) s)"
       tail -5 "$logs/$s.log"
     fi
+    archive_results "$o/results-$tag.tar.gz" "$stamp"
+    ((src)) && [[ "$s" == setup || "$s" == build ]] && break
   done
-  for s in "${steps[@]}"; do
-    [[ -f "$logs/$s.log" ]] || continue
-    echo "===== step $s"
-    cat "$logs/$s.log"
-  done >"$o/kit-$tag.log"
-  local dirs=()
-  for s in bench/results bench/work; do [[ -d "$root/$s" ]] && dirs+=("$s"); done
-  (cd "$root" && find "${dirs[@]}" -maxdepth 2 -type f -newer "$stamp" \
-      \( -name '*.md' -o -name '*.jsonl' -o -name '*.log' \) -print0 |
-    tar --null -T - -czf "$o/results-$tag.tar.gz")
   echo "== $(date -u +%H:%M:%S) wrote $o/kit-$tag.log and $o/results-$tag.tar.gz; exit $rc"
   return $rc
+}
+
+# The reports and raw timings the steps wrote since STAMP, as one archive.
+archive_results() {
+  local dirs=() d
+  for d in bench/results bench/work; do [[ -d "$root/$d" ]] && dirs+=("$d"); done
+  (cd "$root" && find "${dirs[@]}" -maxdepth 2 -type f -newer "$2" \
+      \( -name '*.md' -o -name '*.jsonl' -o -name '*.log' \) -print0 |
+    tar --null -T - -czf "$1.tmp") && mv "$1.tmp" "$1"
 }
 
 # The dry run's root: Debian 12 with a compiler, CMake, ninja and python3
@@ -411,6 +468,7 @@ dryrun() {
 
 case "${1:-}" in
   prepare) prepare ;;
+  stamp) stamp_commit ;;
   device) shift; device "$@" ;;
   dryrun) shift; dryrun "$@" ;;
   _step) set -x; "step_$2" ;;
