@@ -26,6 +26,40 @@ imagefolder() {
   echo "$folder"
 }
 
+# imagefolder_cut HERE MIN WxH PY: an ImageFolder of distinct WxH pieces cut
+# (no resampling) from the corpus photos, class = photo name prefix, linked up
+# to MIN images; prints its path.
+imagefolder_cut() {
+  local here="$1" min="$2" size="$3" py="$4" folder="$1/work/reader-imagefolder-$2-$3"
+  if [[ ! -d "$folder" ]]; then
+    "$py" - "$here/corpus/photos" "$folder.tmp" "$min" "$size" <<'PY'
+import os, sys
+from PIL import Image
+src, dst, want, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+w, h = map(int, size.split("x"))
+pieces = []
+for name in sorted(os.listdir(src)):
+    if not name.endswith(".png"):
+        continue
+    im = Image.open(os.path.join(src, name))
+    cls = name[:-4].split("_")[0]
+    os.makedirs(os.path.join(dst, cls), exist_ok=True)
+    for y in range(0, im.height - h + 1, h):
+        for x in range(0, im.width - w + 1, w):
+            p = os.path.join(dst, cls, f"{name[:-4]}_{x}_{y}.png")
+            im.crop((x, y, x + w, y + h)).save(p, compress_level=6)
+            pieces.append(p)
+copies = max(1, -(-want // len(pieces)))
+for p in pieces:
+    for k in range(1, copies):
+        os.symlink(os.path.basename(p), f"{p[:-4]}_r{k}.png")
+print(f"imagefolder_cut: {len(pieces)} pieces of {size}, {len(pieces) * copies} images", file=sys.stderr)
+PY
+    mv "$folder.tmp" "$folder"
+  fi
+  echo "$folder"
+}
+
 # uncommitted_note ROOT PATH...: " (built with uncommitted changes in: ...)" for
 # the paths that differ from HEAD, else nothing; goes after the commit id.
 uncommitted_note() {

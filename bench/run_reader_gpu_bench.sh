@@ -10,11 +10,15 @@
 #
 #   bench/run_reader_gpu_bench.sh [--build DIR] [--python PY] [--batch 64]
 #                                 [--workers N] [--epochs 8] [--rounds 2] [--device 0] [--out FILE]
-#                                 [--min-images N] [--prepare-only]
+#                                 [--min-images N] [--cut WxH] [--prepare-only]
 # --min-images N: the photos are linked as many times as it takes to reach N
 # images (the carried corpus has a few dozen). --prepare-only: build the
 # ImageFolder and convert the dataset, then stop (the CPU part, for the GPU
-# kit's dry run). The raw timings (one JSON line per run) are kept in
+# kit's dry run). --cut WxH (e.g. 500x375, ImageNet's typical size): each
+# photo is cut into as many WxH pieces as it holds (PIL, no resampling), so the
+# images are distinct and of training size; they are then linked up to N. The
+# CPU time of each l3 run (its process, all threads) is reported as cores busy.
+# The raw timings (one JSON line per run) are kept in
 # bench/work/reader-gpu-results.jsonl.
 # PY should import torch, torchvision and PIL (without them the torch rows are
 # left out, with a warning). --workers: the torch DataLoader's and the l3 CPU
@@ -27,7 +31,7 @@ root="$(dirname "$here")"
 source "$here/reader_bench_common.sh"
 build="${BUILD_DIR:-$root/build-reader-gpu-bench}"
 py="${L3_TORCH_PYTHON:-python3}"
-batch=64 workers="$(nproc)" epochs=8 rounds=2 device=0 out="" min_images=0 prepare_only=0
+batch=64 workers="$(nproc)" epochs=8 rounds=2 device=0 out="" min_images=0 prepare_only=0 cut=""
 while (($#)); do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -39,6 +43,7 @@ while (($#)); do
     --device) device="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --min-images) min_images="$2"; shift 2 ;;
+    --cut) cut="$2"; shift 2 ;;
     --prepare-only) prepare_only=1; shift ;;
     *) echo "run_reader_gpu_bench: unknown option $1" >&2; exit 2 ;;
   esac
@@ -52,8 +57,13 @@ fi
 
 # ImageFolder: <class>/<file>, class = file-name prefix (as run_reader_bench.sh);
 # the l3 dataset is converted from the same folder.
-folder="$(imagefolder "$here" "$min_images")"
-dataset="$here/work/reader-gpu-dataset-$min_images"
+if [[ -n "$cut" ]]; then
+  folder="$(imagefolder_cut "$here" "$min_images" "$cut" "$py")"
+  dataset="$here/work/reader-gpu-dataset-$min_images-$cut"
+else
+  folder="$(imagefolder "$here" "$min_images")"
+  dataset="$here/work/reader-gpu-dataset-$min_images"
+fi
 if [[ ! -f "$dataset/manifest.json" ]]; then
   rm -rf "$dataset"
   "$build/converters/l3pack" convert "$folder" "$dataset" --strict
@@ -86,8 +96,19 @@ l3_run() {  # pipeline name, then bench-read options; one JSON line on stdout
   local name="$1"; shift
   # One warm-up pass (CUDA context, page cache), then the timed epochs.
   "$l3pack" bench-read "$dataset" "${common[@]}" --epochs 1 "$@" >/dev/null
-  "$l3pack" bench-read "$dataset" "${common[@]}" --epochs "$epochs" "$@" |
-    "$py" -c 'import json, sys; m = json.loads(sys.stdin.readline()); print(json.dumps({"pipeline": sys.argv[1], "images": m["examples"], "seconds": m["wall_seconds"], "images_per_second": m["images_per_second"], "bottleneck": m["bottleneck"], "metrics": m}))' "$name"
+  # The process's CPU seconds (every thread) over its wall time: cores busy.
+  "$py" - "$name" "$l3pack" bench-read "$dataset" "${common[@]}" --epochs "$epochs" "$@" <<'PY'
+import json, resource, subprocess, sys, time
+t0 = time.monotonic()
+out = subprocess.run(sys.argv[2:], check=True, capture_output=True, text=True).stdout
+wall = time.monotonic() - t0
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = ru.ru_utime + ru.ru_stime
+m = json.loads(out.splitlines()[-1])
+print(json.dumps({"pipeline": sys.argv[1], "images": m["examples"], "seconds": m["wall_seconds"],
+                  "images_per_second": m["images_per_second"], "bottleneck": m["bottleneck"],
+                  "cpu_seconds": cpu, "process_seconds": wall, "cores_busy": cpu / wall, "metrics": m}))
+PY
 }
 torch=1
 if ! "$py" -c 'import torch, torchvision, PIL' 2>/dev/null; then
@@ -110,7 +131,7 @@ load="$(cut -d' ' -f1-3 /proc/loadavg)"
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 commit="${L3_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 dirty="$(uncommitted_note "$root" reader cuda codec format common converters)"
-"$py" - "$results" "$out" "$batch" "$workers" "$epochs" "$load" "$cpu" "$commit$dirty" "$gpu_name" "$gpu_driver" "$folder" <<'EOF'
+L3_CUT="$cut" "$py" - "$results" "$out" "$batch" "$workers" "$epochs" "$load" "$cpu" "$commit$dirty" "$gpu_name" "$gpu_driver" "$folder" <<'EOF'
 import json, sys, statistics, datetime, os
 res, out, batch, workers, epochs, load, cpu, commit, gpu, driver, folder = sys.argv[1:]
 photos = sum(1 for _, _, files in os.walk(folder, followlinks=True) for f in files if f.endswith(".png"))
@@ -129,7 +150,9 @@ lines = []
 lines.append(f"# Reader benchmark on a GPU: l3 reader with --device cuda vs PyTorch DataLoader ({gpu})\n")
 lines.append(f"- date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; commit {commit}")
 lines.append(f"- GPU: {gpu} (driver {driver}); CPU: {cpu}, {os.cpu_count()} hardware threads; load average at the end: {load}")
-lines.append(f"- images: {photos} images ({distinct} distinct bench/corpus/photos, each linked {photos // max(distinct, 1)}+ times), "
+cut = os.environ.get("L3_CUT", "")
+origin = f"pieces {cut} cut from bench/corpus/photos" if cut else "bench/corpus/photos"
+lines.append(f"- images: {photos} images ({distinct} distinct {origin}, each linked {photos // max(distinct, 1)}+ times), "
              "converted with `l3pack convert` (default codec options)")
 lines.append(f"- all: RandomResizedCrop 224 (scale 0.08-1, ratio 3/4-4/3, bilinear antialiased) + horizontal flip p=0.5 + "
              f"normalise (ImageNet mean/std), float32 CHW batches of {batch}, {epochs} timed epochs after a warm-up")
@@ -143,11 +166,15 @@ if has_torch:
                  "would add a host-to-device copy to torch's time)\n")
 else:
     lines.append("- torch: not measured (torch, torchvision or PIL missing)\n")
-lines.append("| round | pipeline | images | seconds | images/s | bound by |")
-lines.append("|---:|---|---:|---:|---:|---|")
+lines.append("| round | pipeline | images | seconds | images/s | bound by | CPU cores busy |")
+lines.append("|---:|---|---:|---:|---:|---|---:|")
 for r in rows:
+    busy = f"{r['cores_busy']:.2f}" if "cores_busy" in r else "-"
     lines.append(f"| {r['round']} | {r['pipeline']} | {r['images']} | {r['seconds']:.2f} | {r['images_per_second']:.1f} | "
-                 f"{r.get('bottleneck', '-')} |")
+                 f"{r.get('bottleneck', '-')} | {busy} |")
+lines.append("")
+lines.append("CPU cores busy: the l3 process's user + system CPU seconds (all threads) over its wall time, "
+             "opening the dataset and the CUDA context included.")
 lines.append("")
 summary = f"Median images/s: l3-gpu {med['l3-gpu']:.1f}, l3-cpu {med['l3-cpu']:.1f}"
 if has_torch:

@@ -43,6 +43,8 @@
 #              bench/run_reader_gpu_bench.sh on >= 2048 images;
 #     python   pip install . with CUDA (RUNPATH to the kit), torch must see the
 #              GPU, then the Python GPU tests (a skipped one is a failure);
+#     reader   bench/run_reader_gpu_bench.sh on 2,048 ImageNet-size (500x375)
+#              pieces of the photos (issue 13's reader bar);
 #     shape    bench/run_cuda_bench.sh with the other wavefront code shape
 #              (-DL3_CUDA_FIXED_PREDICTORS=ON, spec/cuda.md §2).
 # Each step runs in its own bash (set -euo pipefail), so any failing command
@@ -319,6 +321,17 @@ step_bench() {
   peers="$(unpack_peers)"
   BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 L3_PEERS_SITE="$peers" bash "$root/bench/run_cuda_bench.sh"
   BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 bash "$root/bench/run_reader_gpu_bench.sh" --min-images 2048 --epochs 2
+}
+
+# The reader's bar (issue 13) at training size: 2,048+ ImageNet-size pieces
+# (500x375) of the carried photos, 224 random resized crops, CPU cores busy.
+step_reader() {
+  env_setup
+  gpu_present || return 0
+  local gpu
+  gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' /' '--')"
+  BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 bash "$root/bench/run_reader_gpu_bench.sh" --min-images 2048 \
+    --cut 500x375 --epochs 4 --out "$root/bench/results/reader-gpu-$gpu-500x375.md"
 }
 
 step_shape() {
