@@ -26,8 +26,8 @@
 # There, three commands, each on a bare machine, each meant to end within 8
 # minutes (not yet timed: no GPU machine has run the kit):
 #   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test sanitize")
-#   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build bench")
-#   3. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup python shape")
+#   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build bench reader reader_full profile")
+#   3. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build python shape")
 #   STEP:
 #     setup    unpacks .gpukit/debs into /opt/l3kit, a pkg-config wrapper;
 #     build    Release build of the GPU targets only (GPU tests, bench_cuda,
@@ -39,8 +39,9 @@
 #     sanitize compute-sanitizer: memcheck over the three GPU test programs,
 #              racecheck and synccheck over test_cuda_gpu;
 #     bench    bench/run_cuda_bench.sh (kernel alone and host-to-device-tensor
-#              throughput, CPU decoders, nvJPEG) and
-#              bench/run_reader_gpu_bench.sh on >= 2048 images;
+#              throughput, CPU decoders, nvImageCodec, nvJPEG);
+#     reader_full  bench/run_reader_gpu_bench.sh on >= 2048 whole photos;
+#     profile  Nsight Compute (--set full) over one decode kernel launch;
 #     python   pip install . with CUDA (RUNPATH to the kit), torch must see the
 #              GPU, then the Python GPU tests (a skipped one is a failure);
 #     reader   bench/run_reader_gpu_bench.sh on 2,048 ImageNet-size (500x375)
@@ -320,7 +321,28 @@ step_bench() {
   fi
   peers="$(unpack_peers)"
   BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 L3_PEERS_SITE="$peers" bash "$root/bench/run_cuda_bench.sh"
+}
+
+# The reader on 2,048+ whole photos (1-4 Mpixel; the 500x375 bar is `reader`).
+step_reader_full() {
+  env_setup
+  gpu_present || return 0
   BUILD_DIR="$build" L3_BENCH_NO_BUILD=1 bash "$root/bench/run_reader_gpu_bench.sh" --min-images 2048 --epochs 2
+}
+
+# Nsight Compute over one decode kernel launch (500x375 batch): the figures
+# that say what bounds it (bench/work/ncu-decode.log, in the results archive).
+step_profile() {
+  env_setup
+  gpu_present || return 0
+  local ncu
+  ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)"
+  mkdir -p "$root/bench/work"
+  "$ncu" --kernel-name decode_kernel --launch-count 1 --set full --import-source no --page details \
+    "$build/cuda/bench_cuda" --corpus "$root/bench/corpus" --sizes 500x375 --iters 1 --out /tmp/ncu-bench.md \
+    >"$root/bench/work/ncu-decode.log" 2>&1
+  grep -E "Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Warp Cycles|Issued|Stall|Eligible" \
+    "$root/bench/work/ncu-decode.log" | head -40
 }
 
 # The reader's bar (issue 13) at training size: 2,048+ ImageNet-size pieces

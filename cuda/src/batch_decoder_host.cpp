@@ -9,8 +9,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "kernels.hpp"
 #include "plan.hpp"
@@ -106,6 +110,37 @@ struct MetaLayout {
     total = align_up(keys + std::uint64_t(images) * sizeof(std::uint64_t));
   }
 };
+
+// Copies every image's bytes to dst + at[m] (the staging buffer), on up to
+// `threads` host threads (0: one per 4 MiB of input, at most 4), each taking a
+// contiguous run of images of about equal bytes.
+void stage_inputs(std::span<const HostImage> images, const std::vector<std::uint64_t>& at, char* dst,
+                  std::uint64_t input_bytes, std::uint32_t threads) {
+  constexpr std::uint64_t kPerThread = 4ull << 20;
+  if (threads == 0) threads = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(input_bytes / kPerThread, 1, 4));
+  threads = std::min<std::uint32_t>(threads, static_cast<std::uint32_t>(std::max<std::size_t>(images.size(), 1)));
+  auto copy = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t m = begin; m < end; ++m)
+      if (!images[m].bytes.empty()) std::memcpy(dst + at[m], images[m].bytes.data(), images[m].bytes.size());
+  };
+  if (threads <= 1) return copy(0, images.size());
+  // Split points: the first image starting at or past each share of the bytes.
+  std::vector<std::size_t> cut(threads + 1, images.size());
+  cut[0] = 0;
+  for (std::uint32_t k = 1; k < threads; ++k) {
+    const std::uint64_t share = input_bytes / threads * k;
+    cut[k] = static_cast<std::size_t>(std::lower_bound(at.begin(), at.end(), share) - at.begin());
+  }
+  std::vector<std::thread> helpers;
+  std::uint32_t k = 1;
+  try {
+    for (; k < threads; ++k) helpers.emplace_back(copy, cut[k], cut[k + 1]);
+  } catch (const std::system_error&) {  // no thread to be had: this one copies the rest
+  }
+  for (std::uint32_t rest = k; rest < threads; ++rest) copy(cut[rest], cut[rest + 1]);
+  copy(cut[0], cut[1]);
+  for (std::thread& t : helpers) t.join();
+}
 
 }  // namespace
 
@@ -298,9 +333,7 @@ BatchResult BatchDecoder::decode(std::span<const HostImage> images, const BatchO
   for (std::size_t m = 0; m < images.size(); ++m)
     if (plan.slots[m].status == errc::ok) plan.desc[m].in = d_in + at[m];
   const MetaLayout meta(static_cast<std::uint32_t>(images.size()));
-  for (std::size_t m = 0; m < images.size(); ++m)
-    if (!images[m].bytes.empty())
-      std::memcpy(im.h_stage.bytes() + meta.total + at[m], images[m].bytes.data(), images[m].bytes.size());
+  stage_inputs(images, at, im.h_stage.bytes() + meta.total, input_bytes, options.staging_threads);
   return im.run(plan, input_bytes, stream, output, captured);
 }
 
