@@ -23,11 +23,11 @@
 #     and builds, 0.1 GB of cached wheels. It fails on any unresolved library
 #     of any built binary, as when LIBRARY_PATH is exported
 #     (bench/results/gpukit-dryrun.md).
-# There, three commands, each on a bare machine, each meant to end within 8
-# minutes (not yet timed: no GPU machine has run the kit):
-#   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test sanitize")
-#   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build bench reader reader_full profile")
-#   3. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build python shape")
+# There, three commands (timed on an H100, 2026-11-24: 312 s, 179 s and about
+# 150 s, plus 30-60 s to start each machine; bench/README.md has every step's time):
+#   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test sanitize python reader_full")
+#   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test bench reader profile")
+#   3. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build shape")
 #   STEP:
 #     setup    unpacks .gpukit/debs into /opt/l3kit, a pkg-config wrapper;
 #     build    Release build of the GPU targets only (GPU tests, bench_cuda,
