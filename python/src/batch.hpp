@@ -1,0 +1,32 @@
+// Batches handed to Python (batch_bindings.cpp): host batches as numpy arrays,
+// device batches as _DeviceArray (DLPack kDLCUDA, never copied), and the
+// consumer streams a device batch was exported to.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ext.hpp"
+#include "l3/reader.hpp"
+
+namespace l3py {
+
+// Consumer streams of a device batch, as the Python layer collects them from
+// __dlpack__(stream=...): cudaStream_t values, 0 for the legacy default stream.
+using StreamList = std::vector<std::uintptr_t>;
+
+inline void* as_stream(std::uintptr_t s) noexcept { return reinterpret_cast<void*>(s); }
+
+// Blocks until the work enqueued so far on each stream has run (the GIL is
+// released by the caller). Without CUDA there are no device batches, so no
+// consumer streams either.
+void sync_streams(const StreamList& streams);
+
+// The array of a batch's data (the GIL held): `meta` is the reader's batch.
+// Device batches and host batches without `copy` borrow the reader's buffer
+// (the array keeps `reader` alive); with `copy` (a pooled buffer the bytes were
+// copied into) the array owns that buffer.
+nb::object batch_array(const std::shared_ptr<l3::Reader>& reader, const l3::Batch& meta, PooledBuffer* copy);
+
+}  // namespace l3py

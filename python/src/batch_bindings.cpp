@@ -1,0 +1,112 @@
+// Batches handed to Python: DLPack arrays over the reader's host or device
+// memory, and the wait for a device batch's consumer streams.
+#include <nanobind/stl/string.h>
+
+#include <string>
+#include <utility>
+
+#include "batch.hpp"
+#include "l3/error.hpp"
+#ifdef L3_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace l3py {
+namespace {
+
+nb::dlpack::dtype dl_dtype(l3::DType d) {
+  switch (d) {
+    case l3::DType::uint8: return nb::dtype<std::uint8_t>();
+    case l3::DType::float16: return nb::dlpack::dtype{static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+    case l3::DType::float32: break;
+  }
+  return nb::dtype<float>();
+}
+
+// Owner of a borrowed batch array (copy=False, and every device batch): keeps
+// the reader (and so its ring of buffers, host or device memory) alive; the
+// bytes are overwritten by a later batch.
+struct ReaderRef {
+  std::shared_ptr<l3::Reader> reader;
+};
+void free_reader_ref(void* p) noexcept { delete static_cast<ReaderRef*>(p); }
+
+// A batch in device memory (l3.DeviceArray wraps it): capsule() returns a new
+// DLPack capsule (kDLCUDA, the batch's device) on every call; each capsule
+// keeps the reader, and so the device buffer, allocated until the consumer's
+// tensor is freed. Zero copy: the capsule points at the reader's buffer.
+class PyDeviceArray {
+public:
+  PyDeviceArray(nb::ndarray<> array, const l3::Batch& b, const std::size_t* shape)
+      : array_(std::move(array)),
+        ptr_(reinterpret_cast<std::uintptr_t>(b.data)),
+        device_(b.device),
+        dtype_(l3::dtype_name(b.dtype)),
+        shape_(nb::make_tuple(shape[0], shape[1], shape[2], shape[3])),
+        nbytes_(b.bytes) {}
+  nb::ndarray<> capsule() const { return array_; }
+  std::uintptr_t ptr() const { return ptr_; }
+  int device() const { return device_; }
+  std::string dtype() const { return dtype_; }
+  nb::tuple shape() const { return shape_; }
+  std::size_t nbytes() const { return nbytes_; }
+
+private:
+  nb::ndarray<> array_;
+  std::uintptr_t ptr_ = 0;
+  int device_ = 0;
+  std::string dtype_;
+  nb::tuple shape_;
+  std::size_t nbytes_ = 0;
+};
+
+}  // namespace
+
+void sync_streams(const StreamList& streams) {
+#ifdef L3_HAVE_CUDA
+  for (std::uintptr_t s : streams) {
+    const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(as_stream(s)));
+    if (e != cudaSuccess)
+      l3::throw_error(l3::errc::device_error, std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e));
+  }
+#else
+  (void)streams;
+#endif
+}
+
+nb::object batch_array(const std::shared_ptr<l3::Reader>& reader, const l3::Batch& meta, PooledBuffer* copy) {
+  std::size_t shape[4] = {meta.size, meta.channels, meta.height, meta.width};
+  if (meta.layout == l3::Layout::hwc) {
+    shape[1] = meta.height;
+    shape[2] = meta.width;
+    shape[3] = meta.channels;
+  }
+  if (meta.device >= 0) {
+    nb::capsule owner(new ReaderRef{reader}, free_reader_ref);
+    nb::ndarray<> arr(meta.data, 4, shape, owner, nullptr, dl_dtype(meta.dtype), nb::device::cuda::value,
+                      meta.device);
+    return nb::cast(PyDeviceArray(std::move(arr), meta, shape), nb::rv_policy::move);
+  }
+  nb::capsule owner;
+  void* ptr = meta.data;
+  if (copy) {
+    owner = nb::capsule(copy, free_pooled_buffer);
+    ptr = copy->data;
+  } else {
+    owner = nb::capsule(new ReaderRef{reader}, free_reader_ref);
+  }
+  nb::ndarray<nb::numpy> arr(ptr, 4, shape, owner, nullptr, dl_dtype(meta.dtype), nb::device::cpu::value);
+  return nb::cast(arr);
+}
+
+void bind_batch(nb::module_& m) {
+  nb::class_<PyDeviceArray>(m, "_DeviceArray")
+      .def("capsule", &PyDeviceArray::capsule, "A new DLPack capsule of the batch (kDLCUDA; no copy)")
+      .def_prop_ro("ptr", &PyDeviceArray::ptr)
+      .def_prop_ro("device", &PyDeviceArray::device)
+      .def_prop_ro("dtype", &PyDeviceArray::dtype)
+      .def_prop_ro("shape", &PyDeviceArray::shape)
+      .def_prop_ro("nbytes", &PyDeviceArray::nbytes);
+}
+
+}  // namespace l3py
