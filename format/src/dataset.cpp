@@ -166,7 +166,7 @@ std::size_t shard_of(const std::vector<std::uint64_t>& starts, std::uint64_t i) 
 
 }  // namespace
 
-void Dataset::prefetch_records(std::vector<std::uint64_t> records) const {
+void Dataset::prefetch_records(std::vector<std::uint64_t> records, bool blocks) const {
   if (!is_remote(s_->dir)) return;  // local shards are mapped on first use, at no cost
   State& s = *s_;
   State::Prefetch& p = s.pre;
@@ -188,6 +188,7 @@ void Dataset::prefetch_records(std::vector<std::uint64_t> records) const {
   {
     std::lock_guard lock(p.m);
     if (p.pending) dropped = std::move(p.tails);
+    if (!blocks) records.clear();  // the job fetches `tails`, worked out above
     p.records = std::move(records);
     p.tails = tails;
     p.pending = true;
@@ -281,6 +282,24 @@ void Dataset::prefetch_run(State& s, const std::vector<std::uint64_t>& records, 
 RecordView Dataset::record(std::uint64_t i, Verify verify) const {
   auto loc = locate(i);
   return shard(loc.shard).record(loc.index, verify);
+}
+
+std::optional<RecordView> Dataset::cached_record(std::uint64_t i, Verify verify) const {
+  if (!is_remote(s_->dir)) return std::nullopt;
+  const RecordLocation loc = locate(i);
+  const ShardReader& sh = shard(loc.shard);
+  // A whole-file copy (verify_shard_hashes) is all here.
+  if (sh.body() && !remote::block_at_hand(sh, loc.index)) return std::nullopt;
+  return sh.record(loc.index, verify);
+}
+
+RecordView Dataset::record_uncached(std::uint64_t i, Verify verify, std::vector<std::uint8_t>& owned) const {
+  const RecordLocation loc = locate(i);
+  const ShardReader& sh = shard(loc.shard);
+  if (!is_remote(s_->dir) || !sh.body()) return sh.record(loc.index, verify);
+  owned = remote::fetch_record(sh, loc.index);
+  const RecordEntry e = sh.entry(loc.index);
+  return {owned, e.label, e.key, e.metadata};
 }
 
 RecordEntry Dataset::entry(std::uint64_t i) const {

@@ -133,6 +133,39 @@ public:
     const storage::ShardCache cache(storage::cache_options_from_env());
     publish(b, cache.insert_block(m_.file_hash, m_.bytes, blocks_[b], bytes));
   }
+  // Whether block b is here: ready, or (when nobody is fetching it) loaded
+  // from the shard cache now.
+  bool at_hand(std::size_t b) const {
+    {
+      std::lock_guard lock(m_mutex_);
+      if (state_[b] == State::ready) return true;
+    }
+    if (!claim(b)) return false;  // another thread fetches it
+    try {
+      if (load_cached(b)) return true;
+    } catch (...) {
+      release(b);
+      throw;
+    }
+    release(b);
+    return false;
+  }
+  // Record i's payload by one ranged GET, checked against the index.
+  std::vector<std::uint8_t> fetch_record(std::uint64_t i) const {
+    const RecordExtent& e = extents_.at(static_cast<std::size_t>(i));
+    const storage::ByteRange r{e.offset, e.size};
+    std::vector<std::uint8_t> buf(static_cast<std::size_t>(e.size));
+    if (e.size)
+      storage::shared_s3_client()->get_ranges(url_.bucket, url_.key(m_.file), std::span(&r, 1),
+                                              [&](std::size_t, std::uint64_t at, std::span<const std::uint8_t> bytes) {
+                                                std::memcpy(buf.data() + (at - r.offset), bytes.data(), bytes.size());
+                                              });
+    if (L::xxh3(buf) != e.xxh3)
+      throw_error(errc::checksum_mismatch, what() + ": record " + std::to_string(i) +
+                                               " does not match its index checksum (the object changed in the "
+                                               "store after its index was read, or the download is damaged)");
+    return buf;
+  }
   storage::ByteRange range(std::size_t b) const { return blocks_[b]; }
   const std::string& key_name() const { return m_.file; }
   std::string what() const { return url_.url(m_.file); }
@@ -317,6 +350,15 @@ void fetch_tails(const std::filesystem::path& dir, std::span<const ManifestShard
 }
 
 std::size_t block_of(const ShardReader& shard, std::uint64_t record) { return body_of(shard).block_of_record(record); }
+
+bool block_at_hand(const ShardReader& shard, std::uint64_t record) {
+  const RemoteShard& body = body_of(shard);
+  return body.at_hand(body.block_of_record(record));
+}
+
+std::vector<std::uint8_t> fetch_record(const ShardReader& shard, std::uint64_t record) {
+  return body_of(shard).fetch_record(record);
+}
 
 void fetch_blocks(const std::filesystem::path& dir, std::span<const BlockRef> blocks,
                   const std::function<bool()>& cancelled) {

@@ -38,4 +38,11 @@ std::size_t block_of(const ShardReader& shard, std::uint64_t record);
 void fetch_blocks(const std::filesystem::path& dir, std::span<const BlockRef> blocks,
                   const std::function<bool()>& cancelled);
 
+// Whether record i's block of `shard` (opened by open_shard) is at hand:
+// fetched, or in the shard cache (then mapped). Never fetches.
+bool block_at_hand(const ShardReader& shard, std::uint64_t record);
+// Record i's payload alone by one ranged GET, caching nothing; checked
+// against its index XXH3 (checksum_mismatch).
+std::vector<std::uint8_t> fetch_record(const ShardReader& shard, std::uint64_t record);
+
 }  // namespace l3::remote

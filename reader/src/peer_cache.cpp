@@ -353,22 +353,25 @@ void PeerCache::reset_stats() {
 
 RecordView fetch_through_peers(const Dataset& dataset, PeerCache& peers, std::uint64_t record, Verify verify,
                                std::vector<std::uint8_t>& owned, bool& from_storage) {
+  // A remote record already on this machine (its block in the shard cache)
+  // is read here: local disk comes before the peers (§8.6.3).
+  if (auto here = dataset.cached_record(record, verify)) {
+    from_storage = false;
+    return *here;
+  }
   const RecordLocation loc = dataset.locate(record);
-  const ShardReader& shard = dataset.shard(loc.shard);
-  const RecordEntry entry = shard.entry(loc.index);
+  const RecordEntry entry = dataset.entry(record);  // the index alone: no payload read or fetched
   const std::string key = peer_record_key(dataset.manifest().shards[loc.shard].file_hash, loc.index);
   if (peers.get(key, entry.size, entry.checksum, owned)) {
     from_storage = false;
-    RecordView rv = shard.record(loc.index, Verify::no);  // key and metadata (from the index); payload not touched
-    rv.payload = owned;
-    return rv;
+    return {owned, entry.label, entry.key, entry.metadata};
   }
   from_storage = true;
-  RecordView rv = shard.record(loc.index, verify);
+  RecordView rv = dataset.record_uncached(record, verify, owned);
   // Only bytes that match the index go to the owner (checked here when the
-  // read did not check them).
-  if (verify == Verify::yes || XXH3_64bits(rv.payload.data(), rv.payload.size()) == entry.checksum)
-    peers.put(key, rv.payload);
+  // read did not check them; a remote record always is).
+  const bool checked = verify == Verify::yes || is_remote(dataset.directory());
+  if (checked || XXH3_64bits(rv.payload.data(), rv.payload.size()) == entry.checksum) peers.put(key, rv.payload);
   return rv;
 }
 

@@ -128,7 +128,9 @@ void ReaderCore::start_run(std::uint64_t epoch, std::uint64_t start, std::uint64
   next_seq_ = 0;
   fatal_ = nullptr;
   stopping = false;
-  if (is_remote(dataset->directory())) dataset->prefetch_records(records_in_run_order());
+  // With a peer cache only the tails: records come from their owner or one
+  // ranged GET each (spec/format.md §8.6.3).
+  if (is_remote(dataset->directory())) dataset->prefetch_records(records_in_run_order(), source.peers() == nullptr);
   scheduler_ = std::thread([this] { scheduler_loop(); });
 }
 

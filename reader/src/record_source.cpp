@@ -60,12 +60,7 @@ RecordSource::RecordSource(const Dataset& dataset, Verify verify, std::uint64_t 
                            const PeerCacheOptions& peer_cache, Counters& counters)
     : dataset_(dataset), verify_(verify), counters_(counters) {
   if (cache_bytes) cache_ = std::make_unique<RecordCache>(cache_bytes);
-  if (peer_cache.servers.empty()) return;
-  // A record's index entry lives in its shard, which a remote dataset
-  // downloads whole today (spec/format.md §8.5.1, §8.6).
-  if (is_remote(dataset.directory()))
-    throw_error(errc::unsupported, "peer cache: not with an s3:// dataset yet (its shards are downloaded whole)");
-  peers_ = std::make_unique<PeerCache>(peer_cache);
+  if (!peer_cache.servers.empty()) peers_ = std::make_unique<PeerCache>(peer_cache);
 }
 
 void RecordSource::fetch(std::uint64_t record, Task& t, bool fill_cache) const {

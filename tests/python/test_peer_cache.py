@@ -3,14 +3,15 @@ started here on 127.0.0.1 (stopped by its PID): a second "node" reads the
 whole epoch from the peer, the same batches, and nothing from storage."""
 import os
 import shutil
-import socket
-import subprocess
-import time
+import sys
 
 import numpy as np
 import pytest
 
 import l3
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "s3"))
+import memcached_fixture  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("memcached") is None,
                                 reason="needs Debian's memcached (scripts/install-deps.sh --test)")
@@ -18,25 +19,8 @@ pytestmark = pytest.mark.skipif(shutil.which("memcached") is None,
 
 @pytest.fixture
 def memcached():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    args = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-M", "-m", "16", "-t", "1"]
-    if os.geteuid() == 0:
-        args += ["-u", "root"]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.025)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+    with memcached_fixture.memcached() as (server, _):
+        yield server
 
 
 def epoch(d, **kw):

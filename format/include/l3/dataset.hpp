@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,7 +94,19 @@ public:
   // then the blocks of records, many in flight (spec/format.md §8.5.1). At
   // most one prefetch runs; a new call replaces (cancels) the previous one.
   // No-op for a local dataset.
-  void prefetch_records(std::vector<std::uint64_t> records) const;
+  // blocks = false: the tails alone (a peer cache reads the records one by
+  // one: §8.6.3; fetching their blocks would download every record on every node).
+  void prefetch_records(std::vector<std::uint64_t> records, bool blocks = true) const;
+  // Record i when this machine holds its bytes without a request: a remote
+  // dataset's record whose block was fetched or is in the shard cache
+  // (checked as `verify` says). Never fetches; nullopt otherwise, and always
+  // for a local dataset, whose folder is the storage (spec/format.md §8.6).
+  std::optional<RecordView> cached_record(std::uint64_t i, Verify verify) const;
+  // Record i from storage, filling no cache: a local dataset's record (as
+  // record()); a remote record's payload alone by one ranged GET into `owned`
+  // (the view points into it), checked against its index XXH3 whatever
+  // `verify` says (checksum_mismatch).
+  RecordView record_uncached(std::uint64_t i, Verify verify, std::vector<std::uint8_t>& owned) const;
   // Opens (once) and returns shard k; checks it against the manifest
   // (corrupt_manifest on record count, size or label mismatch, checksum_mismatch on hash).
   const ShardReader& shard(std::size_t k) const;

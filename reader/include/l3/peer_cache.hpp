@@ -4,9 +4,9 @@
 // node; each record has one owner, picked by consistent hashing of its key;
 // a reader looks for a record in its RAM cache, then the owner's memcached,
 // then storage (the dataset's directory: for a cluster, a shared file
-// system), and stores what it read from storage into the owner. s3://
-// datasets are refused for now: their shards are downloaded whole to local
-// disk, which the index entry needs, and then every record is local.
+// system; for an s3:// dataset, a record already in the local shard cache
+// comes before the owner, and a miss is one ranged GET of the record alone),
+// and stores what it read from storage into the owner (§8.6).
 //
 // Nothing fetched from a peer is trusted: a value is used only when its size
 // and XXH3-64 equal the record's index entry (spec/format.md §4.3, §5.2); any
@@ -85,11 +85,13 @@ private:
 // (spec/format.md §8.6.2): "l3r1:<16 hex digits>:<index in hex>".
 std::string peer_record_key(std::uint64_t shard_hash, std::uint64_t index);
 
-// Record `record` of `dataset` through the peer tier: from its owner when the
+// Record `record` of `dataset` through the peer tier: from the local shard
+// cache (a remote dataset's fetched block), else from its owner when the
 // owner holds its exact bytes (copied into `owned`, which the returned view
 // points into; checked against the index entry whatever `verify` says), else
-// from the dataset (checked as `verify` says), then stored into the owner
-// (replacing a wrong value). `from_storage` says which.
+// from the dataset (checked as `verify` says; a remote record alone, by one
+// ranged GET into `owned`), then stored into the owner (replacing a wrong
+// value). `from_storage` says whether storage was read.
 RecordView fetch_through_peers(const Dataset& dataset, PeerCache& peers, std::uint64_t record, Verify verify,
                                std::vector<std::uint8_t>& owned, bool& from_storage);
 
