@@ -58,6 +58,11 @@ say "pip install . (build dir $build_dir)"
 "$py" -m pip install --no-build-isolation -q "$root" \
   -C build-dir="$build_dir" -C cmake.define.L3_WERROR=ON || die "pip install ."
 
+# `l3pack` for the tests that drive the CLI (test_ray_convert's --engine ray):
+# $L3PACK, else the Release build's (scripts/test.sh builds build-ci first).
+for candidate in "${L3PACK:-}" "$root/build-ci/converters/l3pack" "$root/build/converters/l3pack"; do
+  if [[ -n "$candidate" && -x "$candidate" ]]; then export L3PACK="$candidate"; break; fi
+done
 # Import from the installed package, not the source tree.
 cd "$root/tests/python"
 "$py" -c 'import l3, l3.torch; print("l3", l3.__version__, "from", l3.__file__, "cuda:", l3.built_with_cuda)' \

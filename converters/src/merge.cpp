@@ -242,11 +242,20 @@ public:
     if (name == kManifestName) return write_manifest_atomic(out_, parse_manifest(text));
     write_file_atomically(out_ / name, as_bytes(text));
   }
-  // The parts' own files, once committed (local only: the store client has no
-  // delete; readers ignore them, §8.1).
+  // The parts' own files, once the dataset is committed. Best effort: a file
+  // left behind (a failed DELETE) is harmless, readers ignore it (§8.1), and
+  // the dataset is already committed.
   void remove(const std::string& name) const {
-    std::error_code ignored;
-    if (!remote_) fs::remove(out_ / name, ignored);
+    if (!remote_) {
+      std::error_code ignored;
+      fs::remove(out_ / name, ignored);
+      return;
+    }
+    if (!files_.count(name)) return;
+    try {
+      client_->remove(url_.bucket, url_.key(name));
+    } catch (const Error&) {
+    }
   }
 
 private:

@@ -160,6 +160,10 @@ def test_parts_into_one_prefix_then_commit_in_place(moto, source_dir, local_ds, 
     assert "90 records" in r.stdout
     stored_after = keys(moto, "shared/ds")
     assert set(stored_after) - set(stored) == {"manifest.json", "skipped.jsonl"}  # no shard copied
+    # The parts' own files are deleted once the commit is in (§8.4.1): shards and the dataset's files remain.
+    assert not [n for n in stored_after if n.startswith("manifest.part-") or n.startswith("skipped.part-")
+                or n.startswith(".l3pack.")]
+    assert {n for n in stored_after if not n.endswith(".l3s")} == {"manifest.json", "skipped.jsonl"}
     assert run(["ls", url, "--json"], env=env).stdout.replace("part-", "").count("\n") == 90
     v = run(["verify", url, "--source", source_dir], env=env)
     assert "0 failed" in v.stdout
