@@ -91,7 +91,7 @@ if grep -qE 'Skipped|Not Run' "$log"; then
 fi
 
 l3pack="$build/converters/l3pack"
-common=(--batch "$batch" --crop 224 --mode random --dtype float32 --layout chw --flip 0.5 --json)
+common=(--batch "$batch" --crop 224 --mode random_resized --dtype float32 --layout chw --flip 0.5 --json)
 l3_run() {  # pipeline name, then bench-read options; one JSON line on stdout
   local name="$1"; shift
   # One warm-up pass (CUDA context, page cache), then the timed epochs.

@@ -10,8 +10,11 @@ echo "$out"
 grep -q "batches 40, examples 160 (fresh 80, echoed 80)" <<<"$out"
 grep -q "bound by: " <<<"$out"
 grep -q "cache hits 40, misses 40" <<<"$out"
-json=$("$bench" bench-read "$ds" --batch 8 --crop 16 --json --mode center --dtype uint8)
-grep -q '"examples":40' <<<"$json"
+# --mode takes l3.Loader's crop spellings; 'random', its old spelling, is still accepted.
+for mode in center random_resized full random; do
+  json=$("$bench" bench-read "$ds" --batch 8 --crop 16 --json --mode "$mode" --dtype uint8)
+  grep -q '"examples":40' <<<"$json"
+done
 # The what-if for a GPU step time: one line of text, a "what_if" object in JSON.
 out=$("$bench" bench-read "$ds" --batch 8 --crop 16 --step-ms 50)
 grep -q "what-if: a step of 50.0 ms per batch of 8 needs 160 images/s: " <<<"$out"
@@ -22,6 +25,8 @@ set +e
 [[ $rc -eq 2 ]] || { echo "expected exit 2 for --rank >= --world, got $rc"; exit 1; }
 "$bench" bench-read "$bin/does-not-exist" 2>/dev/null; rc=$?
 [[ $rc -eq 1 ]] || { echo "expected exit 1 for a missing dataset, got $rc"; exit 1; }
+"$bench" bench-read "$ds" --mode random_crop 2>/dev/null; rc=$?
+[[ $rc -eq 2 ]] || { echo "expected exit 2 for --mode random_crop, got $rc"; exit 1; }
 "$bench" bench-read "$ds" --step-ms 0 2>/dev/null; rc=$?
 [[ $rc -eq 2 ]] || { echo "expected exit 2 for --step-ms 0, got $rc"; exit 1; }
 echo "test_reader_cli: ok"

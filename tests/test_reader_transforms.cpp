@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -160,6 +161,13 @@ TEST_CASE("an exact centre crop is a copy; a crop from a region equals the crop 
   crop_resize(sub, 15, 10, plan, o, scratch, out2.data());
   CHECK(out == out2);
   CHECK(l3test::error_of([&] { crop_resize(sub, 20, 10, plan, o, scratch, out2.data()); }) == errc::out_of_range);
+}
+
+TEST_CASE("option names: one spelling per crop mode and dtype (l3pack bench-read, l3.Loader, l3.CropMode)") {
+  CHECK(std::string(crop_mode_name(CropMode::random_resized)) == "random_resized");
+  CHECK(std::string(crop_mode_name(CropMode::center)) == "center");
+  CHECK(std::string(crop_mode_name(CropMode::full)) == "full");
+  CHECK(std::string(dtype_name(DType::float16)) == "float16");
 }
 
 TEST_CASE("crop boxes: centre fraction and random resized crop ranges") {

@@ -149,11 +149,13 @@ void add_bench_read_command(CLI::App& app) {
   cmd->add_option("--workers", o.workers, "Decode/transform threads")->capture_default_str()->check(CLI::Range(1u, 256u));
   cmd->add_option("--prefetch", o.prefetch, "Batches prepared ahead")->capture_default_str()->check(CLI::Range(1u, 64u));
   cmd->add_option("--crop", args->crop, "Output size (square)")->capture_default_str()->check(CLI::Range(1u, 16384u));
-  const std::map<std::string, CropMode> modes{
-      {"random", CropMode::random_resized}, {"center", CropMode::center}, {"full", CropMode::full}};
-  cmd->add_option("--mode", o.transform.crop, "Crop: random (random resized), center or full")
+  // The crop modes' names are l3.Loader's (crop_mode_name); "random", this
+  // option's spelling before, is still accepted for random_resized.
+  std::map<std::string, CropMode> modes{{"random", CropMode::random_resized}};
+  for (CropMode m : {CropMode::random_resized, CropMode::center, CropMode::full}) modes[crop_mode_name(m)] = m;
+  cmd->add_option("--mode", o.transform.crop, "Crop: random_resized, center or full ('random' = random_resized)")
       ->transform(CLI::CheckedTransformer(modes, CLI::ignore_case))
-      ->option_text("random|center|full (default random)");
+      ->option_text("random_resized|center|full (default random_resized)");
   const std::map<std::string, DType> dtypes{
       {"uint8", DType::uint8}, {"float32", DType::float32}, {"float16", DType::float16}};
   cmd->add_option("--dtype", o.transform.dtype, "Output type")

@@ -27,6 +27,15 @@ const char* dtype_name(DType dtype) noexcept {
   return "?";
 }
 
+const char* crop_mode_name(CropMode mode) noexcept {
+  switch (mode) {
+    case CropMode::random_resized: return "random_resized";
+    case CropMode::center: return "center";
+    case CropMode::full: return "full";
+  }
+  return "?";
+}
+
 std::size_t example_bytes(const TransformOptions& o) noexcept {
   return std::size_t{o.width} * o.height * o.channels * dtype_size(o.dtype);
 }

@@ -46,6 +46,9 @@ struct TransformOptions {
 
 std::size_t dtype_size(DType dtype) noexcept;
 const char* dtype_name(DType dtype) noexcept;
+// The one spelling of each crop mode: l3pack bench-read --mode, l3.Loader(crop=),
+// the members of l3.CropMode ("random_resized", "center", "full").
+const char* crop_mode_name(CropMode mode) noexcept;
 // Bytes of one example in the batch tensor.
 std::size_t example_bytes(const TransformOptions& options) noexcept;
 // Throws invalid_argument for an option outside its range.
