@@ -83,9 +83,9 @@ def loader_kwargs(a, copy=True):
 
 def run_cpp(ds_dir, a):
     ld = l3.Loader(ds_dir, a.batch, **loader_kwargs(a))
-    cfg = ld._config
+    options, setup = ld._options, ld._setup
     ld.close()
-    r = _l3._drain(str(ds_dir), cfg, a.epochs, a.warmup)
+    r = _l3._drain(str(ds_dir), options, setup, a.epochs, a.warmup)
     m = json.loads(r["metrics_json"])
     return r["images"], r["seconds"], m["bottleneck"]
 

@@ -23,12 +23,14 @@ from typing import Any, Iterable, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _l3
-from ._l3 import DataError
+from ._l3 import CropMode, DataError, DType, ErrorPolicy, Layout, PeerCacheOptions, ReaderOptions, Remainder, \
+    TransformOptions, Verify
 
 __all__ = [
     "DataError", "encode", "decode", "decode_region", "info", "load_image", "Dataset", "Loader",
     "Batch", "DeviceArray", "ShardWriter", "DatasetWriter", "write_manifest", "convert", "commit_parts",
-    "built_with_cuda",
+    "built_with_cuda", "ReaderOptions", "TransformOptions", "PeerCacheOptions", "CropMode", "Layout", "DType",
+    "ErrorPolicy", "Remainder", "Verify",
 ]
 __version__: str = _l3.version()  # l3::version(): project(l3 VERSION ...) in CMakeLists.txt
 
@@ -548,45 +550,7 @@ class DeviceArray:
         return f"l3.DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device!r})"
 
 
-class Batch:
-    """One batch: `data` (N x C x H x W or N x H x W x C), `labels` (int64 numpy),
-    `records` (uint64 dataset indices), `epoch`, `index`, `wait_seconds`, `device`
-    (-1: host memory; N: CUDA device N).
-
-    `data` is a numpy array for host batches and an l3.DeviceArray (CUDA memory)
-    for device="cuda". Supports DLPack: torch.from_dlpack(batch) and
-    np.from_dlpack(batch) (host batches) share `data`'s memory (no copy); on
-    CUDA torch.from_dlpack(batch) gives a CUDA tensor (torch's current stream is
-    recorded: see DeviceArray). Unpacks as `images, labels = batch`.
-    """
-
-    __slots__ = ("data", "labels", "records", "epoch", "index", "wait_seconds", "device")
-
-    def __init__(self, data, labels, records, epoch, index, wait_seconds, device=-1):
-        self.data = data
-        self.labels = labels
-        self.records = records
-        self.epoch = epoch
-        self.index = index
-        self.wait_seconds = wait_seconds
-        self.device = device
-
-    def __dlpack__(self, *args, **kwargs):
-        return self.data.__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self):
-        return self.data.__dlpack_device__()
-
-    def __iter__(self):
-        return iter((self.data, self.labels))
-
-    def __len__(self) -> int:
-        return int(self.data.shape[0])
-
-    def __repr__(self) -> str:
-        where = "" if self.device < 0 else f", device='cuda:{self.device}'"
-        return (f"l3.Batch(shape={tuple(self.data.shape)}, dtype={self.data.dtype}, epoch={self.epoch}, "
-                f"index={self.index}{where})")
+Batch = _l3.Batch  # one batch (bound in C++, python/src/batch_bindings.cpp): named fields, DLPack
 
 
 def _pair(v, name) -> Tuple[float, float]:
@@ -608,10 +572,69 @@ def _cuda_index(device: str) -> int:
     return k
 
 
+_D = ReaderOptions()  # the C++ defaults (l3::ReaderOptions): the Loader's signature takes its defaults from here
+_T = _D.transform
+
+
+def _size_default() -> Union[int, Tuple[int, int]]:
+    return _T.height if _T.height == _T.width else (_T.height, _T.width)
+
+
+def _float32s(values) -> Tuple[float, ...]:
+    # float[3] in C++: each value written as the shortest decimal of its float32 (0.485, not 0.48500001...)
+    return tuple(float(str(np.float32(v))) for v in values)
+
+
+def _count(name: str, v: Any) -> int:
+    if int(v) < 0:
+        raise ValueError(f"{name} must be >= 0; got {v}")
+    return int(v)
+
+
+def _enum(kind, value: Any, name: str):
+    """`value` as a member of the bound enum `kind`: the member itself or its name (one spelling)."""
+    if isinstance(value, kind):
+        return value
+    try:
+        return kind[str(value)]
+    except KeyError:
+        names = " | ".join(repr(k) for k in kind.__members__)
+        raise ValueError(f"{name} must be {names}; got {value!r}") from None
+
+
+def _device_index(device: str, copy: Optional[bool], emulated_gpu: bool) -> int:
+    """-1 for "cpu", else the CUDA device index, checked against what this process has."""
+    if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
+        raise ValueError(f"device must be 'cpu' or 'cuda'; got {device!r}")
+    if emulated_gpu and device != "cpu":
+        raise ValueError("_emulated_gpu runs the GPU backend's decomposition on the CPU: use device='cpu'")
+    if device == "cpu":
+        return -1
+    # device="cuda[:N]": decode and transforms by the CUDA batch backend; batches in device memory.
+    if not built_with_cuda:
+        raise ValueError("device='cuda': this l3 extension was built without CUDA (nvcc was not found "
+                         "when it was built); use device='cpu' and move batches with tensor.to('cuda')")
+    index = 0 if device == "cuda" else _cuda_index(device)
+    n = int(_l3.cuda_device_count())
+    if n == 0:
+        raise ValueError("device='cuda': no CUDA device is available to this process (the extension "
+                         "was built with CUDA); use device='cpu'")
+    if index >= n:
+        raise ValueError(f"device={device!r}: only {n} CUDA device(s)")
+    if copy:
+        raise ValueError("device='cuda': batches stay in the loader's device memory and are never copied "
+                         "(copy=True); clone the tensor to keep a batch past the next iteration")
+    return index
+
+
 class Loader:
     """Streams fixed-size training batches from a dataset (the C++ l3::Reader).
 
-    Every reader option is a keyword argument:
+    Every reader option is a keyword argument; together they fill an l3.ReaderOptions
+    (the C++ struct, bound as it is), whose defaults are this signature's. An enum option
+    takes the member or its name: crop=l3.CropMode.center or crop="center" (the names are
+    the one spelling, also l3pack bench-read's --mode); layout l3.Layout, dtype l3.DType,
+    on_error l3.ErrorPolicy:
       order:      shuffle=True, seed=0, epoch=0 (first epoch), block_size=0 (0: shuffle
                   records; b: shuffle blocks of b consecutive records)
       partition:  rank=0, world_size=1, drop_last=False (False: pad by wrapping so every
@@ -649,82 +672,67 @@ class Loader:
     while waiting for and copying a batch.
     """
 
-    def __init__(self, path: PathLike, batch_size: int = 64, *, shuffle: bool = True, seed: int = 0,
-                 epoch: int = 0, block_size: int = 0, rank: int = 0, world_size: int = 1,
-                 drop_last: bool = False, workers: int = 2, prefetch: int = 2, read_ahead: int = 0,
-                 size: Union[int, Tuple[int, int]] = 224, channels: int = 3, crop: str = "random_resized",
-                 scale: Tuple[float, float] = (0.08, 1.0), ratio: Tuple[float, float] = (3 / 4, 4 / 3),
-                 center_fraction: float = 0.875, antialias: bool = True, flip: float = 0.5,
-                 layout: str = "chw", dtype: str = "float32", normalize: bool = True,
-                 mean: Sequence[float] = (0.485, 0.456, 0.406), std: Sequence[float] = (0.229, 0.224, 0.225),
-                 device: str = "cpu", echo: int = 1, echo_window: int = 0, cache_bytes: int = 0,
-                 peer_cache: Sequence[str] = (), peer_timeout_ms: int = 500,
-                 on_error: str = "raise", max_replacements: int = 64, verify: bool = True,
+    def __init__(self, path: PathLike, batch_size: int = _D.batch_size, *, shuffle: bool = _D.shuffle,
+                 seed: int = _D.seed, epoch: int = _D.epoch, block_size: int = _D.block_size, rank: int = _D.rank,
+                 world_size: int = _D.world_size, drop_last: bool = _D.remainder == Remainder.drop,
+                 workers: int = _D.workers, prefetch: int = _D.prefetch, read_ahead: int = _D.read_ahead,
+                 size: Union[int, Tuple[int, int]] = _size_default(), channels: int = _T.channels,
+                 crop: Union[str, CropMode] = _T.crop.name, scale: Tuple[float, float] = (_T.scale_min, _T.scale_max),
+                 ratio: Tuple[float, float] = (_T.ratio_min, _T.ratio_max),
+                 center_fraction: float = _T.center_fraction, antialias: bool = _T.antialias,
+                 flip: float = _T.flip_probability, layout: Union[str, Layout] = _T.layout.name,
+                 dtype: Union[str, DType] = _T.dtype.name, normalize: bool = _T.normalize,
+                 mean: Sequence[float] = _float32s(_T.mean), std: Sequence[float] = _float32s(_T.std),
+                 device: str = "cpu", echo: int = _D.echo, echo_window: int = _D.echo_window,
+                 cache_bytes: int = _D.cache_bytes, peer_cache: Sequence[str] = tuple(_D.peer_cache.servers),
+                 peer_timeout_ms: int = _D.peer_cache.timeout_ms, on_error: Union[str, ErrorPolicy] = _D.on_error.name,
+                 max_replacements: int = _D.max_replacements, verify: bool = _D.verify == Verify.yes,
                  verify_shard_hashes: bool = False, copy: Optional[bool] = None, _emulated_gpu: bool = False):
-        if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
-            raise ValueError(f"device must be 'cpu' or 'cuda'; got {device!r}")
-        device_index = -1
-        if _emulated_gpu and device != "cpu":
-            raise ValueError("_emulated_gpu runs the GPU backend's decomposition on the CPU: use device='cpu'")
-        if device != "cpu":
-            # device="cuda[:N]": decode and transforms by the CUDA batch backend; batches in device memory.
-            if not built_with_cuda:
-                raise ValueError("device='cuda': this l3 extension was built without CUDA (nvcc was not found "
-                                 "when it was built); use device='cpu' and move batches with tensor.to('cuda')")
-            device_index = 0 if device == "cuda" else _cuda_index(device)
-            n = int(_l3.cuda_device_count())
-            if n == 0:
-                raise ValueError("device='cuda': no CUDA device is available to this process (the extension "
-                                   "was built with CUDA); use device='cpu'")
-            if device_index >= n:
-                raise ValueError(f"device={device!r}: only {n} CUDA device(s)")
-            if copy:
-                raise ValueError("device='cuda': batches stay in the loader's device memory and are never copied "
-                                 "(copy=True); clone the tensor to keep a batch past the next iteration")
+        device_index = _device_index(device, copy, _emulated_gpu)
         if copy is None:
             copy = device_index < 0  # host batches are copied by default; device batches never
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
         if isinstance(size, int):
             height = width = size
         else:
             height, width = (int(v) for v in size)
-        ints = dict(batch_size=batch_size, workers=workers, prefetch=prefetch, read_ahead=read_ahead,
-                    seed=seed, block_size=block_size, epoch=epoch, world_size=world_size, rank=rank, echo=echo,
-                    echo_window=echo_window, cache_bytes=cache_bytes, max_replacements=max_replacements,
-                    peer_timeout_ms=peer_timeout_ms,
-                    width=width, height=height, channels=channels)
-        c = _l3._LoaderConfig()
-        for k, v in ints.items():
-            if int(v) < 0:
-                raise ValueError(f"{k} must be >= 0; got {v}")
-            setattr(c, k, int(v))
         if isinstance(peer_cache, (str, bytes)):
             raise ValueError("peer_cache is a list of 'host:port' strings, not one string")
-        c.peer_cache = [str(s) for s in peer_cache]
-        c.shuffle = bool(shuffle)
-        c.drop_last = bool(drop_last)
-        c.skip_errors = on_error == "skip"
-        c.verify = bool(verify)
-        c.verify_shard_hashes = bool(verify_shard_hashes)
-        c.crop = str(crop)
-        c.scale_min, c.scale_max = _pair(scale, "scale")
-        c.ratio_min, c.ratio_max = _pair(ratio, "ratio")
-        c.center_fraction = float(center_fraction)
-        c.antialias = bool(antialias)
-        c.flip_probability = float(flip)
-        c.layout = str(layout)
-        c.dtype = str(dtype)
-        c.normalize = bool(normalize)
-        c.mean = [float(v) for v in mean]
-        c.std = [float(v) for v in std]
-        c.copy = bool(copy)
-        c.device = device_index
-        c.emulated_gpu = bool(_emulated_gpu)
+        o = ReaderOptions()
+        for k, v in dict(batch_size=batch_size, workers=workers, prefetch=prefetch, read_ahead=read_ahead,
+                         seed=seed, block_size=block_size, epoch=epoch, world_size=world_size, rank=rank,
+                         echo=echo, echo_window=echo_window, cache_bytes=cache_bytes,
+                         max_replacements=max_replacements).items():
+            setattr(o, k, _count(k, v))
+        o.shuffle = bool(shuffle)
+        o.remainder = Remainder.drop if drop_last else Remainder.pad
+        o.peer_cache.servers = [str(s) for s in peer_cache]
+        o.peer_cache.timeout_ms = _count("peer_timeout_ms", peer_timeout_ms)
+        o.on_error = _enum(ErrorPolicy, on_error, "on_error")
+        o.verify = Verify.yes if verify else Verify.no
+        t = o.transform
+        t.width, t.height = _count("width", width), _count("height", height)
+        t.channels = _count("channels", channels)
+        t.crop = _enum(CropMode, crop, "crop")
+        t.scale_min, t.scale_max = _pair(scale, "scale")
+        t.ratio_min, t.ratio_max = _pair(ratio, "ratio")
+        t.center_fraction = float(center_fraction)
+        t.antialias = bool(antialias)
+        t.flip_probability = float(flip)
+        t.layout = _enum(Layout, layout, "layout")
+        t.dtype = _enum(DType, dtype, "dtype")
+        t.normalize = bool(normalize)
+        t.mean = [float(v) for v in mean]
+        t.std = [float(v) for v in std]
+        setup = _l3._ReaderSetup()
+        setup.verify_shard_hashes = bool(verify_shard_hashes)
+        setup.copy = bool(copy)
+        setup.device = device_index
+        setup.emulated_gpu = bool(_emulated_gpu)
         self._path = os.fspath(path)
-        self._config = c
+        self._options = o
+        self._setup = setup
         self._handoff = _Handoff()
-        self._r = _l3._Reader(self._path, c)
+        self._r = _l3._Reader(self._path, o, setup)
         self._ended = False
         self.batch_size = int(batch_size)
         self.device = device
@@ -745,14 +753,13 @@ class Loader:
         """The next batch of this rank's epoch, or None at its end. A device batch handed
         out before is handed back: its buffer is refilled once the work its consumers
         enqueued on their streams (recorded by __dlpack__) has run."""
-        out = self._r.next(self._handoff.take())
-        if out is None:
+        b = self._r.next(self._handoff.take())
+        if b is None:
             self._ended = True
             return None
-        data, labels, records, epoch, index, wait_seconds, device = out
-        if device >= 0:
-            data = DeviceArray(data, self._handoff, self._handoff.serial)
-        return Batch(data, labels, records, epoch, index, wait_seconds, device)
+        if b.device >= 0:
+            b.data = DeviceArray(b.data, self._handoff, self._handoff.serial)
+        return b
 
     def _hand_back(self) -> None:
         # set_epoch / restore / close hand the current device batch back without a stream

@@ -1,6 +1,6 @@
-// Batches handed to Python (batch_bindings.cpp): host batches as numpy arrays,
-// device batches as _DeviceArray (DLPack kDLCUDA, never copied), and the
-// consumer streams a device batch was exported to.
+// Batches handed to Python (batch_bindings.cpp): l3.Batch, its data as a numpy
+// array (host batches) or a _DeviceArray (device batches: DLPack kDLCUDA, never
+// copied), and the consumer streams a device batch was exported to.
 #pragma once
 
 #include <cstdint>
@@ -28,5 +28,16 @@ void sync_streams(const StreamList& streams);
 // (the array keeps `reader` alive); with `copy` (a pooled buffer the bytes were
 // copied into) the array owns that buffer.
 nb::object batch_array(const std::shared_ptr<l3::Reader>& reader, const l3::Batch& meta, PooledBuffer* copy);
+
+// One batch as Python sees it: l3.Batch (named fields, DLPack, `images, labels = batch`).
+struct PyBatch {
+  nb::object data;     // numpy array (host), _DeviceArray / l3.DeviceArray (device)
+  nb::object labels;   // int64 numpy array; -1 for unlabelled records
+  nb::object records;  // uint64 numpy array: each example's dataset index
+  std::uint64_t epoch = 0;
+  std::uint64_t index = 0;  // batch number within this rank's epoch
+  double wait_seconds = 0;  // how long next() waited for it
+  int device = -1;          // CUDA device holding `data`; -1: host memory
+};
 
 }  // namespace l3py

@@ -2,6 +2,7 @@
 // memory, and the wait for a device batch's consumer streams.
 #include <nanobind/stl/string.h>
 
+#include <new>
 #include <string>
 #include <utility>
 
@@ -99,7 +100,58 @@ nb::object batch_array(const std::shared_ptr<l3::Reader>& reader, const l3::Batc
   return nb::cast(arr);
 }
 
+namespace {
+
+using namespace nb::literals;
+
+constexpr const char* kBatchDoc =
+    "One batch: `data` (N x C x H x W or N x H x W x C), `labels` (int64 numpy), `records`\n"
+    "(uint64 dataset indices), `epoch`, `index` (batch number in this rank's epoch),\n"
+    "`wait_seconds` (how long next() waited for it), `device` (-1: host memory; N: CUDA device N).\n\n"
+    "`data` is a numpy array for host batches and an l3.DeviceArray (CUDA memory) for\n"
+    "device='cuda'. Supports DLPack: torch.from_dlpack(batch) and np.from_dlpack(batch)\n"
+    "(host batches) share `data`'s memory (no copy); on CUDA torch.from_dlpack(batch) gives\n"
+    "a CUDA tensor (torch's current stream is recorded: see DeviceArray). Unpacks as\n"
+    "`images, labels = batch`.";
+
+void init_batch(PyBatch* b, nb::object data, nb::object labels, nb::object records, std::uint64_t epoch,
+                std::uint64_t index, double wait_seconds, int device) {
+  new (b) PyBatch{std::move(data), std::move(labels), std::move(records), epoch, index, wait_seconds, device};
+}
+
+std::size_t batch_len(const PyBatch& b) { return nb::cast<std::size_t>(b.data.attr("shape")[0]); }
+
+nb::str batch_repr(const PyBatch& b) {
+  const nb::object shape = nb::module_::import_("builtins").attr("tuple")(b.data.attr("shape"));
+  const std::string where = b.device >= 0 ? ", device='cuda:" + std::to_string(b.device) + "'" : "";
+  return nb::str("l3.Batch(shape={}, dtype={}, epoch={}, index={}{})")
+      .format(shape, b.data.attr("dtype"), b.epoch, b.index, where);
+}
+
+void bind_batch_class(nb::module_& m) {
+  nb::class_<PyBatch>(m, "Batch", kBatchDoc)
+      .def("__init__", &init_batch, "data"_a, "labels"_a, "records"_a, "epoch"_a, "index"_a, "wait_seconds"_a,
+           "device"_a = -1)
+      .def_rw("data", &PyBatch::data)
+      .def_rw("labels", &PyBatch::labels)
+      .def_rw("records", &PyBatch::records)
+      .def_rw("epoch", &PyBatch::epoch)
+      .def_rw("index", &PyBatch::index)
+      .def_rw("wait_seconds", &PyBatch::wait_seconds)
+      .def_rw("device", &PyBatch::device)
+      .def("__dlpack__", [](const PyBatch& b, nb::args args, nb::kwargs kwargs) {
+        return b.data.attr("__dlpack__")(*args, **kwargs);
+      })
+      .def("__dlpack_device__", [](const PyBatch& b) { return b.data.attr("__dlpack_device__")(); })
+      .def("__iter__", [](const PyBatch& b) { return nb::iter(nb::make_tuple(b.data, b.labels)); })
+      .def("__len__", &batch_len)
+      .def("__repr__", &batch_repr);
+}
+
+}  // namespace
+
 void bind_batch(nb::module_& m) {
+  bind_batch_class(m);
   nb::class_<PyDeviceArray>(m, "_DeviceArray")
       .def("capsule", &PyDeviceArray::capsule, "A new DLPack capsule of the batch (kDLCUDA; no copy)")
       .def_prop_ro("ptr", &PyDeviceArray::ptr)

@@ -4,6 +4,7 @@
 //   buffers.cpp          host buffers and the batch buffer pool owned by Python
 //   codec_bindings.cpp   encode / decode / info, image files
 //   dataset_bindings.cpp datasets, shard writing, manifests, conversion
+//   options_bindings.cpp ReaderOptions, TransformOptions and their enums, bound as in C++
 //   reader_bindings.cpp  the streaming reader (l3.Loader's engine)
 //   batch_bindings.cpp   batches: DLPack arrays, device arrays, consumer streams
 //
@@ -96,6 +97,7 @@ U8Array decode_span(std::span<const std::uint8_t> data, unsigned threads, bool v
 // Registration of each unit's functions and classes on the module.
 void bind_codec(nb::module_& m);
 void bind_dataset(nb::module_& m);
+void bind_options(nb::module_& m);
 void bind_batch(nb::module_& m);
 void bind_reader(nb::module_& m);
 

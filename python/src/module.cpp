@@ -80,6 +80,7 @@ NB_MODULE(_l3, m) {
 
   l3py::bind_codec(m);
   l3py::bind_dataset(m);
+  l3py::bind_options(m);
   l3py::bind_batch(m);
   l3py::bind_reader(m);
 }

@@ -1,5 +1,5 @@
-// Reader bindings: the streaming reader behind l3.Loader (l3::Reader with the
-// Loader's options), and _drain, the C++-loop baseline of bench/bench_python.py.
+// Reader bindings: the streaming reader behind l3.Loader (l3::Reader with an
+// l3.ReaderOptions), and _drain, the C++-loop baseline of bench/bench_python.py.
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -21,118 +21,31 @@ namespace {
 
 using namespace nb::literals;
 
-// ---- the streaming reader -----------------------------------------------------------
-
-// Plain fields set by the Python Loader from its keyword arguments.
-struct LoaderConfig {
-  std::uint32_t batch_size = 64, workers = 2, prefetch = 2, read_ahead = 0;
-  std::uint64_t seed = 0, block_size = 0, epoch = 0;
-  bool shuffle = true, drop_last = false;
-  std::uint32_t world_size = 1, rank = 0;
-  std::uint32_t echo = 1, echo_window = 0;
-  std::uint64_t cache_bytes = 0;
-  std::vector<std::string> peer_cache;  // memcached "host:port" of every node (spec/format.md §8.6)
-  std::uint32_t peer_timeout_ms = 500;
-  bool skip_errors = false;
-  std::uint32_t max_replacements = 64;
-  bool verify = true, verify_shard_hashes = false;
-  std::uint32_t width = 224, height = 224, channels = 3;
-  std::string crop = "random_resized";
-  double scale_min = 0.08, scale_max = 1.0, ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
-  double center_fraction = 0.875, flip_probability = 0.5;
-  bool antialias = true, normalize = true;
-  std::string layout = "chw", dtype = "float32";
-  std::vector<float> mean{0.485f, 0.456f, 0.406f}, std{0.229f, 0.224f, 0.225f};
-  bool copy = true;
-  // -1: the CPU pipeline; >= 0: CUDA device index: the CUDA batch backend
-  // (decode and transforms on the GPU, batches in device memory).
-  int device = -1;
-  // Test/reference mode: the CUDA batch backend's decomposition run on the CPU
-  // (make_emulated_gpu_batch_backend; host batches; slow but exact).
-  bool emulated_gpu = false;
-};
-
-l3::ReaderOptions reader_options(const LoaderConfig& c) {
-  l3::ReaderOptions o;
-  o.batch_size = c.batch_size;
-  o.workers = c.workers;
-  o.prefetch = c.prefetch;
-  o.read_ahead = c.read_ahead;
-  o.seed = c.seed;
-  o.shuffle = c.shuffle;
-  o.block_size = c.block_size;
-  o.world_size = c.world_size;
-  o.rank = c.rank;
-  o.remainder = c.drop_last ? l3::Remainder::drop : l3::Remainder::pad;
-  o.epoch = c.epoch;
-  o.echo = c.echo;
-  o.echo_window = c.echo_window;
-  o.cache_bytes = c.cache_bytes;
-  o.peer_cache.servers = c.peer_cache;
-  o.peer_cache.timeout_ms = c.peer_timeout_ms;
-  o.on_error = c.skip_errors ? l3::ErrorPolicy::skip : l3::ErrorPolicy::raise;
-  o.max_replacements = c.max_replacements;
-  o.verify = c.verify ? l3::Verify::yes : l3::Verify::no;
-  l3::TransformOptions& t = o.transform;
-  t.width = c.width;
-  t.height = c.height;
-  t.channels = c.channels;
-  if (c.crop == "random_resized") {
-    t.crop = l3::CropMode::random_resized;
-  } else if (c.crop == "center") {
-    t.crop = l3::CropMode::center;
-  } else if (c.crop == "full") {
-    t.crop = l3::CropMode::full;
-  } else {
-    l3::throw_error(l3::errc::invalid_argument, "crop must be 'random_resized', 'center' or 'full', not '" + c.crop + "'");
-  }
-  t.scale_min = c.scale_min;
-  t.scale_max = c.scale_max;
-  t.ratio_min = c.ratio_min;
-  t.ratio_max = c.ratio_max;
-  t.center_fraction = c.center_fraction;
-  t.antialias = c.antialias;
-  t.flip_probability = c.flip_probability;
-  if (const auto layout = l3::layout_from_name(c.layout)) {
-    t.layout = *layout;
-  } else {
-    l3::throw_error(l3::errc::invalid_argument, "layout must be 'chw' or 'hwc', not '" + c.layout + "'");
-  }
-  if (c.dtype == "float32") {
-    t.dtype = l3::DType::float32;
-  } else if (c.dtype == "float16") {
-    t.dtype = l3::DType::float16;
-  } else if (c.dtype == "uint8") {
-    t.dtype = l3::DType::uint8;
-  } else {
-    l3::throw_error(l3::errc::invalid_argument,
-                    "dtype must be 'float32', 'float16' or 'uint8', not '" + c.dtype + "'");
-  }
-  t.normalize = c.normalize;
-  if (c.mean.size() != 3 || c.std.size() != 3)
-    l3::throw_error(l3::errc::invalid_argument, "mean and std must have 3 values");
-  for (int k = 0; k < 3; ++k) {
-    t.mean[k] = c.mean[static_cast<std::size_t>(k)];
-    t.std[k] = c.std[static_cast<std::size_t>(k)];
-  }
-  if (c.emulated_gpu) {
-    if (c.device >= 0)
+// The batch backend for device >= 0 (the CUDA batch backend: decode and
+// transforms on the GPU, batches in device memory) or for the emulated GPU
+// backend (its decomposition run on the CPU; host batches; a reference mode).
+void select_backend(l3::ReaderOptions& o, int device, bool emulated_gpu) {
+  if (emulated_gpu) {
+    if (device >= 0)
       l3::throw_error(l3::errc::invalid_argument, "the emulated GPU backend runs on the CPU: use device='cpu'");
     o.batch_backend = l3::make_emulated_gpu_batch_backend(o.limits);
   }
-  if (c.device >= 0) {
+  if (device < 0) return;
 #ifdef L3_HAVE_CUDA
-    // Decode and transform on the GPU (l3/reader_backend_cuda.hpp): whole
-    // windows through the CUDA batch backend; batches in device memory.
-    if (l3::cuda_device_count() == 0) l3::throw_error(l3::errc::device_error, "device='cuda': no CUDA device");
-    o.batch_backend = l3::make_cuda_batch_backend(c.device, nullptr, o.limits);
+  if (l3::cuda_device_count() == 0) l3::throw_error(l3::errc::device_error, "device='cuda': no CUDA device");
+  o.batch_backend = l3::make_cuda_batch_backend(device, nullptr, o.limits);
 #else
-    l3::throw_error(l3::errc::invalid_argument, "device='cuda': this l3 extension was built without CUDA");
+  l3::throw_error(l3::errc::invalid_argument, "device='cuda': this l3 extension was built without CUDA");
 #endif
-  }
-  return o;
 }
 
+// How a Loader reads beyond its ReaderOptions.
+struct ReaderSetup {
+  bool verify_shard_hashes = false;
+  bool copy = true;           // host batches copied into pooled buffers owned by their arrays
+  int device = -1;            // >= 0: the CUDA batch backend on that device
+  bool emulated_gpu = false;  // the CUDA batch backend's decomposition on the CPU
+};
 
 // One consumer at a time: l3::Reader wants a single consumer thread, so every
 // call takes mu_ (after releasing the GIL, so a thread blocked in next() never
@@ -140,19 +53,19 @@ l3::ReaderOptions reader_options(const LoaderConfig& c) {
 // from another thread cannot destroy it under a running call.
 class PyReader {
 public:
-  PyReader(const std::string& path, const LoaderConfig& cfg) : copy_(cfg.copy) {
-    l3::ReaderOptions opt = reader_options(cfg);
+  PyReader(const std::string& path, l3::ReaderOptions opt, const ReaderSetup& setup) : copy_(setup.copy) {
+    select_backend(opt, setup.device, setup.emulated_gpu);
     l3::DatasetOptions dopt;
-    dopt.verify_shard_hashes = cfg.verify_shard_hashes;
+    dopt.verify_shard_hashes = setup.verify_shard_hashes;
     reader_ = without_gil([&] { return std::make_shared<l3::Reader>(l3::Reader::open(path, opt, dopt)); });
     pool_ = std::make_shared<BufferPool>();
     pool_->bytes = l3::example_bytes(opt.transform) * opt.batch_size;
     pool_->max_free = opt.prefetch + 4;
   }
 
-  // (data, labels, records, epoch, index, wait_seconds, device) or None at the
-  // end of the epoch. data: a numpy array for host batches (device -1), a
-  // _DeviceArray for device batches (device >= 0, never copied).
+  // The next l3.Batch, or None at the end of the epoch. Its data: a numpy array
+  // for host batches (device -1), a _DeviceArray for device batches (device >= 0,
+  // never copied).
   // streams: the consumer streams of the previous batch when it was a device
   // batch (its buffer is refilled only after their work so far has run).
   nb::object next(const StreamList& streams) {
@@ -185,10 +98,10 @@ public:
       }
     }
     if (!b) return nb::none();
-    auto labels_arr = owned_vector<std::int64_t>(labels.data(), labels.size());
-    auto records_arr = owned_vector<std::uint64_t>(records.data(), records.size());
-    nb::object data = batch_array(r, meta, buf);
-    return nb::make_tuple(data, labels_arr, records_arr, meta.epoch, meta.index, meta.wait_seconds, meta.device);
+    PyBatch out{batch_array(r, meta, buf), nb::cast(owned_vector<std::int64_t>(labels.data(), labels.size())),
+                nb::cast(owned_vector<std::uint64_t>(records.data(), records.size())),
+                meta.epoch, meta.index, meta.wait_seconds, meta.device};
+    return nb::cast(std::move(out));
   }
 
   // Waits for the consumer streams of the batch last returned when it is a
@@ -258,13 +171,17 @@ private:
 // The C++ reader driven by a C++ loop (no Python per batch): the baseline of
 // bench/bench_python.py for the bindings' overhead. Same options as a Loader;
 // touches one element per batch like the Python consumer does.
-nb::dict drain(const std::string& path, const LoaderConfig& cfg, std::uint64_t epochs, std::uint64_t warmup) {
+nb::dict drain(const std::string& path, l3::ReaderOptions opt, const ReaderSetup& setup, std::uint64_t epochs,
+               std::uint64_t warmup) {
+  select_backend(opt, setup.device, setup.emulated_gpu);
   std::uint64_t images = 0;
   double seconds = 0, sink = 0;
   std::string metrics;
   {
     nb::gil_scoped_release release;
-    l3::Reader r = l3::Reader::open(path, reader_options(cfg));
+    l3::DatasetOptions dopt;
+    dopt.verify_shard_hashes = setup.verify_shard_hashes;
+    l3::Reader r = l3::Reader::open(path, std::move(opt), dopt);
     auto run_epoch = [&](std::uint64_t e, bool count) {
       r.set_epoch(e);
       while (const l3::Batch* b = r.next()) {
@@ -291,52 +208,17 @@ nb::dict drain(const std::string& path, const LoaderConfig& cfg, std::uint64_t e
 }  // namespace
 
 void bind_reader(nb::module_& m) {
-  m.def("_drain", &drain, "path"_a, "config"_a, "epochs"_a, "warmup"_a);
+  m.def("_drain", &drain, "path"_a, "options"_a, "setup"_a, "epochs"_a, "warmup"_a);
 
-  nb::class_<LoaderConfig>(m, "_LoaderConfig")
+  nb::class_<ReaderSetup>(m, "_ReaderSetup")
       .def(nb::init<>())
-      .def_rw("batch_size", &LoaderConfig::batch_size)
-      .def_rw("workers", &LoaderConfig::workers)
-      .def_rw("prefetch", &LoaderConfig::prefetch)
-      .def_rw("read_ahead", &LoaderConfig::read_ahead)
-      .def_rw("seed", &LoaderConfig::seed)
-      .def_rw("block_size", &LoaderConfig::block_size)
-      .def_rw("epoch", &LoaderConfig::epoch)
-      .def_rw("shuffle", &LoaderConfig::shuffle)
-      .def_rw("drop_last", &LoaderConfig::drop_last)
-      .def_rw("world_size", &LoaderConfig::world_size)
-      .def_rw("rank", &LoaderConfig::rank)
-      .def_rw("echo", &LoaderConfig::echo)
-      .def_rw("echo_window", &LoaderConfig::echo_window)
-      .def_rw("cache_bytes", &LoaderConfig::cache_bytes)
-      .def_rw("peer_cache", &LoaderConfig::peer_cache)
-      .def_rw("peer_timeout_ms", &LoaderConfig::peer_timeout_ms)
-      .def_rw("skip_errors", &LoaderConfig::skip_errors)
-      .def_rw("max_replacements", &LoaderConfig::max_replacements)
-      .def_rw("verify", &LoaderConfig::verify)
-      .def_rw("verify_shard_hashes", &LoaderConfig::verify_shard_hashes)
-      .def_rw("width", &LoaderConfig::width)
-      .def_rw("height", &LoaderConfig::height)
-      .def_rw("channels", &LoaderConfig::channels)
-      .def_rw("crop", &LoaderConfig::crop)
-      .def_rw("scale_min", &LoaderConfig::scale_min)
-      .def_rw("scale_max", &LoaderConfig::scale_max)
-      .def_rw("ratio_min", &LoaderConfig::ratio_min)
-      .def_rw("ratio_max", &LoaderConfig::ratio_max)
-      .def_rw("center_fraction", &LoaderConfig::center_fraction)
-      .def_rw("flip_probability", &LoaderConfig::flip_probability)
-      .def_rw("antialias", &LoaderConfig::antialias)
-      .def_rw("normalize", &LoaderConfig::normalize)
-      .def_rw("layout", &LoaderConfig::layout)
-      .def_rw("dtype", &LoaderConfig::dtype)
-      .def_rw("mean", &LoaderConfig::mean)
-      .def_rw("std", &LoaderConfig::std)
-      .def_rw("copy", &LoaderConfig::copy)
-      .def_rw("device", &LoaderConfig::device)
-      .def_rw("emulated_gpu", &LoaderConfig::emulated_gpu);
+      .def_rw("verify_shard_hashes", &ReaderSetup::verify_shard_hashes)
+      .def_rw("copy", &ReaderSetup::copy)
+      .def_rw("device", &ReaderSetup::device)
+      .def_rw("emulated_gpu", &ReaderSetup::emulated_gpu);
 
   nb::class_<PyReader>(m, "_Reader")
-      .def(nb::init<const std::string&, const LoaderConfig&>(), "path"_a, "config"_a)
+      .def(nb::init<const std::string&, l3::ReaderOptions, const ReaderSetup&>(), "path"_a, "options"_a, "setup"_a)
       .def("next", &PyReader::next, "streams"_a = StreamList{})
       .def("wait_streams", &PyReader::wait_streams, "streams"_a)
       .def("set_epoch", &PyReader::set_epoch)

@@ -186,11 +186,11 @@ class FakeDeviceReader:
 
     def next(self, streams=()):
         self.next_streams.append(list(streams))
-        out = self._r.next(list(streams))
-        if out is None:
+        b = self._r.next(list(streams))
+        if b is None:
             return None
-        data, labels, records, epoch, index, wait, _ = out
-        return (FakeDeviceHandle(data), labels, records, epoch, index, wait, 0)
+        b.data, b.device = FakeDeviceHandle(b.data), 0
+        return b
 
     def wait_streams(self, streams):
         self.waited.append(list(streams))
