@@ -343,6 +343,13 @@ step_profile() {
     >"$root/bench/work/ncu-decode.log" 2>&1
   grep -E "Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Warp Cycles|Issued|Stall|Eligible" \
     "$root/bench/work/ncu-decode.log" | head -40
+  # Per SASS instruction: executions, stall samples, divergence (where the
+  # kernel's cycles go, for the next round of kernel work).
+  "$ncu" --kernel-name decode_kernel --launch-count 1 --section SourceCounters --section WarpStateStats \
+    --import-source no --page source --print-source sass --csv \
+    "$build/cuda/bench_cuda" --corpus "$root/bench/corpus" --sizes 500x375 --iters 1 --out /tmp/ncu-bench.md \
+    >"$root/bench/work/ncu-decode-sass.log" 2>&1
+  wc -l "$root/bench/work/ncu-decode-sass.log"
 }
 
 # The reader's bar (issue 13) at training size: 2,048+ ImageNet-size pieces
