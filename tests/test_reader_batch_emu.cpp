@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "l3/reader_backend_cuda.hpp"
@@ -43,7 +45,17 @@ public:
     CHECK(buffer != nullptr);
     ++releases;
     last_stream = stream;
+    std::lock_guard lock(m);
+    streams.push_back(stream);
   }
+  std::vector<void*> take_streams() {
+    std::lock_guard lock(m);
+    return std::exchange(streams, {});
+  }
+
+private:
+  std::mutex m;
+  std::vector<void*> streams;  // every release()'s stream, in order
 };
 
 }  // namespace
@@ -220,4 +232,38 @@ TEST_CASE("batch mode: every batch buffer handed out is released with the consum
   REQUIRE(b);
   CHECK(b->device == -1);
   CHECK(r.metrics().busy.decode >= 0);
+}
+
+TEST_CASE("batch mode: the consumer-stream hand-off is the reader's (every stream, release before set_epoch)") {
+  auto ds = l3test::synth_dataset("batch_emu_handoff");
+  auto counting = std::make_shared<CountingBackend>();
+  ReaderOptions o = l3test::backend_configs()[0].second;
+  o.batch_backend = counting;
+  Reader r(ds, o);
+  int tokens[3] = {};  // stand in for cudaStream_t values
+  void* const streams[3] = {&tokens[0], &tokens[1], &tokens[2]};
+  REQUIRE(r.next(std::span<void* const>{}));
+  CHECK(counting->take_streams().empty());  // nothing was out before the first batch
+  // Every consumer stream orders the refill of the batch handed back (one
+  // release each, in order); none: the legacy default stream (nullptr).
+  REQUIRE(r.next(streams));
+  CHECK(counting->take_streams() == std::vector<void*>(streams, streams + 3));
+  REQUIRE(r.next(std::span<void* const>{}));
+  CHECK(counting->take_streams() == std::vector<void*>{nullptr});
+  // release() hands the batch back now, after its streams; set_epoch() then has
+  // no batch to hand back, and a second release() is a no-op.
+  r.release(std::span<void* const>(streams + 1, 1));
+  CHECK(counting->take_streams() == std::vector<void*>{streams[1]});
+  r.release(streams);
+  r.set_epoch(1);
+  CHECK(counting->take_streams().empty());
+  // Without release(), set_epoch() hands the batch out back after the legacy default stream.
+  REQUIRE(r.next());
+  r.set_epoch(2);
+  CHECK(counting->take_streams() == std::vector<void*>{nullptr});
+  // The epoch after a release() reads the same batches as a fresh reader.
+  const Batch* b = r.next();
+  REQUIRE(b);
+  CHECK(b->epoch == 2);
+  CHECK(b->index == 0);
 }

@@ -447,7 +447,8 @@ def _consumer_stream(stream: Any) -> Optional[int]:
 class _Handoff:
     """The loader's side of the DLPack hand-off of device batches: which batch is out
     (serial) and the consumer streams its arrays were exported to (recorded by
-    DeviceArray.__dlpack__, passed to the reader by the next next())."""
+    DeviceArray.__dlpack__, passed to the reader by the next next() or by release():
+    the reader orders the buffer's refill after each of them, l3::Reader::next)."""
 
     __slots__ = ("serial", "streams")
 
@@ -762,9 +763,9 @@ class Loader:
         return b
 
     def _hand_back(self) -> None:
-        # set_epoch / restore / close hand the current device batch back without a stream
-        # to order its refill after: wait here for the work its consumers enqueued.
-        self._r.wait_streams(self._handoff.take())
+        # set_epoch / restore / close hand the current batch back first: the reader orders
+        # a device batch's refill (or frees it) after the work its consumers enqueued.
+        self._r.release(self._handoff.take())
 
     def __len__(self) -> int:
         """Batches of this rank in the current epoch."""

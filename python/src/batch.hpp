@@ -16,12 +16,13 @@ namespace l3py {
 // __dlpack__(stream=...): cudaStream_t values, 0 for the legacy default stream.
 using StreamList = std::vector<std::uintptr_t>;
 
-inline void* as_stream(std::uintptr_t s) noexcept { return reinterpret_cast<void*>(s); }
-
-// Blocks until the work enqueued so far on each stream has run (the GIL is
-// released by the caller). Without CUDA there are no device batches, so no
-// consumer streams either.
-void sync_streams(const StreamList& streams);
+// As l3::Reader::next / release take them (cudaStream_t values).
+inline std::vector<void*> as_streams(const StreamList& streams) {
+  std::vector<void*> out;
+  out.reserve(streams.size());
+  for (std::uintptr_t s : streams) out.push_back(reinterpret_cast<void*>(s));
+  return out;
+}
 
 // The array of a batch's data (the GIL held): `meta` is the reader's batch.
 // Device batches and host batches without `copy` borrow the reader's buffer

@@ -1,5 +1,5 @@
-// Batches handed to Python: DLPack arrays over the reader's host or device
-// memory, and the wait for a device batch's consumer streams.
+// Batches handed to Python: l3.Batch and DLPack arrays over the reader's host
+// or device memory. Consumer streams are the reader's (l3::Reader::next).
 #include <nanobind/stl/string.h>
 
 #include <new>
@@ -8,9 +8,6 @@
 
 #include "batch.hpp"
 #include "l3/error.hpp"
-#ifdef L3_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace l3py {
 namespace {
@@ -62,18 +59,6 @@ private:
 };
 
 }  // namespace
-
-void sync_streams(const StreamList& streams) {
-#ifdef L3_HAVE_CUDA
-  for (std::uintptr_t s : streams) {
-    const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(as_stream(s)));
-    if (e != cudaSuccess)
-      l3::throw_error(l3::errc::device_error, std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e));
-  }
-#else
-  (void)streams;
-#endif
-}
 
 nb::object batch_array(const std::shared_ptr<l3::Reader>& reader, const l3::Batch& meta, PooledBuffer* copy) {
   std::size_t shape[4] = {meta.size, meta.channels, meta.height, meta.width};

@@ -66,9 +66,11 @@ public:
   // The next l3.Batch, or None at the end of the epoch. Its data: a numpy array
   // for host batches (device -1), a _DeviceArray for device batches (device >= 0,
   // never copied).
-  // streams: the consumer streams of the previous batch when it was a device
-  // batch (its buffer is refilled only after their work so far has run).
+  // streams: the consumer streams of the previous batch (recorded by its
+  // DLPack exports); the reader refills a device batch's buffer only after
+  // their work so far has run (Reader::next).
   nb::object next(const StreamList& streams) {
+    const std::vector<void*> consumers = as_streams(streams);
     std::shared_ptr<l3::Reader> r = reader();
     PooledBuffer* buf = nullptr;
     const l3::Batch* b = nullptr;
@@ -78,17 +80,9 @@ public:
     {
       nb::gil_scoped_release release;
       std::lock_guard lock(mu_);
-      void* consumer = nullptr;
-      if (held_device_ && !streams.empty()) {
-        // Reader::next orders the refill after one stream: wait for the others here.
-        sync_streams(StreamList(streams.begin(), streams.end() - 1));
-        consumer = as_stream(streams.back());
-      }
-      held_device_ = false;
-      b = r->next(consumer);
+      b = r->next(consumers);
       if (b) {
         meta = *b;
-        held_device_ = b->device >= 0;
         labels.assign(b->labels.begin(), b->labels.end());
         records.assign(b->records.begin(), b->records.end());
         if (copy_ && b->device < 0) {
@@ -104,14 +98,16 @@ public:
     return nb::cast(std::move(out));
   }
 
-  // Waits for the consumer streams of the batch last returned when it is a
-  // device batch: set_epoch(), restore() and close() hand its buffer back
-  // without a stream to order the refill after.
-  void wait_streams(const StreamList& streams) {
-    if (streams.empty()) return;
+  // Hands the batch last returned back, its refill ordered after `streams`
+  // (Reader::release): before set_epoch(), restore() and close(), which have no
+  // consumer streams to order it after. A no-op once closed.
+  void release(const StreamList& streams) {
+    const std::vector<void*> consumers = as_streams(streams);
+    std::shared_ptr<l3::Reader> r = reader_;
+    if (!r) return;
     nb::gil_scoped_release release;
     std::lock_guard lock(mu_);
-    if (held_device_) sync_streams(streams);
+    r->release(consumers);
   }
 
   template <class F>
@@ -123,20 +119,14 @@ public:
   }
 
   void set_epoch(std::uint64_t e) {
-    locked([&](l3::Reader& r) {
-      held_device_ = false;
-      r.set_epoch(e);
-    });
+    locked([&](l3::Reader& r) { r.set_epoch(e); });
   }
   std::uint64_t epoch() { return locked([](l3::Reader& r) { return r.epoch(); }); }
   std::uint64_t batches_in_epoch() { return locked([](l3::Reader& r) { return r.batches_in_epoch(); }); }
   std::string state() { return locked([](l3::Reader& r) { return r.state().to_json(); }); }
   void restore(const std::string& json) {
     const l3::ReaderState st = l3::ReaderState::from_json(json);
-    locked([&](l3::Reader& r) {
-      held_device_ = false;
-      r.restore(st);
-    });
+    locked([&](l3::Reader& r) { r.restore(st); });
   }
   std::string metrics_json(double step_seconds) {  // any thread; step_seconds > 0 adds the what-if
     const l3::Metrics m = reader()->metrics();
@@ -151,7 +141,6 @@ public:
     reader_.reset();
     nb::gil_scoped_release release;
     std::lock_guard lock(mu_);
-    held_device_ = false;
     r.reset();  // joins the worker threads (unless a borrowed array still holds the reader)
   }
   bool closed() const { return !reader_; }
@@ -165,7 +154,6 @@ private:
   std::shared_ptr<l3::Reader> reader_;
   std::shared_ptr<BufferPool> pool_;
   bool copy_ = true;
-  bool held_device_ = false;  // the batch last returned lives in device memory
 };
 
 // The C++ reader driven by a C++ loop (no Python per batch): the baseline of
@@ -220,7 +208,7 @@ void bind_reader(nb::module_& m) {
   nb::class_<PyReader>(m, "_Reader")
       .def(nb::init<const std::string&, l3::ReaderOptions, const ReaderSetup&>(), "path"_a, "options"_a, "setup"_a)
       .def("next", &PyReader::next, "streams"_a = StreamList{})
-      .def("wait_streams", &PyReader::wait_streams, "streams"_a)
+      .def("release", &PyReader::release, "streams"_a)
       .def("set_epoch", &PyReader::set_epoch)
       .def("epoch", &PyReader::epoch)
       .def("batches_in_epoch", &PyReader::batches_in_epoch)

@@ -98,6 +98,13 @@ public:
   void deallocate(void* p, std::size_t) noexcept override {
     if (!p) return;
     const DeviceScope scope(device_);
+    // Consumers' reads of the buffer (release(): Reader::release before a
+    // close) are done before it goes back to the driver.
+    {
+      std::lock_guard lock(events_m_);
+      for (cudaEvent_t ev : pending_events_) cudaEventSynchronize(ev);
+    }
+    cudaGetLastError();
     cudaFree(p);
   }
 

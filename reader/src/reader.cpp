@@ -31,7 +31,19 @@ Reader::~Reader() = default;
 Reader::Reader(Reader&&) noexcept = default;
 Reader& Reader::operator=(Reader&&) noexcept = default;
 
-const Batch* Reader::next(void* consumer_stream) { return impl_->core.next(consumer_stream); }
+const Batch* Reader::next(std::span<void* const> consumer_streams) { return impl_->core.next(consumer_streams); }
+
+const Batch* Reader::next(void* consumer_stream) { return impl_->core.next({&consumer_stream, 1}); }
+
+void Reader::release(std::span<void* const> consumer_streams) {
+  detail::ReaderCore& core = impl_->core;
+  bool released = false;
+  {
+    std::lock_guard lock(core.m);
+    released = core.release_held(consumer_streams);
+  }
+  if (released) core.cv_space.notify_all();
+}
 
 void Reader::set_epoch(std::uint64_t epoch) { impl_->core.start_run(epoch, 0, 0); }
 

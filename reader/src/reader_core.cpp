@@ -197,14 +197,22 @@ void ReaderCore::scheduler_loop() {
 
 // ---- consumer ---------------------------------------------------------------
 
-const Batch* ReaderCore::next(void* consumer_stream) {
+bool ReaderCore::release_held(std::span<void* const> consumer_streams) noexcept {
+  if (!held_) return false;
+  // Before the slot can be claimed again: its next writes wait for the
+  // consumers' work on it (device batches; an event per stream).
+  if (pipeline_) {
+    if (consumer_streams.empty()) pipeline_->release(held_->data, nullptr);
+    for (void* s : consumer_streams) pipeline_->release(held_->data, s);
+  }
+  held_->state = SlotState::free;
+  held_ = nullptr;
+  return true;
+}
+
+const Batch* ReaderCore::next(std::span<void* const> consumer_streams) {
   std::unique_lock lock(m);
-  if (held_) {
-    // Before the slot can be claimed again: its next writes wait for the
-    // consumer's work on it (device batches).
-    pipeline_->release(held_->data, consumer_stream);
-    held_->state = SlotState::free;
-    held_ = nullptr;
+  if (release_held(consumer_streams)) {
     lock.unlock();
     cv_space.notify_all();
     lock.lock();

@@ -134,7 +134,10 @@ public:
   void shut_down();
 
   // ---- consumer (reader_core.cpp) ----
-  const Batch* next(void* consumer_stream);
+  const Batch* next(std::span<void* const> consumer_streams);
+  // Under m: the batch last handed out goes back to the ring once the work
+  // enqueued on each stream has run (device batches); false when none is out.
+  bool release_held(std::span<void* const> consumer_streams) noexcept;
   ReaderState state();
   Metrics metrics();
   void reset_metrics();

@@ -177,7 +177,7 @@ class FakeDeviceHandle:
 
 class FakeDeviceReader:
     """Wraps the real _l3._Reader; its batches come out as device batches, and the
-    consumer streams passed to next() / wait_streams() are recorded."""
+    consumer streams passed to next() / release() are recorded."""
 
     def __init__(self, r):
         self._r = r
@@ -192,7 +192,7 @@ class FakeDeviceReader:
         b.data, b.device = FakeDeviceHandle(b.data), 0
         return b
 
-    def wait_streams(self, streams):
+    def release(self, streams):
         self.waited.append(list(streams))
 
     def __getattr__(self, name):

@@ -200,11 +200,21 @@ public:
 
   // The next batch of this rank's epoch, or nullptr at its end. Throws the
   // l3::Error of a corrupt record under ErrorPolicy::raise.
-  // Device batches (Batch::device >= 0): `consumer_stream` is the CUDA stream
-  // (cudaStream_t) on which the consumer enqueued its reads of the batch the
-  // previous next() returned; that buffer is refilled only after the work has
-  // run (nullptr: the legacy default stream). Ignored for host batches.
-  const Batch* next(void* consumer_stream = nullptr);
+  // Device batches (Batch::device >= 0): `consumer_streams` are the CUDA
+  // streams (cudaStream_t; nullptr: the legacy default stream) on which the
+  // consumers enqueued their reads of the batch the previous next() returned;
+  // that buffer is refilled only after the work enqueued on each of them so
+  // far has run. The order is kept on the device (an event per stream that
+  // the backend's next writes wait for): the consumer's thread never blocks on
+  // its streams. No stream: the legacy default stream. Ignored for host batches.
+  const Batch* next(std::span<void* const> consumer_streams);
+  const Batch* next(void* consumer_stream = nullptr);  // one consumer stream
+  // Hands the batch the last next() returned back now, its refill ordered
+  // after `consumer_streams` as next() orders it: before set_epoch(),
+  // restore() or the reader's destruction while consumers' work on a device
+  // batch may still be queued (those hand the batch back after the legacy
+  // default stream). The batch must not be used after. No-op without one.
+  void release(std::span<void* const> consumer_streams);
   // Starts epoch `epoch` from its first position (the pipeline restarts).
   void set_epoch(std::uint64_t epoch);
   std::uint64_t epoch() const noexcept;
