@@ -1,6 +1,6 @@
 // l3._l3: the nanobind extension behind the `l3` Python package (ext.hpp lists
 // its translation units). Thin bindings over the C++ libraries; the Python
-// layer (python/l3/__init__.py) adds argument checking and the Loader class.
+// layer (python/l3/__init__.py, python/l3/loader.py) adds argument checking and the Loader class.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
