@@ -60,7 +60,7 @@ void bind_transform_options(nb::module_& m) {
       .def_rw("width", &T::width, "output width")
       .def_rw("height", &T::height, "output height")
       .def_rw("channels", &T::channels, "3: gray replicated, alpha dropped; 1: gray sources only")
-      .def_rw("crop", &T::crop)
+      .def_rw("crop", &T::crop, "l3.CropMode (Loader: crop=)")
       .def_rw("scale_min", &T::scale_min, "random_resized: area fraction range")
       .def_rw("scale_max", &T::scale_max)
       .def_rw("ratio_min", &T::ratio_min, "random_resized: aspect (w/h) range")
@@ -68,8 +68,8 @@ void bind_transform_options(nb::module_& m) {
       .def_rw("center_fraction", &T::center_fraction, "center: fraction of the largest centred box; 0: exact crop")
       .def_rw("antialias", &T::antialias, "widen the bilinear filter by the scale when shrinking")
       .def_rw("flip_probability", &T::flip_probability, "horizontal flip")
-      .def_rw("layout", &T::layout)
-      .def_rw("dtype", &T::dtype)
+      .def_rw("layout", &T::layout, "l3.Layout of the batch tensor")
+      .def_rw("dtype", &T::dtype, "l3.DType of the batch tensor")
       .def_rw("normalize", &T::normalize, "float outputs: (v/255 - mean) / std; otherwise v/255")
       .def_prop_rw(
           "mean", [](const T& t) { return triple(t.mean); },
@@ -90,25 +90,25 @@ void bind_reader_options(nb::module_& m) {
   using O = l3::ReaderOptions;
   nb::class_<O>(m, "ReaderOptions", "The streaming reader's options (l3::ReaderOptions; l3.Loader builds one).")
       .def(nb::init<>())
-      .def_rw("batch_size", &O::batch_size)
+      .def_rw("batch_size", &O::batch_size, "examples per batch")
       .def_rw("workers", &O::workers, "decode/transform threads")
       .def_rw("prefetch", &O::prefetch, "batches prepared ahead of the consumer (>= 1)")
       .def_rw("read_ahead", &O::read_ahead, "records queued between read and decode; 0: 2 * batch_size")
-      .def_rw("seed", &O::seed)
-      .def_rw("shuffle", &O::shuffle)
+      .def_rw("seed", &O::seed, "order and random transforms are pure functions of (seed, epoch)")
+      .def_rw("shuffle", &O::shuffle, "False: the dataset's order")
       .def_rw("block_size", &O::block_size, "> 0: shuffle blocks of this many consecutive records")
-      .def_rw("world_size", &O::world_size)
-      .def_rw("rank", &O::rank)
+      .def_rw("world_size", &O::world_size, "ranks sharing the epoch")
+      .def_rw("rank", &O::rank, "this reader's rank (< world_size)")
       .def_rw("remainder", &O::remainder, "equal samples per rank: pad by wrapping, or drop")
       .def_rw("epoch", &O::epoch, "the first epoch")
       .def_rw("echo", &O::echo, "data echoing: examples per fresh record (>= 1)")
       .def_rw("echo_window", &O::echo_window, "batches per echo shuffle window; 0: echo")
       .def_rw("cache_bytes", &O::cache_bytes, "RAM cache budget of compressed records; 0: no cache")
-      .def_rw("peer_cache", &O::peer_cache)
-      .def_rw("on_error", &O::on_error)
+      .def_rw("peer_cache", &O::peer_cache, "l3.PeerCacheOptions: servers set: the nodes' memcached")
+      .def_rw("on_error", &O::on_error, "l3.ErrorPolicy for a corrupt record")
       .def_rw("max_replacements", &O::max_replacements, "skip: records tried before giving up and raising")
-      .def_rw("verify", &O::verify)
-      .def_rw("transform", &O::transform);
+      .def_rw("verify", &O::verify, "l3.Verify: check each record's checksum when read from storage")
+      .def_rw("transform", &O::transform, "l3.TransformOptions of every example");
 }
 
 }  // namespace
