@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "encoder_bits.hpp"
 #include "header.hpp"
 #include "l3/codec.hpp"
 #include "l3/tile_core.hpp"
@@ -21,134 +22,11 @@ namespace {
 
 constexpr std::uint32_t kDefaultTileWidthLog2 = 8;  // 256 x 32 tiles (spec §3.1)
 constexpr std::uint32_t kDefaultTileHeight = 32;
-constexpr int kKs = core::kMaxK + 1;
-
-// MSB-first bit writer for one row stream (spec §7.1).
-class BitWriter {
-public:
-  void put(std::uint32_t value, int bits) {
-    acc_ = (acc_ << bits) | (bits ? value & ((1u << bits) - 1) : 0);
-    n_ += bits;
-    while (n_ >= 8) {
-      n_ -= 8;
-      bytes_.push_back(std::uint8_t(acc_ >> n_));
-    }
-  }
-  void zeros(int bits) {
-    while (bits > 16) { put(0, 16); bits -= 16; }
-    put(0, bits);
-  }
-  // Flushes with zero padding to a byte.
-  std::vector<std::uint8_t>& finish() {
-    if (n_) put(0, 8 - n_);
-    return bytes_;
-  }
-
-private:
-  std::uint64_t acc_ = 0;
-  int n_ = 0;
-  std::vector<std::uint8_t> bytes_;
-};
-
-int rice_length(std::uint32_t u, int k) {
-  const std::uint32_t q = u >> k;
-  return q < core::kEscapeZeros ? int(q) + 1 + k : int(core::kEscapeZeros + core::kEscapeBits);
-}
-
-void write_rice(BitWriter& bw, std::uint32_t u, int k) {
-  const std::uint32_t q = u >> k;
-  if (q < core::kEscapeZeros) {
-    bw.zeros(int(q));
-    bw.put(1, 1);
-    bw.put(u, k);
-  } else {
-    bw.zeros(int(core::kEscapeZeros));
-    bw.put(u, int(core::kEscapeBits));
-  }
-}
-
-// Cost of each Rice parameter per context bucket, accumulated over samples.
-// Small codes (most of them) are counted in a histogram, costed once per tile
-// in choose(); larger ones add their exact lengths at once. 32-bit sums: a
-// tile has at most 256 * 32 samples per plane of at most 30 bits.
-struct KCosts {
-  static constexpr std::uint32_t kSmall = 32;
-  std::array<std::array<std::uint32_t, kSmall>, core::kBuckets> hist{};
-  std::array<std::array<std::uint32_t, kKs>, core::kBuckets> large{};
-  void add(int bucket, std::uint32_t u) {
-    if (u < kSmall) {
-      ++hist[bucket][u];
-      return;
-    }
-    for (int k = 0; k < kKs; ++k) large[bucket][k] += std::uint32_t(rice_length(u, k));
-  }
-  // Best k per bucket and the total bits with it.
-  std::uint64_t choose(std::uint8_t* k_out) const {
-    std::uint64_t total = 0;
-    for (std::uint32_t b = 0; b < core::kBuckets; ++b) {
-      std::array<std::uint64_t, kKs> bits{};
-      for (int k = 0; k < kKs; ++k) {
-        bits[k] = large[b][k];
-        for (std::uint32_t u = 0; u < kSmall; ++u) bits[k] += std::uint64_t(hist[b][u]) * std::uint32_t(rice_length(u, k));
-      }
-      int best = 0;
-      for (int k = 1; k < kKs; ++k)
-        if (bits[k] < bits[best]) best = k;
-      k_out[b] = std::uint8_t(best);
-      total += bits[best];
-    }
-    return total;
-  }
-};
-
-struct RunCosts {
-  std::array<std::uint64_t, kKs> bits{};
-  void add(std::uint32_t run) {
-    for (int k = 0; k < kKs; ++k) bits[k] += rice_length(run, k);
-  }
-  std::uint64_t choose(std::uint8_t& k_out) const {
-    int best = 0;
-    for (int k = 1; k < kKs; ++k)
-      if (bits[k] < bits[best]) best = k;
-    k_out = std::uint8_t(best);
-    return bits[best];
-  }
-};
-
-// The distinct colours of a tile (at most a palette's 256) in an
-// open-addressing hash table, at most a quarter full; after the palette is
-// ordered, each slot also holds its colour's index.
-struct ColourTable {
-  static constexpr std::uint32_t kSlots = 1024;
-  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
-  std::array<std::uint64_t, kSlots> key;
-  std::array<std::uint8_t, kSlots> index{};
-  ColourTable() { key.fill(kEmpty); }
-
-  static std::uint32_t pack(const std::uint8_t* px, int channels) {
-    std::uint32_t v = 0;
-    for (int k = 0; k < channels; ++k) v |= std::uint32_t(px[k]) << (8 * k);
-    return v;
-  }
-  // The slot holding v, or the empty slot where it belongs.
-  std::uint32_t slot(std::uint32_t v) const {
-    std::uint32_t h = (v * 2654435761u) >> 22;
-    while (key[h] != kEmpty && key[h] != v) h = (h + 1) & (kSlots - 1);
-    return h;
-  }
-  // Adds every pixel's colour; false when there are more than 256.
-  bool collect(const std::uint8_t* px, std::size_t count, int channels, std::vector<std::uint32_t>& colours) {
-    for (std::size_t i = 0; i < count; ++i) {
-      const std::uint32_t v = pack(px + i * std::size_t(channels), channels);
-      const std::uint32_t h = slot(v);
-      if (key[h] == v) continue;
-      if (colours.size() == core::kMaxPalette) return false;
-      key[h] = v;
-      colours.push_back(v);
-    }
-    return true;
-  }
-};
+using encoder::BitWriter;
+using encoder::ColourTable;
+using encoder::KCosts;
+using encoder::RunCosts;
+using encoder::write_rice;
 
 // The pixels of one tile, and per-sample planes, residuals and contexts.
 class TileEncoder {
