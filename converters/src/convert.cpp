@@ -1,17 +1,9 @@
 // l3pack convert: source -> planned order -> parallel encode -> ordered shards
 // -> manifest (l3/convert.hpp explains why the output is deterministic).
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
-#include <xxhash.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <map>
-#include <set>
 #include <optional>
 
 #include "l3/convert.hpp"
@@ -20,363 +12,30 @@
 #include "l3/image_io.hpp"
 #include "l3/storage.hpp"
 #include "l3/text.hpp"
+#include "convert_parts.hpp"
 #include "ordered_pipeline.hpp"
 
 namespace l3 {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// The plan and OUT of a run (convert_parts.hpp).
+using convert_detail::Plan;
+using convert_detail::make_plan;
+using convert_detail::order_fingerprint;
+using convert_detail::skipped_json;
+using convert_detail::shard_name;
+using convert_detail::OutputNames;
+using convert_detail::output_names;
+using convert_detail::written_by_run;
+using convert_detail::OutputLock;
+using convert_detail::Progress;
+using convert_detail::file_size_or_zero;
+using convert_detail::write_text;
+using convert_detail::prepare_output;
+using convert_detail::xxh3;
+
 namespace {
-
-std::uint64_t xxh3(std::span<const std::uint8_t> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
-
-// ---- the plan: what this run converts, in which order, into which shards ----
-
-struct Plan {
-  std::vector<SourceImage> items;  // this part, in record order
-  std::vector<std::string> classes;
-  std::vector<SkippedInput> scan_skipped;  // found by the scan (part 0 only: they belong to no part)
-  std::uint64_t hidden = 0;
-  json document;                   // stored as OUT/l3pack-plan.json; equal plans give equal outputs
-};
-
-const char* layout_name(SourceLayout layout) {
-  switch (layout) {
-    case SourceLayout::automatic: return "auto";
-    case SourceLayout::classes: return "classes";
-    case SourceLayout::flat: return "flat";
-  }
-  return "?";
-}
-
-const char* kind_name(SourceKind kind) {
-  switch (kind) {
-    case SourceKind::class_folders: return "class_folders";
-    case SourceKind::list_file: return "list_file";
-    case SourceKind::flat_folder: return "flat_folder";
-  }
-  return "?";
-}
-
-// XXH3 of the whole planned order (all parts): parts of one dataset share it.
-std::uint64_t order_fingerprint(const std::vector<SourceImage>& order) {
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_64bits_reset(state);
-  for (const SourceImage& image : order) {
-    std::string line = image.key;
-    line += '\t';
-    line += std::to_string(image.label);
-    line += '\n';
-    XXH3_64bits_update(state, line.data(), line.size());
-  }
-  std::uint64_t hash = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return hash;
-}
-
-json options_json(const ConvertOptions& o) {
-  return {{"tile_width", o.encode.tile_width},
-          {"tile_height", o.encode.tile_height},
-          {"effort", o.encode.effort},
-          {"shard_size", o.shard_size},
-          {"shuffle_seed", o.shuffle_seed ? json(*o.shuffle_seed) : json()},
-          {"part_index", o.part_index},
-          {"part_count", o.part_count},
-          {"layout", layout_name(o.scan.layout)},
-          {"base", o.scan.list_base.empty() ? json() : json(escape_key(fs::absolute(o.scan.list_base).string()))},
-          {"max_pixels", o.max_pixels},
-          {"convert_16bit", o.convert_16bit},
-          {"strict_jpeg", o.strict_jpeg}};
-}
-
-json skipped_json(const SkippedInput& s) { return {{"path", s.key}, {"reason", s.reason}, {"detail", s.detail}}; }
-
-// --strict: an input the scan cannot convert stops the run before any work.
-void refuse_scan_skips(const fs::path& src, const std::vector<SkippedInput>& skipped) {
-  if (skipped.empty()) return;
-  const SkippedInput& first = skipped.front();
-  std::string reason = first.reason;
-  if (!first.detail.empty()) reason += " (" + first.detail + ")";
-  reason += "; " + std::to_string(skipped.size()) + " inputs under " + src.string() + " would be skipped";
-  throw InputError(errc::invalid_argument, src / unescape_key(first.key), reason);
-}
-
-std::string count_by_reason(const std::vector<SkippedInput>& skipped) {
-  std::map<std::string, std::uint64_t> counts;
-  for (const SkippedInput& s : skipped) ++counts[s.reason];
-  std::string text;
-  for (const auto& [reason, n] : counts) text += (text.empty() ? "" : ", ") + std::to_string(n) + " " + reason;
-  return text;
-}
-
-[[noreturn]] void no_images(const fs::path& src, const std::vector<SkippedInput>& skipped, std::uint64_t hidden) {
-  std::string detail = src.string() + ": no images to convert";
-  if (!skipped.empty()) detail += " (" + std::to_string(skipped.size()) + " skipped: " + count_by_reason(skipped) + ")";
-  if (hidden != 0) detail += " (" + std::to_string(hidden) + " hidden entries excluded)";
-  detail += "; --allow-empty writes an empty dataset";
-  throw_error(errc::io_error, detail);
-}
-
-Plan make_plan(const fs::path& src, const ConvertOptions& options) {
-  SourceSet source = scan_source(src, options.scan);
-  if (options.strict) refuse_scan_skips(src, source.skipped);
-  std::vector<SourceImage> order;
-  if (options.shuffle_seed) {
-    for (std::size_t i : seeded_permutation(source.images.size(), *options.shuffle_seed))
-      order.push_back(source.images[i]);
-  } else {
-    order = std::move(source.images);
-  }
-  const std::size_t n = order.size(), parts = options.part_count;
-  const std::size_t begin = n * options.part_index / parts, end = n * (options.part_index + 1) / parts;
-  Plan plan;
-  plan.classes = source.classes;
-  plan.items.assign(order.begin() + static_cast<std::ptrdiff_t>(begin), order.begin() + static_cast<std::ptrdiff_t>(end));
-  if (options.part_index == 0) {
-    plan.scan_skipped = std::move(source.skipped);
-    plan.hidden = source.hidden;
-  }
-  if (plan.items.empty() && !options.allow_empty) no_images(src, plan.scan_skipped, plan.hidden);
-  // Keys, not file names: a name that is not UTF-8 cannot be JSON (its key is escaped).
-  json items = json::array();
-  for (const SourceImage& image : plan.items) items.push_back({image.key, image.label});
-  json skipped = json::array();
-  for (const SkippedInput& s : plan.scan_skipped) skipped.push_back(skipped_json(s));
-  plan.document = {{"format", "l3pack-plan"},
-                   {"version", 2},
-                   {"source", escape_key(fs::absolute(src).lexically_normal().string())},
-                   {"scan_skipped", skipped},
-                   {"hidden", plan.hidden},
-                   {"source_kind", kind_name(source.kind)},
-                   {"classes", plan.classes},
-                   {"options", options_json(options)},
-                   {"order_fingerprint", hex16(order_fingerprint(order))},
-                   {"order_records", n},
-                   {"part_first_record", begin},
-                   {"items", items}};
-  return plan;
-}
-
-std::string shard_name(const ConvertOptions& o, std::uint64_t k) {
-  char number[32];
-  std::snprintf(number, sizeof number, "%05llu.l3s", static_cast<unsigned long long>(k));
-  return (o.part_count > 1 ? part_tag(o.part_index, o.part_count) : std::string("shard")) + "-" + number;
-}
-
-// The files of one run in OUT besides its shards. A part converting into an OUT
-// shared by all parts names each after itself (spec/format.md §8.4.1).
-struct OutputNames {
-  std::string plan, lock, skipped, manifest;
-};
-
-OutputNames output_names(const ConvertOptions& o) {
-  if (!o.shared_output) return {kPlanName, kLockName, kSkippedName, kManifestName};
-  const std::string tag = part_tag(o.part_index, o.part_count);
-  return {part_plan_name(o.part_index, o.part_count), ".l3pack." + tag + ".lock",
-          part_skipped_name(o.part_index, o.part_count), part_manifest_name(o.part_index, o.part_count)};
-}
-
-// A file this run wrote (or left after a crash) in OUT: its shards and their
-// temporaries, its skip list and skip log. In a shared OUT, only this part's.
-bool written_by_run(const std::string& name, const ConvertOptions& o) {
-  if (o.shared_output)
-    return name.starts_with(part_tag(o.part_index, o.part_count) + "-") ||
-           name.starts_with(output_names(o).skipped);
-  return name.ends_with(".l3s") || name.ends_with(".l3s.tmp") || name.starts_with(kSkippedName);
-}
-
-// ---- the lock: one conversion per OUT ----
-
-bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
-
-// OUT/.l3pack.lock, created with O_EXCL and holding the owner's pid. A lock
-// whose owner is gone (SIGKILL, power loss on this host) is stale and taken over,
-// so --resume after a crash needs no manual clean-up.
-class OutputLock {
-public:
-  OutputLock(const fs::path& out, const std::string& name) : path_(out / name) {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd >= 0) {
-        std::string pid = std::to_string(::getpid()) + "\n";
-        bool written = ::write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
-        ::close(fd);
-        if (!written) break;
-        return;
-      }
-      if (errno != EEXIST) break;
-      pid_t owner = read_owner();
-      if (process_alive(owner)) {
-        std::string detail = out.string();
-        detail += ": another l3pack convert (pid ";
-        detail += std::to_string(owner);
-        detail += ") is writing this folder (lock file ";
-        detail += path_.filename().string();
-        detail += ")";
-        throw_error(errc::io_error, detail);
-      }
-      std::error_code ignored;
-      fs::remove(path_, ignored);  // stale: its owner is gone
-    }
-    throw_error(errc::io_error, path_.string() + ": cannot create the lock file: " + std::strerror(errno));
-  }
-  ~OutputLock() {
-    std::error_code ignored;
-    fs::remove(path_, ignored);
-  }
-  OutputLock(const OutputLock&) = delete;
-  OutputLock& operator=(const OutputLock&) = delete;
-
-private:
-  pid_t read_owner() const {
-    std::ifstream in(path_);
-    long pid = 0;
-    in >> pid;
-    return static_cast<pid_t>(pid);
-  }
-  fs::path path_;
-};
-
-// ---- resume: keep the finished shards that match the plan ----
-
-struct Progress {
-  std::size_t next_item = 0;  // first plan item not in a kept shard
-  std::vector<SkippedInput> skipped;  // plan items before next_item that are not records
-  std::vector<ManifestShard> shards;
-  ImageStatsBuilder stats;
-  std::uint64_t records = 0, bytes_in = 0, bytes_out = 0;
-};
-
-std::uint64_t file_size_or_zero(const fs::path& file) {
-  std::error_code ec;
-  std::uintmax_t size = fs::file_size(file, ec);
-  return ec ? 0 : size;
-}
-
-// Checks shard `reader` continues the plan at progress.next_item: its keys and
-// labels are the plan's items in order, with skipped (unreadable) inputs between.
-bool shard_continues_plan(const ShardReader& reader, const Plan& plan, std::size_t& cursor) {
-  for (std::uint64_t i = 0; i < reader.size(); ++i) {
-    RecordView record = reader.record(i, Verify::no);
-    while (cursor < plan.items.size() && plan.items[cursor].key != record.key) ++cursor;
-    if (cursor == plan.items.size() || plan.items[cursor].label != record.label) return false;
-    ++cursor;
-  }
-  return true;
-}
-
-bool keep_shard(const fs::path& file, const Plan& plan, Progress& progress) {
-  try {
-    ShardReader reader(file);
-    reader.verify_all();
-    std::size_t cursor = progress.next_item;
-    const std::size_t first = cursor;
-    if (reader.size() == 0 || !shard_continues_plan(reader, plan, cursor)) return false;
-    std::set<std::string_view> stored;
-    for (std::uint64_t i = 0; i < reader.size(); ++i) stored.insert(reader.record(i, Verify::no).key);
-    for (std::size_t k = first; k < cursor; ++k)
-      if (!stored.contains(plan.items[k].key)) progress.skipped.push_back({plan.items[k].key, "", ""});
-    for (std::uint64_t i = 0; i < reader.size(); ++i) progress.stats.add_record(reader.record(i, Verify::no).payload);
-    for (std::size_t k = first; k < cursor; ++k) progress.bytes_in += file_size_or_zero(plan.items[k].file);
-    progress.shards.push_back({file.filename().string(), reader.size(), reader.file_size(), xxh3(reader.file_bytes())});
-    progress.records += reader.size();
-    progress.bytes_out += reader.file_size();
-    progress.next_item = cursor;
-    return true;
-  } catch (const Error&) {
-    return false;  // damaged or foreign: redone
-  }
-}
-
-// The skip log of an interrupted run (OUT/skipped.jsonl.partial): key -> entry.
-std::map<std::string, SkippedInput> read_skip_log(const fs::path& file) {
-  std::map<std::string, SkippedInput> entries;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) continue;  // a line cut by the crash
-    SkippedInput s{j.value("path", ""), j.value("reason", ""), j.value("detail", "")};
-    entries[s.key] = s;
-  }
-  return entries;
-}
-
-Progress recover(const fs::path& out, const Plan& plan, const ConvertOptions& options) {
-  Progress progress;
-  std::uint64_t k = 0;
-  while (fs::exists(out / shard_name(options, k)) && keep_shard(out / shard_name(options, k), plan, progress)) ++k;
-  // Reasons for the skips inside the kept shards, from the interrupted run's log.
-  const std::map<std::string, SkippedInput> log = read_skip_log(out / (output_names(options).skipped + ".partial"));
-  for (SkippedInput& s : progress.skipped) {
-    auto it = log.find(s.key);
-    s = it != log.end() ? it->second : SkippedInput{s.key, "skipped", "by the interrupted run (reason not recorded)"};
-  }
-  // Everything after the kept prefix is redone: remove it (and stale temporaries).
-  for (const auto& entry : fs::directory_iterator(out)) {
-    const std::string name = entry.path().filename().string();
-    bool ours = written_by_run(name, options);
-    bool kept = false;
-    for (const ManifestShard& shard : progress.shards) kept = kept || shard.file == name;
-    if (ours && !kept) fs::remove(entry.path());
-  }
-  return progress;
-}
-
-// ---- preparing OUT ----
-
-void write_text(const fs::path& file, const std::string& text) {
-  write_file_atomically(file, {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
-}
-
-json read_plan(const fs::path& file) {
-  std::vector<std::uint8_t> bytes = read_file(file);
-  json document = json::parse(bytes.begin(), bytes.end(), nullptr, false);
-  if (document.is_discarded()) throw_error(errc::corrupt_manifest, file.string() + ": not valid JSON");
-  return document;
-}
-
-// Nothing of this run in OUT yet: OUT holds only its lock (in a shared OUT:
-// no file of this part, whatever the other parts wrote).
-bool fresh_output(const fs::path& out, const ConvertOptions& options) {
-  const OutputNames names = output_names(options);
-  for (const auto& entry : fs::directory_iterator(out)) {
-    const std::string name = entry.path().filename().string();
-    if (name == names.lock) continue;
-    if (!options.shared_output || written_by_run(name, options) || name == names.plan || name == names.manifest)
-      return false;
-  }
-  return true;
-}
-
-// Fresh run: OUT must be empty (shared OUT: of this part). Resume: OUT must hold
-// this very plan, uncommitted. A part of a shared OUT keeps its plan after its
-// part manifest (commit_parts removes it), so resuming a finished part redoes
-// nothing and writes the same part manifest again: a retried task is harmless.
-Progress prepare_output(const fs::path& out, const Plan& plan, const ConvertOptions& options) {
-  const OutputNames names = output_names(options);
-  if (fs::exists(out / kManifestName))
-    throw_error(errc::invalid_argument, out.string() + ": already holds a committed dataset (manifest.json)");
-  const bool fresh = fresh_output(out, options);
-  if (!options.resume || fresh) {  // --resume of a run that never started starts it
-    if (!fresh && options.shared_output)
-      throw_error(errc::invalid_argument, out.string() + ": already holds files of part " +
-                                              part_tag(options.part_index, options.part_count) +
-                                              " (use --resume to continue or redo it)");
-    if (!fresh)
-      throw_error(errc::invalid_argument,
-                  out.string() + ": folder is not empty (use --resume to continue an interrupted conversion)");
-    write_text(out / names.plan, plan.document.dump(1) + "\n");
-    return {};
-  }
-  if (!fs::exists(out / names.plan))
-    throw_error(errc::invalid_argument, out.string() + ": nothing to resume (no " + names.plan + ")");
-  if (read_plan(out / names.plan) != plan.document)
-    throw_error(errc::invalid_argument, out.string() +
-                                            ": --resume with different sources or options than the interrupted "
-                                            "conversion (see " + names.plan + ")");
-  return recover(out, plan, options);
-}
 
 // ---- converting ----
 
