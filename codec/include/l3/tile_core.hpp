@@ -2,7 +2,8 @@
 // row ("lane") of one tile, written once for the CPU decoder and the CUDA
 // kernels (spec/codec.md §5-§8).
 //
-// Rules for this header: it compiles as host C++ and as CUDA device code. No
+// Rules for this header and the three it includes (tile_constants, tile_grid,
+// bit_reader): each compiles as host C++ and as CUDA device code. No
 // allocation, no exceptions, no STL containers, no asserts on input. Every
 // function that reads untrusted bytes bounds its reads and reports failure
 // through a status value; nothing here trusts a length it did not check.
@@ -11,129 +12,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "l3/bit_reader.hpp"      // §7: row streams, Rice codes
 #include "l3/errc.hpp"
 #include "l3/host_device.hpp"
+#include "l3/tile_constants.hpp"  // §2-§7: the bitstream's numbers, statuses, integer helpers
+#include "l3/tile_grid.hpp"       // §3: the tile grid
 
 namespace l3::core {
-
-// ---- Constants of the bitstream (spec/codec.md §2, §6) ---------------------
-
-inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
-inline constexpr std::uint32_t kChecksumOffset = 20;
-inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 2;         // what the encoder writes
-inline constexpr std::uint8_t kOldestVersion = 1;   // decoders read versions 1..kVersion (spec §11)
-inline constexpr std::uint32_t kMaxChannels = 4;
-inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
-inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
-inline constexpr std::uint32_t kMaxTileWidthLog2 = 8;   // 256
-inline constexpr std::uint32_t kBuckets = 16;           // context buckets per plane
-inline constexpr std::uint32_t kMaxK = 10;              // Rice parameter range 0..10
-inline constexpr std::uint32_t kEscapeZeros = 20;       // unary length that means "escape"
-inline constexpr std::uint32_t kEscapeBits = 10;        // raw value bits after an escape
-inline constexpr std::uint32_t kMaxRowLengthBits = 24;  // width of packed row-length deltas
-inline constexpr int kActivityTable = 256;              // activities >= 255 share one entry
-
-// Tile kinds (tile mode byte, bits 0-1).
-inline constexpr std::uint8_t kTileCoded = 0;
-inline constexpr std::uint8_t kTileConstant = 1;
-inline constexpr std::uint8_t kTileRaw = 2;
-
-// Tile mode byte bit 5 (version 2, spec §4.4): a palette tile.
-inline constexpr std::uint8_t kModePalette = 0x20;
-inline constexpr std::uint32_t kMaxPalette = 256;
-
-// Reversible colour transforms (tile mode byte, bits 2-3; spec §5).
-inline constexpr std::uint8_t kTransformNone = 0;
-inline constexpr std::uint8_t kTransformSubtractGreen = 1;
-inline constexpr std::uint8_t kTransformYCoCgR = 2;
-
-// Predictors (plane byte, bits 0-2; spec §6.1).
-inline constexpr std::uint8_t kPredMED = 0;
-inline constexpr std::uint8_t kPredW = 1;
-inline constexpr std::uint8_t kPredN = 2;
-inline constexpr std::uint8_t kPredAvg = 3;
-inline constexpr std::uint8_t kPredGrad = 4;
-inline constexpr std::uint8_t kPredCount = 5;
-// Plane byte value of a constant plane (version 2, spec §4.3): no predictor,
-// no k table, no bits; every sample is the stored value.
-inline constexpr std::uint8_t kPlaneConstant = 5;
-inline constexpr std::uint8_t kPredPerPlane = 255;  // template argument: read each plane's predictor
-
-// Status of a tile decode: l3::errc values (l3/errc.hpp), so hosts convert 1:1.
-enum Status : int { kOk = int(errc::ok), kTruncated = int(errc::truncated), kCorruptTile = int(errc::corrupt_tile), kReservedBits = int(errc::reserved_bits_set) };
-
-// ---- Small helpers ----------------------------------------------------------
-
-L3_HD int clz64(std::uint64_t v) {
-#if defined(__CUDA_ARCH__)
-  return __clzll(static_cast<long long>(v));
-#else
-  return v ? __builtin_clzll(v) : 64;
-#endif
-}
-L3_HD int clz32(std::uint32_t v) {
-#if defined(__CUDA_ARCH__)
-  return __clz(static_cast<int>(v));
-#else
-  return v ? __builtin_clz(v) : 32;
-#endif
-}
-L3_HD int imin(int a, int b) { return a < b ? a : b; }
-L3_HD int imax(int a, int b) { return a > b ? a : b; }
-L3_HD int iabs(int a) { return a < 0 ? -a : a; }
-
-L3_HD std::uint32_t zigzag(int e) { return e >= 0 ? std::uint32_t(e) << 1 : (std::uint32_t(-e) << 1) - 1; }
-L3_HD int unzigzag(std::uint32_t u) { return int(u >> 1) ^ -int(u & 1); }
-
-// ---- The tile grid (spec §3) -------------------------------------------------
-
-// A rectangle of pixels: a tile's, clipped to the image, or a crop.
-struct TileRect {
-  std::uint32_t x, y, width, height;
-};
-
-// How an image is cut into tiles (spec §3): the one definition the encoder,
-// the CPU decoder, the CUDA plan and the wavefront share.
-struct TileGrid {
-  std::uint32_t width, height;     // the image, >= 1
-  std::uint32_t tile_width_log2;   // kMinTileWidthLog2..kMaxTileWidthLog2
-  std::uint32_t tile_height;       // 1..kMaxTileHeight
-  std::uint32_t tiles_x, tiles_y;  // ceil(width / tile width), ceil(height / tile_height)
-
-  // The caller has validated the fields (header parse or encoder options).
-  // 64-bit sums: width + tile width - 1 overflows 32 bits near 2^32.
-  L3_HD static TileGrid make(std::uint32_t width, std::uint32_t height, std::uint32_t tw_log2, std::uint32_t th) {
-    TileGrid g{width, height, tw_log2, th, 0, 0};
-    g.tiles_x = std::uint32_t((std::uint64_t{width} + (std::uint64_t{1} << tw_log2) - 1) >> tw_log2);
-    g.tiles_y = std::uint32_t((std::uint64_t{height} + th - 1) / th);
-    return g;
-  }
-  L3_HD std::uint32_t tile_width() const { return 1u << tile_width_log2; }
-  // May exceed 2^32 - 1 in a hostile header: callers check it (spec §9.1).
-  L3_HD std::uint64_t tile_count() const { return std::uint64_t{tiles_x} * tiles_y; }
-  // Tile (tx, ty), clipped at the image's right and bottom edges.
-  L3_HD TileRect tile(std::uint32_t tx, std::uint32_t ty) const {
-    const std::uint32_t x = tx << tile_width_log2, y = ty * tile_height;
-    const std::uint32_t w = width - x < tile_width() ? width - x : tile_width();
-    const std::uint32_t h = height - y < tile_height ? height - y : tile_height;
-    return {x, y, w, h};
-  }
-  // Tile i in raster order.
-  L3_HD TileRect tile(std::uint32_t i) const { return tile(i % tiles_x, i / tiles_x); }
-  L3_HD std::uint32_t index(std::uint32_t tx, std::uint32_t ty) const { return ty * tiles_x + tx; }
-
-  // The tiles a non-empty rectangle inside the image overlaps: columns
-  // tx0 .. tx0 + cols - 1 and rows ty0 .. ty0 + rows - 1 (spec §9.2).
-  struct Span {
-    std::uint32_t tx0, ty0, cols, rows;
-  };
-  L3_HD Span overlapped(const TileRect& r) const {
-    const std::uint32_t tx0 = r.x >> tile_width_log2, ty0 = r.y / tile_height;
-    const std::uint32_t tx1 = (r.x + r.width - 1) >> tile_width_log2, ty1 = (r.y + r.height - 1) / tile_height;
-    return {tx0, ty0, tx1 - tx0 + 1, ty1 - ty0 + 1};
-  }
-};
 
 // ---- Planes and colour transforms (spec §5) --------------------------------
 
@@ -247,116 +132,6 @@ L3_HD int bucket_of(int a) {
   const int l = 31 - clz32(static_cast<std::uint32_t>(a));  // floor(log2 a) >= 2
   const int b = 2 * l + ((a >> (l - 1)) & 1);
   return b < 15 ? b : 15;
-}
-
-// ---- Bit reader (spec §7.1) -------------------------------------------------
-
-// MSB-first reader over one row stream. Never reads outside [p, end): bytes
-// past the end read as zero, and `overrun` tells whether any were consumed.
-// The 8 bytes at p as a big-endian integer, read as aligned 32-bit words (2
-// loads, or 3 when p is not 4-aligned) instead of 8 byte loads: the GPU's
-// refill (spec/cuda.md §2). It reads the aligned words that hold p[0..7], so
-// up to 3 bytes before p and after p + 7: the caller makes sure those lie in
-// the same stream (refill: p is past the tile header, and p + 10 < end). The
-// host decoder does not use it; tests check it against byte loads at every
-// alignment.
-L3_HD std::uint32_t load_be32_aligned(const std::uint8_t* q) {
-#if defined(__CUDA_ARCH__)
-  return __byte_perm(*reinterpret_cast<const std::uint32_t*>(q), 0, 0x0123);
-#else
-  std::uint32_t w;
-  __builtin_memcpy(&w, q, 4);
-  return __builtin_bswap32(w);
-#endif
-}
-L3_HD std::uint64_t load_be64_words(const std::uint8_t* p) {
-  const unsigned misalign = unsigned(reinterpret_cast<std::uintptr_t>(p)) & 3u;
-  const std::uint8_t* a = p - misalign;
-  std::uint32_t hi = load_be32_aligned(a), lo = load_be32_aligned(a + 4);
-  if (misalign != 0) {
-    // (hi:lo:next) << 8 * misalign, keeping the top 64 bits.
-    const unsigned shift = misalign * 8;
-    const std::uint32_t next = load_be32_aligned(a + 8);
-    hi = (hi << shift) | (lo >> (32 - shift));
-    lo = (lo << shift) | (next >> (32 - shift));
-  }
-  return (std::uint64_t{hi} << 32) | lo;
-}
-
-// The 8 bytes at p, big-endian, and how many bytes from p to the stream's end
-// that read needs. The GPU reads aligned words (load_be64_words), up to p + 10,
-// which must lie inside the stream: a caller's device allocation may end with
-// it. Nearer the end BitReader::refill's byte loop gives the same bits.
-#if defined(__CUDA_ARCH__)
-inline constexpr int kLoadBytes = 11;
-L3_HD std::uint64_t load_be64(const std::uint8_t* p) { return load_be64_words(p); }
-#else
-inline constexpr int kLoadBytes = 8;
-L3_HD std::uint64_t load_be64(const std::uint8_t* p) {
-  std::uint64_t v;
-  __builtin_memcpy(&v, p, 8);
-  return __builtin_bswap64(v);
-}
-#endif
-
-struct BitReader {
-  const std::uint8_t* p;
-  const std::uint8_t* end;
-  std::uint64_t buf;   // next bits, MSB-aligned
-  int avail;           // valid bits in buf
-  std::uint32_t past;  // zero bytes supplied past the end
-
-  L3_HD void init(const std::uint8_t* begin, const std::uint8_t* stop) {
-    p = begin;
-    end = stop;
-    buf = 0;
-    avail = 0;
-    past = 0;
-  }
-  // Ensures avail >= 57.
-  L3_HD void refill() {
-    if (end - p >= kLoadBytes) {
-      const std::uint64_t v = load_be64(p);
-      buf |= v >> avail;
-      p += (63 - avail) >> 3;
-      avail |= 56;
-      return;
-    }
-    while (avail <= 56) {
-      std::uint64_t byte = 0;
-      if (p < end) byte = *p++;
-      else ++past;
-      buf |= byte << (56 - avail);
-      avail += 8;
-    }
-  }
-  L3_HD void consume(int bits) {
-    buf <<= bits;
-    avail -= bits;
-  }
-  // Bits consumed since init.
-  L3_HD std::uint64_t consumed_bits(const std::uint8_t* begin) const {
-    return (static_cast<std::uint64_t>(p - begin) + past) * 8 - static_cast<std::uint64_t>(avail);
-  }
-};
-
-// Decodes one Rice-coded value with parameter k (spec §7.2):
-//   q = u >> k zeros, a one, then the k low bits of u;
-//   or, when q >= 20, twenty zeros and u in 10 bits (escape).
-L3_HD std::uint32_t read_rice(BitReader& br, int k) {
-  if (br.avail < int(kEscapeZeros + kEscapeBits)) br.refill();  // a symbol is at most 30 bits
-  const int q = clz64(br.buf);
-  if (q < int(kEscapeZeros)) {
-    // After the q zeros the top bit is the terminating one: clear it, then
-    // the next k bits are the low bits of u (none when k = 0).
-    const std::uint64_t after = (br.buf << q) & (~std::uint64_t{0} >> 1);
-    const std::uint32_t low = std::uint32_t(after >> (63 - k));
-    br.consume(q + 1 + k);
-    return (std::uint32_t(q) << k) | low;
-  }
-  const std::uint32_t u = std::uint32_t((br.buf << kEscapeZeros) >> (64 - kEscapeBits));
-  br.consume(int(kEscapeZeros + kEscapeBits));
-  return u;
 }
 
 // ---- Tile parameters (spec §4) ----------------------------------------------
