@@ -1,7 +1,6 @@
 // l3pack verify OUT [--source SRC]: every shard against the manifest, every
 // record checksum (spec/format.md §4.3), every decode, and optionally every
 // pixel against the source image named by the record's key.
-#include <xxhash.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -45,12 +44,7 @@ std::vector<ShardSlot> open_shards(const std::filesystem::path& dir, const Manif
     std::string problem;
     try {
       slot.reader.emplace(shard_file(dir, entry));  // a remote shard: its cached copy (spec/format.md §8.5)
-      auto bytes = slot.reader->file_bytes();
-      if (slot.reader->size() != entry.records) problem = "record count differs from the manifest";
-      else if (slot.reader->file_size() != entry.bytes) problem = "file size differs from the manifest";
-      else if (XXH3_64bits(bytes.data(), bytes.size()) != entry.file_hash) problem = "file hash differs from the manifest";
-      else if (!manifest.classes.empty() && slot.reader->max_label() >= static_cast<std::int64_t>(manifest.classes.size()))
-        problem = "a label has no class in the manifest";
+      problem = compare_with_manifest(*slot.reader, entry, manifest.classes.size(), /*check_hash=*/true).problem;
     } catch (const Error& e) {
       problem = e.what();
       slot.reader.reset();

@@ -141,11 +141,9 @@ void check_parts(std::vector<Part>& parts, const char* given = "were given") {
 // The shard must be what its part's manifest says before it joins the dataset.
 void check_shard(const fs::path& file, const ManifestShard& entry, ImageStatsBuilder& stats) {
   ShardReader reader(file);
-  if (reader.size() != entry.records || reader.file_size() != entry.bytes)
-    throw_error(errc::corrupt_manifest, file.string() + ": record count or size differs from its part's manifest");
-  auto bytes = reader.file_bytes();
-  if (XXH3_64bits(bytes.data(), bytes.size()) != entry.file_hash)
-    throw_error(errc::checksum_mismatch, file.string() + ": file hash differs from its part's manifest");
+  // Count, size and hash (class_count 0: no label check here, as before).
+  if (const ShardCheck c = compare_with_manifest(reader, entry, 0, /*check_hash=*/true); c.code != errc::ok)
+    throw_error(c.code, file.string() + ": " + c.problem + " (its part's manifest)");
   for (std::uint64_t i = 0; i < reader.size(); ++i) stats.add_record(reader.record(i, Verify::no).payload);
 }
 

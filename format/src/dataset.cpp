@@ -64,11 +64,22 @@ struct Dataset::State {
   }
 };
 
-namespace {
-
-[[noreturn]] void mismatch(const ManifestShard& m, const std::string& what) {
-  throw_error(errc::corrupt_manifest, "shard \"" + m.file + "\" " + what);
+ShardCheck compare_with_manifest(const ShardReader& reader, const ManifestShard& m, std::size_t class_count,
+                                 bool check_hash) {
+  const auto says = [](std::uint64_t v) { return ", the manifest says " + std::to_string(v); };
+  if (reader.size() != m.records)
+    return {errc::corrupt_manifest, "holds " + std::to_string(reader.size()) + " records" + says(m.records)};
+  if (reader.file_size() != m.bytes)
+    return {errc::corrupt_manifest, "is " + std::to_string(reader.file_size()) + " bytes" + says(m.bytes)};
+  if (class_count != 0 && reader.max_label() >= static_cast<std::int64_t>(class_count))
+    return {errc::corrupt_manifest, "has label " + std::to_string(reader.max_label()) + " but the manifest names " +
+                                        std::to_string(class_count) + " classes"};
+  if (check_hash && shard_layout::xxh3(reader.file_bytes()) != m.file_hash)
+    return {errc::checksum_mismatch, "file hash differs from the manifest"};
+  return {};
 }
+
+namespace {
 
 std::unique_ptr<ShardReader> open_checked(const std::filesystem::path& dir, const ManifestShard& m,
                                           const Manifest& manifest, const DatasetOptions& opt) {
@@ -76,15 +87,9 @@ std::unique_ptr<ShardReader> open_checked(const std::filesystem::path& dir, cons
   // checked: that needs all of it, downloaded into the cache at once.
   auto reader = is_remote(dir) && !opt.verify_shard_hashes ? remote::open_shard(dir, m, opt.limits)
                                                            : std::make_unique<ShardReader>(shard_file(dir, m), opt.limits);
-  if (reader->size() != m.records)
-    mismatch(m, "holds " + std::to_string(reader->size()) + " records, manifest says " + std::to_string(m.records));
-  if (reader->file_size() != m.bytes)
-    mismatch(m, "is " + std::to_string(reader->file_size()) + " bytes, manifest says " + std::to_string(m.bytes));
-  if (!manifest.classes.empty() && reader->max_label() >= static_cast<std::int64_t>(manifest.classes.size()))
-    mismatch(m, "has label " + std::to_string(reader->max_label()) + " but the manifest names " +
-                    std::to_string(manifest.classes.size()) + " classes");
-  if (opt.verify_shard_hashes && shard_layout::xxh3(reader->file_bytes()) != m.file_hash)
-    throw_error(errc::checksum_mismatch, "shard \"" + m.file + "\" does not match its manifest hash");
+  if (const ShardCheck c = compare_with_manifest(*reader, m, manifest.classes.size(), opt.verify_shard_hashes);
+      c.code != errc::ok)
+    throw_error(c.code, "shard \"" + m.file + "\" " + c.problem);
   return reader;
 }
 

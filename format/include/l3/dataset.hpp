@@ -57,6 +57,20 @@ std::filesystem::path shard_file(const std::filesystem::path& dir, const Manifes
 // (io_error naming the bucket).
 std::string read_remote_text(const std::filesystem::path& dir, const std::string& name);
 
+// How an opened shard differs from its manifest entry (spec/format.md §8.3):
+// its record count, file size and labels (each below class_count when the
+// manifest names classes, class_count > 0), then, when check_hash, its
+// XXH3-64 (which reads the whole file). code is ok when it matches, else
+// corrupt_manifest (counts, size, labels) or checksum_mismatch (hash), with
+// a phrase to follow the shard's name ("holds 3 records, the manifest says 4").
+// The one check Dataset::open, l3pack verify and merge share.
+struct ShardCheck {
+  errc code = errc::ok;
+  std::string problem;
+};
+ShardCheck compare_with_manifest(const ShardReader& reader, const ManifestShard& m, std::size_t class_count,
+                                 bool check_hash);
+
 struct DatasetOptions {
   ShardLimits limits{};
   bool verify_shard_hashes = false;  // hash each whole shard when first opened (reads it all)
