@@ -454,8 +454,13 @@ void check_image(const ImageView& image) {
   if (image.channels < 1 || image.channels > 4)
     throw_error(errc::invalid_argument, "channels " + std::to_string(image.channels) + " (must be 1..4)");
   if (image.width == 0 || image.height == 0) throw_error(errc::invalid_argument, "empty image");
-  if (image.width > 65535 || image.height > 65535 || std::uint64_t{image.width} * image.height > (std::uint64_t{1} << 30))
-    throw_error(errc::limit_exceeded, "image larger than 65535x65535 or 2^30 pixels");
+  // What the decoder accepts by default (spec/limits.md): the encoder writes nothing it would refuse.
+  const Limits limits{};
+  if (image.width > limits.max_width || image.height > limits.max_height ||
+      std::uint64_t{image.width} * image.height > limits.max_pixels)
+    throw_error(errc::limit_exceeded, "image larger than " + std::to_string(limits.max_width) + "x" +
+                                          std::to_string(limits.max_height) + " or " +
+                                          std::to_string(limits.max_pixels) + " pixels");
   if (image.stride && image.stride < std::size_t(image.width) * image.channels)
     throw_error(errc::invalid_argument, "stride smaller than a row");
 }
