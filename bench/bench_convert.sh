@@ -37,10 +37,10 @@ verify_status=0
 "$l3pack" verify "$scratch/ds2" --source "$corpus" >"$scratch/verify.txt" 2>&1 || verify_status=$?
 
 echo "JPEG folder sizes..." >&2
-"$build/converters/bench_convert_read" --jpeg-sizes "$scratch/ds2" >"$scratch/jpeg.txt"
+"$build/bench/bench_convert_read" --jpeg-sizes "$scratch/ds2" >"$scratch/jpeg.txt"
 
 echo "random reads..." >&2
-"$build/converters/bench_convert_read" "$scratch/ds2" "$scratch/scaled" --scales 1,4,16 >"$scratch/reads.md"
+"$build/bench/bench_convert_read" "$scratch/ds2" "$scratch/scaled" --scales 1,4,16 >"$scratch/reads.md"
 
 images=$(awk '/^images:/ {print $2}' "$scratch/convert2.txt")
 t1=$(seconds_of "$scratch/convert1.txt"); t2=$(seconds_of "$scratch/convert2.txt")

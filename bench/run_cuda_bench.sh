@@ -36,7 +36,7 @@ out="$here/results/cuda-${gpu}${RESULT_SUFFIX:-}.md"
 commit="${L3_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 images="$here/work/gpu-images"
 rm -rf "$images"
-"$build/cuda/bench_cuda" --corpus "$here/corpus" --out "$out" --write-ppm "$images" "$@"
+"$build/bench/bench_cuda" --corpus "$here/corpus" --out "$out" --write-ppm "$images" "$@"
 {
   echo
   echo "Commit $commit; host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)."

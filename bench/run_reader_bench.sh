@@ -30,7 +30,7 @@ while (($#)); do
 done
 
 [[ -d "$here/corpus/photos" ]] || "$here/fetch_corpus.sh"
-if [[ ! -x "$build/reader/bench_reader" ]]; then
+if [[ ! -x "$build/bench/bench_reader" ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DL3_CUDA=OFF -DL3_BUILD_BENCH=ON >/dev/null
   ninja -C "$build" bench_reader
 fi
@@ -44,7 +44,7 @@ for ((r = 1; r <= rounds; r++)); do
   echo "round $r: torch" >&2
   "$py" "$here/bench_reader_torch.py" "$folder" --batch "$batch" --workers "$workers" --epochs "$epochs" >>"$results"
   echo "round $r: l3" >&2
-  "$build/reader/bench_reader" --batch "$batch" --workers "$workers" --epochs "$epochs" >>"$results"
+  "$build/bench/bench_reader" --batch "$batch" --workers "$workers" --epochs "$epochs" >>"$results"
 done
 
 load="$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -65,13 +65,11 @@ if(TARGET l3pack)
 endif()
 
 # Public headers: each library folder's include/ (internal headers live in
-# src/ and are not installed). Two headers under include/ are not API:
-# bench_read_cli.hpp declares an l3pack subcommand (CLI11), thrust_arena.hpp is
-# shared by the .cu sources of cuda/ and reader/.
+# src/ and are not installed). One header under include/ is not API:
+# thrust_arena.hpp is shared by the .cu sources of cuda/ and reader/.
 foreach(folder common codec storage format converters cuda reader)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
     FILES_MATCHING PATTERN "*.hpp"
-    PATTERN "bench_read_cli.hpp" EXCLUDE
     PATTERN "thrust_arena.hpp" EXCLUDE)
 endforeach()
 

@@ -10,7 +10,6 @@
 #include <string>
 
 #include "cli/common.hpp"
-#include "l3/bench_read_cli.hpp"
 #include "l3/text.hpp"
 #include "l3/version.hpp"
 

@@ -311,7 +311,7 @@ step_bench() {
   local peers
   if ! gpu_present; then
     # The CPU parts: load and encode the images, verify on the host, plan.
-    "$build/cuda/bench_cuda" --corpus "$root/bench/corpus" --host-only --sizes 500x375,64x48 --batch-mb 8
+    "$build/bench/bench_cuda" --corpus "$root/bench/corpus" --host-only --sizes 500x375,64x48 --batch-mb 8
     python3 -m py_compile "$root/bench/bench_gpu_peers.py" "$root/bench/bench_reader_torch.py"
     # The carried peers unpack and their libraries resolve here too.
     peers="$(unpack_peers)"
@@ -339,7 +339,7 @@ step_profile() {
   ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)"
   mkdir -p "$root/bench/work"
   "$ncu" --kernel-name decode_kernel --launch-count 1 --set full --import-source no --page details \
-    "$build/cuda/bench_cuda" --corpus "$root/bench/corpus" --sizes 500x375 --iters 1 --out /tmp/ncu-bench.md \
+    "$build/bench/bench_cuda" --corpus "$root/bench/corpus" --sizes 500x375 --iters 1 --out /tmp/ncu-bench.md \
     >"$root/bench/work/ncu-decode.log" 2>&1
   grep -E "Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Warp Cycles|Issued|Stall|Eligible" \
     "$root/bench/work/ncu-decode.log" | head -40
@@ -347,7 +347,7 @@ step_profile() {
   # kernel's cycles go, for the next round of kernel work).
   "$ncu" --kernel-name decode_kernel --launch-count 1 --section SourceCounters --section WarpStateStats \
     --import-source no --page source --print-source sass --csv \
-    "$build/cuda/bench_cuda" --corpus "$root/bench/corpus" --sizes 500x375 --iters 1 --out /tmp/ncu-bench.md \
+    "$build/bench/bench_cuda" --corpus "$root/bench/corpus" --sizes 500x375 --iters 1 --out /tmp/ncu-bench.md \
     >"$root/bench/work/ncu-decode-sass.log" 2>&1
   wc -l "$root/bench/work/ncu-decode-sass.log"
 }

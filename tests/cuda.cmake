@@ -22,14 +22,3 @@ endif()
 # step failures and the RUNPATH check, without a GPU (issue 13).
 add_test(NAME gpu_kit_selftest COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu_kit_selftest.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(gpu_kit_selftest PROPERTIES LABELS "cuda")
-
-# bench_cuda's host part without a GPU: loading, cutting to size, encoding and
-# the host round trip of every image (--host-only), and its usage errors.
-if(TARGET bench_cuda)
-  add_test(NAME bench_cuda_host_only
-    COMMAND bench_cuda --host-only --corpus ${PROJECT_SOURCE_DIR}/bench/sample --sizes 500x375,64x48 --batch-mb 4)
-  set_tests_properties(bench_cuda_host_only PROPERTIES LABELS "cuda"
-    PASS_REGULAR_EXPRESSION "\\| 500x375 \\| 7 \\| 168 \\| 4 \\| - \\|.*host round trips all exact")
-  add_test(NAME bench_cuda_usage COMMAND bench_cuda --sizes 0x5)
-  set_tests_properties(bench_cuda_usage PROPERTIES LABELS "cuda" WILL_FAIL TRUE)
-endif()

@@ -10,7 +10,6 @@
 #include <xxhash.h>
 
 #include "common.hpp"
-#include "l3/bench_read_cli.hpp"
 #include "l3/reader.hpp"
 #include "l3/storage.hpp"
 #ifdef L3_HAVE_CUDA

@@ -79,5 +79,6 @@ void add_extract_command(CLI::App& app);
 void add_merge_command(CLI::App& app);
 void add_cache_command(CLI::App& app);  // cmd_cache.cpp
 void add_bench_command(CLI::App& app);
+void add_bench_read_command(CLI::App& app);  // cmd_bench_read.cpp: the reader over a dataset, its stall metrics
 
 }  // namespace l3::cli
