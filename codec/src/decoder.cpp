@@ -10,6 +10,7 @@
 
 #include "header.hpp"
 #include "l3/codec.hpp"
+#include "l3/parallel.hpp"
 #include "l3/target_clones.hpp"
 #include "l3/tile_core.hpp"
 
@@ -396,35 +397,19 @@ int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int 
   }
 }
 
-unsigned resolve_threads(unsigned requested, std::uint32_t jobs) {
-  unsigned n = requested ? requested : std::max(1u, std::thread::hardware_concurrency());
-  return std::max(1u, std::min<unsigned>(n, jobs));
-}
-
-// Runs job(i) for i in [0, count) on `threads` threads; returns the first
-// failing job's (index, status), or (count, kOk).
+// Runs job(i) for i in [0, count) on `threads` threads (l3::parallel_for);
+// returns the first failing job's (index, status), or (count, kOk). Jobs past
+// a failure already found are skipped.
 template <class Job>
 std::pair<std::uint32_t, int> run_parallel(std::uint32_t count, unsigned threads, const Job& job) {
-  std::atomic<std::uint32_t> next{0};
   std::atomic<std::uint32_t> first_bad{count};
-  auto worker = [&] {
-    for (std::uint32_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < count;) {
-      if (i > first_bad.load(std::memory_order_relaxed)) break;
-      const int st = job(i);
-      if (st != core::kOk) {
-        std::uint32_t cur = first_bad.load();
-        while (i < cur && !first_bad.compare_exchange_weak(cur, i)) {}
-        break;
-      }
-    }
-  };
-  if (threads <= 1) {
-    worker();
-  } else {
-    std::vector<std::jthread> pool;
-    for (unsigned id = 1; id < threads; ++id) pool.emplace_back(worker);
-    worker();
-  }
+  parallel_for(count, threads, [&](std::uint64_t index) {
+    const auto i = static_cast<std::uint32_t>(index);
+    if (i > first_bad.load(std::memory_order_relaxed)) return;
+    if (job(i) == core::kOk) return;
+    std::uint32_t cur = first_bad.load();
+    while (i < cur && !first_bad.compare_exchange_weak(cur, i)) {}
+  });
   const std::uint32_t bad = first_bad.load();
   if (bad == count) return {count, core::kOk};
   // Re-run the first failing job to report its own status deterministically.
@@ -463,7 +448,7 @@ void decode_into(const detail::ParsedImage& img, const Rect& region, const Mutab
     return decode_tile(img.bytes.data() + img.tile_offset[i], img.tile_size(i), int(tr.width), int(tr.height),
                        int(info.channels), int(info.version), o);
   };
-  const auto [bad, status] = run_parallel(count, resolve_threads(options.threads, count), job);
+  const auto [bad, status] = run_parallel(count, options.threads, job);
   if (status != core::kOk) throw_tile_error(img.grid.index(span.tx0 + bad % cols, span.ty0 + bad / cols), status);
 }
 

@@ -15,6 +15,7 @@
 #include "encoder_bits.hpp"
 #include "header.hpp"
 #include "l3/codec.hpp"
+#include "l3/parallel.hpp"
 #include "l3/tile_core.hpp"
 
 namespace l3 {
@@ -492,18 +493,7 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
     const Rect r{t.x, t.y, t.width, t.height};
     tiles[i] = TileEncoder(image, r, options.effort).encode();
   };
-  const unsigned threads = std::min<unsigned>(options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency()), count);
-  if (threads <= 1) {
-    for (std::uint32_t i = 0; i < count; ++i) encode_tile(i);
-  } else {
-    std::atomic<std::uint32_t> next{0};
-    auto worker = [&] {
-      for (std::uint32_t i; (i = next.fetch_add(1)) < count;) encode_tile(i);
-    };
-    std::vector<std::jthread> pool;
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-    worker();
-  }
+  parallel_for(count, options.threads, [&](std::uint64_t i) { encode_tile(static_cast<std::uint32_t>(i)); });
 
   std::vector<std::uint8_t> out;
   detail::write_header(out, info, tw_log2);

@@ -41,17 +41,6 @@ void save_image(const std::filesystem::path& output, const ImageView& image, Ima
   });
 }
 
-void parallel_for(std::uint64_t n, unsigned threads, const std::function<void(std::uint64_t)>& body) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  std::atomic<std::uint64_t> next{0};
-  auto worker = [&] {
-    for (std::uint64_t i = next++; i < n; i = next++) body(i);
-  };
-  std::vector<std::jthread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-}
-
 void print_failures(std::vector<RecordFailure> failures, std::size_t limit) {
   std::sort(failures.begin(), failures.end(),
             [](const RecordFailure& a, const RecordFailure& b) { return a.index < b.index; });

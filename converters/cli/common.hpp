@@ -10,6 +10,7 @@
 
 #include "l3/error.hpp"
 #include "l3/image_io.hpp"
+#include "l3/parallel.hpp"
 
 namespace CLI {
 class App;
@@ -52,8 +53,8 @@ ImageFileKind image_file_kind(const std::filesystem::path& output);
 // the image's channels (.pgm: 1, .ppm: 3).
 void save_image(const std::filesystem::path& output, const ImageView& image, ImageFileKind kind);
 
-// Runs body(i) for i in [0, n) on `threads` threads (0: all cores); body must not throw.
-void parallel_for(std::uint64_t n, unsigned threads, const std::function<void(std::uint64_t)>& body);
+// Records are spread over threads with l3::parallel_for (l3/parallel.hpp).
+using l3::parallel_for;
 
 // A record-level problem found by verify or extract, printed as
 // "  record <index> (<key>): <reason>".

@@ -11,12 +11,11 @@
 #include <cstring>
 #include <span>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "kernels.hpp"
+#include "l3/parallel.hpp"
 #include "plan.hpp"
 
 namespace l3::cuda {
@@ -131,15 +130,7 @@ void stage_inputs(std::span<const HostImage> images, const std::vector<std::uint
     const std::uint64_t share = input_bytes / threads * k;
     cut[k] = static_cast<std::size_t>(std::lower_bound(at.begin(), at.end(), share) - at.begin());
   }
-  std::vector<std::thread> helpers;
-  std::uint32_t k = 1;
-  try {
-    for (; k < threads; ++k) helpers.emplace_back(copy, cut[k], cut[k + 1]);
-  } catch (const std::system_error&) {  // no thread to be had: this one copies the rest
-  }
-  for (std::uint32_t rest = k; rest < threads; ++rest) copy(cut[rest], cut[rest + 1]);
-  copy(cut[0], cut[1]);
-  for (std::thread& t : helpers) t.join();
+  parallel_for(threads, threads, [&](std::uint64_t k) { copy(cut[k], cut[k + 1]); });
 }
 
 }  // namespace
