@@ -51,15 +51,29 @@ std::vector<std::uint8_t> read_block_file(const std::filesystem::path& p, std::u
   return {b.begin(), b.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(size, b.size()))};
 }
 
+// The bytes of `range` of object `key` by one ranged GET.
+std::vector<std::uint8_t> get_range(const storage::S3Url& url, const std::string& key, storage::ByteRange range) {
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(range.size));
+  if (range.size)
+    storage::shared_s3_client()->get_ranges(url.bucket, url.key(key), std::span(&range, 1),
+                                            [&](std::size_t, std::uint64_t at, std::span<const std::uint8_t> b) {
+                                              std::memcpy(bytes.data() + (at - range.offset), b.data(), b.size());
+                                            });
+  return bytes;
+}
+
+// Record i of shard `what` does not match its index entry's XXH3.
+[[noreturn]] void record_checksum_mismatch(const std::string& what, std::uint64_t i) {
+  throw_error(errc::checksum_mismatch, what + ": record " + std::to_string(i) +
+                                           " does not match its index checksum (the object changed in the "
+                                           "store after its index was read, or the download is damaged)");
+}
+
 // The bytes of `range` of shard m: from the shard cache, else one GET (then cached).
 std::vector<std::uint8_t> cached_range(const storage::S3Url& url, const ManifestShard& m, storage::ByteRange range) {
   const storage::ShardCache cache(storage::cache_options_from_env());
   if (auto hit = cache.lookup_block(m.file_hash, m.bytes, range)) return read_block_file(*hit, range.size);
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(range.size));
-  storage::shared_s3_client()->get_ranges(url.bucket, url.key(m.file), std::span(&range, 1),
-                                          [&](std::size_t, std::uint64_t at, std::span<const std::uint8_t> b) {
-                                            std::memcpy(bytes.data() + (at - range.offset), b.data(), b.size());
-                                          });
+  std::vector<std::uint8_t> bytes = get_range(url, m.file, range);
   cache.insert_block(m.file_hash, m.bytes, range, bytes);
   return bytes;
 }
@@ -153,17 +167,8 @@ public:
   // Record i's payload by one ranged GET, checked against the index.
   std::vector<std::uint8_t> fetch_record(std::uint64_t i) const {
     const RecordExtent& e = extents_.at(static_cast<std::size_t>(i));
-    const storage::ByteRange r{e.offset, e.size};
-    std::vector<std::uint8_t> buf(static_cast<std::size_t>(e.size));
-    if (e.size)
-      storage::shared_s3_client()->get_ranges(url_.bucket, url_.key(m_.file), std::span(&r, 1),
-                                              [&](std::size_t, std::uint64_t at, std::span<const std::uint8_t> bytes) {
-                                                std::memcpy(buf.data() + (at - r.offset), bytes.data(), bytes.size());
-                                              });
-    if (L::xxh3(buf) != e.xxh3)
-      throw_error(errc::checksum_mismatch, what() + ": record " + std::to_string(i) +
-                                               " does not match its index checksum (the object changed in the "
-                                               "store after its index was read, or the download is damaged)");
+    std::vector<std::uint8_t> buf = get_range(url_, m_.file, {e.offset, e.size});
+    if (L::xxh3(buf) != e.xxh3) record_checksum_mismatch(what(), i);
     return buf;
   }
   storage::ByteRange range(std::size_t b) const { return blocks_[b]; }
@@ -196,9 +201,7 @@ private:
     for (std::uint64_t i = first; i < block_end_record_[b]; ++i) {
       const RecordExtent& e = extents_[i];
       if (L::xxh3(bytes.subspan(static_cast<std::size_t>(e.offset - r.offset), static_cast<std::size_t>(e.size))) != e.xxh3)
-        throw_error(errc::checksum_mismatch, what() + ": record " + std::to_string(i) +
-                                                 " does not match its index checksum (the object changed in the "
-                                                 "store after its index was read, or the download is damaged)");
+        record_checksum_mismatch(what(), i);
     }
   }
 
@@ -227,13 +230,7 @@ private:
     }
     try {
       if (!load_cached(b)) {
-        const storage::ByteRange r = blocks_[b];
-        std::vector<std::uint8_t> buf(static_cast<std::size_t>(r.size));
-        storage::shared_s3_client()->get_ranges(url_.bucket, url_.key(m_.file), std::span(&r, 1),
-                                                [&](std::size_t, std::uint64_t at, std::span<const std::uint8_t> bytes) {
-                                                  std::memcpy(buf.data() + (at - r.offset), bytes.data(), bytes.size());
-                                                });
-        store(b, buf);
+        store(b, get_range(url_, m_.file, blocks_[b]));
       }
     } catch (...) {
       release(b);
