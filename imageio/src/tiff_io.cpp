@@ -166,6 +166,12 @@ void read_samples(TIFF* tiff, const TiffShape& s, MemoryFile& file, std::uint8_t
   TIFFGetField(tiff, TIFFTAG_TILEWIDTH, &tw);
   TIFFGetField(tiff, TIFFTAG_TILELENGTH, &th);
   if (tw == 0 || th == 0 || TIFFTileSize64(tiff) != std::uint64_t{tw} * th * s.samples) fail();
+  // A tile larger than the image rounded up to tiles of 16 (TIFF's unit) is
+  // a hostile header: its buffer would be sized by it, not by the checked image.
+  const auto round16 = [](std::uint32_t v) { return (std::uint64_t{v} + 15) / 16 * 16; };
+  if (std::uint64_t{tw} * th > round16(s.width) * round16(s.height))
+    throw_error(errc::corrupt_header, "TIFF: tile " + std::to_string(tw) + "x" + std::to_string(th) +
+                                          " larger than the image");
   std::vector<std::uint8_t> tile(static_cast<std::size_t>(TIFFTileSize64(tiff)));
   for (std::uint32_t ty = 0; ty < s.height; ty += th)
     for (std::uint32_t tx = 0; tx < s.width; tx += tw) {
