@@ -7,8 +7,10 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
+#include <vector>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -338,6 +340,58 @@ TEST_CASE("shard cache: blocks keyed by shard hash and range, self-checked, coun
   CHECK_FALSE(cache.lookup_block(h, shard.size(), first));
   CHECK(cache.clear() == 12 + 8);
   CHECK(cache.summary().files == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("shard cache: a block written piece by piece as it arrives (BlockWriter)") {
+  const fs::path dir = temp_dir("block-writer");
+  ShardCache cache({dir, 0});
+  // Larger than the writer's 1 MiB write run, so pieces cross runs.
+  std::vector<std::uint8_t> shard((3u << 20) + 12345);
+  for (std::size_t i = 0; i < shard.size(); ++i) shard[i] = static_cast<std::uint8_t>(i * 2654435761u >> 13);
+  const std::uint64_t h = 0x1234;
+  const ByteRange range{100, shard.size() - 100};
+  const auto piece = [&](std::uint64_t at, std::uint64_t n) {
+    return std::span<const std::uint8_t>(shard.data() + at, static_cast<std::size_t>(n));
+  };
+  const auto temporaries = [&] { return cache.summary().temporaries; };
+  {
+    ShardCache::BlockWriter w(cache, h, shard.size(), range);
+    CHECK(temporaries() == 0);  // nothing is created before the first bytes
+    std::uint64_t at = range.offset;
+    for (std::uint64_t n : {1ull, 16384ull, 700000ull, 1048576ull, 3ull}) {
+      w.write(piece(at, n));
+      at += n;
+    }
+    CHECK(w.written() == at - range.offset);
+    CHECK(temporaries() == 1);
+    CHECK_THROWS_AS(w.commit(), Error);  // not all bytes yet
+    w.write(piece(at, range.offset + range.size - at));
+    CHECK_THROWS_AS(w.write(piece(0, 1)), Error);  // past the range
+    const fs::path p = w.commit();
+    CHECK(p == cache.block_path_of(h, shard.size(), range));
+    CHECK(temporaries() == 0);
+  }
+  // The same file insert_block writes from the whole block at once: the
+  // bytes, then their XXH3-64 (found intact by lookup_block).
+  const auto read = [](const fs::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto streamed = read(cache.block_path_of(h, shard.size(), range));
+  CHECK(streamed.size() == range.size + 8);
+  CHECK(cache.lookup_block(h, shard.size(), range));
+  const ShardCache other({dir / "other", 0});
+  CHECK(read(other.insert_block(h, shard.size(), range, piece(range.offset, range.size))) == streamed);
+  // A download that fails or is cancelled part way leaves nothing behind.
+  const ByteRange second{0, 4096};
+  {
+    ShardCache::BlockWriter w(cache, h, shard.size(), second);
+    w.write(piece(0, 100));
+    CHECK(temporaries() == 1);
+  }
+  CHECK(temporaries() == 0);
+  CHECK_FALSE(cache.lookup_block(h, shard.size(), second));
   fs::remove_all(dir);
 }
 

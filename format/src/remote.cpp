@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -141,11 +142,61 @@ public:
     publish(b, *hit);
     return true;
   }
-  // The claimed block b downloaded: checked, cached, mapped.
-  void store(std::size_t b, std::span<const std::uint8_t> bytes) const {
-    check(b, bytes);
+  // A download of the claimed block b in progress (spec/format.md §8.5.1):
+  // each piece goes straight into the block's cache file and through the
+  // running XXH3 of the record it belongs to, while it is hot in the CPU's
+  // cache. No copy of the whole block is made in memory, and the block's
+  // bytes are read once on arrival (then by the decoders from the mapping).
+  struct Download {
+    std::size_t block = 0;
+    std::uint64_t at = 0;           // offset in the shard of the next byte
+    std::uint64_t record = 0;       // the record being hashed
+    storage::ShardCache::BlockWriter file;
+    std::array<std::uint8_t, L::kHeaderSize> header{};  // block 0: the shard's header, checked at the end
+    XXH3_state_t hash{};                                  // of the bytes of `record` so far
+  };
+  Download begin_download(std::size_t b) const {
     const storage::ShardCache cache(storage::cache_options_from_env());
-    publish(b, cache.insert_block(m_.file_hash, m_.bytes, blocks_[b], bytes));
+    Download d{b, blocks_[b].offset, b == 0 ? 0 : block_end_record_[b - 1],
+               storage::ShardCache::BlockWriter(cache, m_.file_hash, m_.bytes, blocks_[b])};
+    XXH3_64bits_reset(&d.hash);
+    return d;
+  }
+  // The next bytes of d's block (at: their offset in the shard, as get_many
+  // reports them, in order).
+  void feed(Download& d, std::uint64_t at, std::span<const std::uint8_t> bytes) const {
+    if (at != d.at) throw_error(errc::io_error, what() + ": a block's bytes arrived out of order");
+    d.file.write(bytes);
+    if (d.at < L::kHeaderSize) {
+      const std::size_t n = std::min<std::size_t>(bytes.size(), L::kHeaderSize - static_cast<std::size_t>(d.at));
+      std::memcpy(d.header.data() + d.at, bytes.data(), n);
+    }
+    hash_records(d, bytes);
+  }
+  // d's block complete: every record matched its index checksum (and the
+  // header its fields, in block 0); then it is cached and mapped.
+  void finish_download(Download& d) const {
+    const storage::ByteRange r = blocks_[d.block];
+    hash_records(d, {});  // records of no bytes at the block's end
+    if (d.at != r.offset + r.size || d.record != block_end_record_[d.block])
+      throw_error(errc::io_error, what() + ": a block's download ended early");
+    if (r.offset == 0) {
+      try {
+        L::check_header_fields(std::span<const std::uint8_t>(d.header).first(std::min<std::size_t>(r.size, L::kHeaderSize)));
+      } catch (const Error& e) {
+        throw with_context(e, what());
+      }
+    }
+    publish(d.block, d.file.commit());
+  }
+  // The claimed block b fetched by this thread alone: one ranged GET.
+  void fetch_now(std::size_t b) const {
+    Download d = begin_download(b);
+    const storage::RangeRequest request{url_.key(m_.file), blocks_[b]};
+    storage::RangeCallbacks cb;
+    cb.data = [&](std::size_t, std::uint64_t at, std::span<const std::uint8_t> bytes) { feed(d, at, bytes); };
+    storage::shared_s3_client()->get_many(url_.bucket, std::span(&request, 1), cb);
+    finish_download(d);
   }
   // Whether block b is here: ready, or (when nobody is fetching it) loaded
   // from the shard cache now.
@@ -185,24 +236,30 @@ private:
     return static_cast<std::size_t>(it - blocks_.begin() - 1);
   }
 
-  // Every record of block b against its index checksum (and the header, in
-  // the first block): what is cached is what the index says, so a shard
-  // replaced in the store after its index was read is caught here.
-  void check(std::size_t b, std::span<const std::uint8_t> bytes) const {
-    const storage::ByteRange r = blocks_[b];
-    if (r.offset == 0) {
-      try {
-        L::check_header_fields(bytes.first(std::min<std::size_t>(bytes.size(), L::kHeaderSize)));
-      } catch (const Error& e) {
-        throw with_context(e, what());
+  // Runs bytes (the next of d's block, from d.at on) through the records'
+  // XXH3: each record is checked against its index entry as its last byte
+  // passes (records are contiguous, §6; block 0 starts with the header).
+  void hash_records(Download& d, std::span<const std::uint8_t> bytes) const {
+    const std::uint64_t last = block_end_record_[d.block];
+    while (d.record < last) {
+      const RecordExtent& e = extents_[static_cast<std::size_t>(d.record)];
+      if (d.at < e.offset) {  // the header, before the first record
+        if (bytes.empty()) return;
+        const auto skip = static_cast<std::size_t>(std::min<std::uint64_t>(e.offset - d.at, bytes.size()));
+        bytes = bytes.subspan(skip);
+        d.at += skip;
+        continue;
       }
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(e.offset + e.size - d.at, bytes.size()));
+      XXH3_64bits_update(&d.hash, bytes.data(), n);
+      bytes = bytes.subspan(n);
+      d.at += n;
+      if (d.at != e.offset + e.size) return;  // the record goes on in the next piece
+      if (XXH3_64bits_digest(&d.hash) != e.xxh3) record_checksum_mismatch(what(), d.record);
+      XXH3_64bits_reset(&d.hash);
+      ++d.record;
     }
-    const std::uint64_t first = b == 0 ? 0 : block_end_record_[b - 1];
-    for (std::uint64_t i = first; i < block_end_record_[b]; ++i) {
-      const RecordExtent& e = extents_[i];
-      if (L::xxh3(bytes.subspan(static_cast<std::size_t>(e.offset - r.offset), static_cast<std::size_t>(e.size))) != e.xxh3)
-        record_checksum_mismatch(what(), i);
-    }
+    d.at += bytes.size();  // bytes after the block's last record: none in a well-formed plan
   }
 
   void publish(std::size_t b, const std::filesystem::path& file) const {
@@ -229,9 +286,7 @@ private:
       state_[b] = State::busy;
     }
     try {
-      if (!load_cached(b)) {
-        store(b, get_range(url_, m_.file, blocks_[b]));
-      }
+      if (!load_cached(b)) fetch_now(b);
     } catch (...) {
       release(b);
       throw;
@@ -375,14 +430,16 @@ void fetch_blocks(const std::filesystem::path& dir, std::span<const BlockRef> bl
     requests.push_back({url.key(body.key_name()), body.range(ref.block)});
     claimed.emplace_back(&body, ref.block);
   }
-  std::vector<std::vector<std::uint8_t>> bufs(requests.size());
   std::vector<bool> published(requests.size());
+  std::vector<RemoteShard::Download> downloads;
+  downloads.reserve(claimed.size());
   storage::RangeCallbacks cb;
-  cb.data = collect_ranges(requests, bufs);
+  cb.data = [&](std::size_t i, std::uint64_t at, std::span<const std::uint8_t> bytes) {
+    claimed[i].first->feed(downloads[i], at, bytes);
+  };
   cb.done = [&](std::size_t i) {
-    claimed[i].first->store(claimed[i].second, bufs[i]);
+    claimed[i].first->finish_download(downloads[i]);
     published[i] = true;
-    std::vector<std::uint8_t>().swap(bufs[i]);
   };
   cb.cancelled = cancelled;
   auto release_rest = [&] {
@@ -390,6 +447,7 @@ void fetch_blocks(const std::filesystem::path& dir, std::span<const BlockRef> bl
       if (!published[i]) claimed[i].first->release(claimed[i].second);
   };
   try {
+    for (const auto& [body, b] : claimed) downloads.push_back(body->begin_download(b));
     storage::shared_s3_client()->get_many(url.bucket, requests, cb);
   } catch (...) {
     release_rest();

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -209,28 +210,97 @@ std::optional<fs::path> ShardCache::lookup_block(std::uint64_t hash, std::uint64
 fs::path ShardCache::insert_block(std::uint64_t hash, std::uint64_t size, ByteRange range,
                                   std::span<const std::uint8_t> bytes) const {
   if (bytes.size() != range.size) throw_error(errc::invalid_argument, "insert_block: the bytes are not the range's size");
-  const fs::path final_path = block_path_of(hash, size, range);
-  const fs::path temp = unique_temp_for(final_path);
-  try {
-    Fd f;
+  BlockWriter w(*this, hash, size, range);
+  w.write(bytes);
+  return w.commit();
+}
+
+// A download hands its bytes over in small pieces (libcurl: 16 KiB); they are
+// gathered and written to the file in runs of this size: few write calls,
+// and the page cache takes the block in large folios.
+constexpr std::size_t kWriteRun = std::size_t{1} << 20;
+
+struct ShardCache::BlockWriter::Impl {
+  const ShardCache cache;  // a copy: the writer may outlive the caller's cache object
+  fs::path final_path, temp;  // temp: empty until the first piece
+  std::uint64_t length = 0, written = 0;
+  XXH3_state_t state{};
+  Fd f;
+  std::unique_ptr<std::uint8_t[]> run;  // bytes not yet written (allocated with the temporary)
+  std::size_t run_size = 0, run_used = 0;
+
+  Impl(const ShardCache& c, fs::path final) : cache(c), final_path(std::move(final)) { XXH3_64bits_reset(&state); }
+  ~Impl() {
+    if (temp.empty()) return;
+    std::error_code ec;
+    fs::remove(temp, ec);  // not committed: a failed or cancelled download leaves nothing
+  }
+  void open_temp() {
+    temp = cache.unique_temp_for(final_path);
     f.fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (f.fd < 0) io_fail("cannot create", temp);
-    std::uint8_t tail[kBlockHashSize];
-    store_le64(tail, XXH3_64bits(bytes.data(), bytes.size()));
-    for (std::span<const std::uint8_t> rest : {bytes, std::span<const std::uint8_t>(tail)}) {
-      while (!rest.empty()) {
-        const ssize_t n = ::write(f.fd, rest.data(), rest.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) io_fail("cannot write", temp);
-        rest = rest.subspan(static_cast<std::size_t>(n));
-      }
-    }
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(temp, ec);
-    throw;
+    run_size = static_cast<std::size_t>(std::min<std::uint64_t>(kWriteRun, length));
+    run.reset(new std::uint8_t[run_size]);  // not zeroed: only written bytes are read
   }
-  return publish(temp, final_path);
+  // bytes into the run, writing it out each time it fills.
+  void gather(std::span<const std::uint8_t> bytes) {
+    while (!bytes.empty()) {
+      const std::size_t n = std::min(bytes.size(), run_size - run_used);
+      std::memcpy(run.get() + run_used, bytes.data(), n);
+      run_used += n;
+      bytes = bytes.subspan(n);
+      if (run_used == run_size) flush();
+    }
+  }
+  void flush() {
+    write_all({run.get(), run_used});
+    run_used = 0;
+  }
+  void write_all(std::span<const std::uint8_t> rest) {
+    while (!rest.empty()) {
+      const ssize_t n = ::write(f.fd, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) io_fail("cannot write", temp);
+      rest = rest.subspan(static_cast<std::size_t>(n));
+    }
+  }
+};
+
+ShardCache::BlockWriter::BlockWriter(const ShardCache& cache, std::uint64_t hash, std::uint64_t size, ByteRange range)
+    : impl_(std::make_unique<Impl>(cache, cache.block_path_of(hash, size, range))) {
+  impl_->length = range.size;
+}
+ShardCache::BlockWriter::~BlockWriter() = default;
+ShardCache::BlockWriter::BlockWriter(BlockWriter&&) noexcept = default;
+
+std::uint64_t ShardCache::BlockWriter::written() const noexcept { return impl_->written; }
+
+void ShardCache::BlockWriter::write(std::span<const std::uint8_t> bytes) {
+  Impl& w = *impl_;
+  if (bytes.size() > w.length - w.written)
+    throw_error(errc::invalid_argument, "BlockWriter: more bytes than the block's range");
+  if (w.temp.empty()) w.open_temp();
+  w.gather(bytes);
+  XXH3_64bits_update(&w.state, bytes.data(), bytes.size());
+  w.written += bytes.size();
+}
+
+fs::path ShardCache::BlockWriter::commit() {
+  Impl& w = *impl_;
+  if (w.written != w.length)
+    throw_error(errc::invalid_argument, "BlockWriter: " + std::to_string(w.written) + " of the block's " +
+                                            std::to_string(w.length) + " bytes written");
+  if (w.temp.empty()) w.open_temp();  // an empty block
+  w.flush();
+  w.run.reset();
+  std::uint8_t tail[kBlockHashSize];
+  store_le64(tail, XXH3_64bits_digest(&w.state));
+  w.write_all(tail);
+  const int fd = std::exchange(w.f.fd, -1);
+  if (::close(fd) != 0) io_fail("cannot write", w.temp);
+  fs::path temp = std::move(w.temp);
+  w.temp.clear();  // publish() removes it if the rename fails
+  return w.cache.publish(temp, w.final_path);
 }
 
 void ShardCache::evict() const {

@@ -42,6 +42,12 @@ using http::xml_value;
 using http::retryable_status;
 using http::retryable_transport;
 
+// libcurl's receive buffer (its default: 16 KiB). A block streams to its
+// cache file in the pieces libcurl hands over: large pieces make few recv
+// and write calls, and let the page cache take the block in large folios
+// (spec/format.md §8.5.1).
+constexpr long kReceiveBuffer = 1L << 20;
+
 struct S3Client::Impl {
   S3Config config;
   mutable std::atomic<std::uint64_t> requests{0}, retries{0}, bytes_down{0}, bytes_up{0};
@@ -58,6 +64,7 @@ struct S3Client::Impl {
     const std::string url = url_of(r);
     curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBuffer);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r.curl_error);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, static_cast<long>(config.connect_timeout_s));
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);

@@ -212,6 +212,30 @@ public:
   std::filesystem::path insert_block(std::uint64_t hash, std::uint64_t size, ByteRange range,
                                      std::span<const std::uint8_t> bytes) const;
 
+  // A block written as its bytes arrive (a download's pieces, in order), with
+  // no copy of the whole block in memory: each piece goes straight to the
+  // temporary file and into the running XXH3 of the block (spec/format.md
+  // §8.5.3). commit() checks all range.size bytes came, appends the hash and
+  // renames the file into place; destroyed uncommitted (a failed or cancelled
+  // download), the temporary is removed. The temporary is created on the
+  // first piece, so writers waiting for their first bytes hold no descriptor.
+  class BlockWriter {
+  public:
+    BlockWriter(const ShardCache& cache, std::uint64_t hash, std::uint64_t size, ByteRange range);
+    ~BlockWriter();
+    BlockWriter(BlockWriter&&) noexcept;
+    BlockWriter& operator=(BlockWriter&&) = delete;
+    BlockWriter(const BlockWriter&) = delete;
+    BlockWriter& operator=(const BlockWriter&) = delete;
+    void write(std::span<const std::uint8_t> bytes);  // the next bytes of the range
+    std::uint64_t written() const noexcept;
+    std::filesystem::path commit();  // the block's path in the cache
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+  };
+
   CacheSummary summary() const;
   std::uint64_t clear() const;  // removes every cache file (shards and blocks); returns the bytes freed
 
