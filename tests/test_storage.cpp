@@ -34,7 +34,7 @@ public:
     for (const char* name : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
                              "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
                              "AWS_SHARED_CREDENTIALS_FILE", "AWS_NO_SIGN_REQUEST", "L3_S3_ADDRESSING",
-                             "L3_S3_VERIFY_TLS", "L3_S3_MAX_ATTEMPTS", "L3_S3_BLOCK_SIZE", "L3_CACHE_DIR", "L3_CACHE_MAX_BYTES", "HOME"})
+                             "L3_S3_VERIFY_TLS", "L3_S3_MAX_ATTEMPTS", "L3_S3_BLOCK_SIZE", "L3_S3_MAX_IN_FLIGHT", "L3_CACHE_DIR", "L3_CACHE_MAX_BYTES", "HOME"})
       vars.try_emplace(name, std::nullopt);
     for (const auto& [name, value] : vars) {
       const char* old = std::getenv(name.c_str());
@@ -393,6 +393,29 @@ TEST_CASE("shard cache: a block written piece by piece as it arrives (BlockWrite
   CHECK(temporaries() == 0);
   CHECK_FALSE(cache.lookup_block(h, shard.size(), second));
   fs::remove_all(dir);
+}
+
+TEST_CASE("L3_S3_MAX_IN_FLIGHT: ranged GETs in flight at once, validated, part of the shared client's key") {
+  {
+    EnvScope env({});
+    CHECK(s3_config_from_env().max_in_flight == 16);
+  }
+  std::shared_ptr<S3Client> four;
+  {
+    EnvScope env({{"L3_S3_MAX_IN_FLIGHT", "4"}});
+    CHECK(s3_config_from_env().max_in_flight == 4);
+    four = shared_s3_client();
+    CHECK(four->config().max_in_flight == 4);
+  }
+  {
+    EnvScope env({{"L3_S3_MAX_IN_FLIGHT", "1"}});
+    CHECK(shared_s3_client()->config().max_in_flight == 1);  // a changed variable: another client
+    CHECK(shared_s3_client() != four);
+  }
+  for (const char* bad : {"0", "257", "abc", "4x", "-1"}) {
+    EnvScope env({{"L3_S3_MAX_IN_FLIGHT", bad}});
+    CHECK_THROWS_AS(s3_config_from_env(), Error);
+  }
 }
 
 TEST_CASE("L3_S3_BLOCK_SIZE: the block size of remote reads, validated") {

@@ -186,6 +186,13 @@ S3Config s3_config_from_env(const std::string& endpoint_override) {
       throw_error(errc::invalid_argument, "L3_S3_BLOCK_SIZE must be 4096..1073741824 bytes");
     c.block_size = v;
   }
+  if (const std::string f = env("L3_S3_MAX_IN_FLIGHT"); !f.empty()) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(f.c_str(), &end, 10);
+    if (end == f.c_str() || *end != 0 || v < 1 || v > 256)
+      throw_error(errc::invalid_argument, "L3_S3_MAX_IN_FLIGHT must be 1..256");
+    c.max_in_flight = static_cast<unsigned>(v);
+  }
   return c;
 }
 

@@ -466,7 +466,7 @@ std::shared_ptr<S3Client> shared_s3_client(const std::string& endpoint_override)
   std::string key = c.access_key + '\n' + c.secret_key + '\n' + c.session_token + '\n' + c.region + '\n' +
                     c.endpoint + '\n' + std::to_string(static_cast<int>(c.addressing)) + std::to_string(c.anonymous) +
                     std::to_string(c.verify_tls) + '\n' + std::to_string(c.max_attempts) + '\n' +
-                    std::to_string(c.part_size) + '\n' + std::to_string(c.block_size);
+                    std::to_string(c.part_size) + '\n' + std::to_string(c.block_size) + '\n' + std::to_string(c.max_in_flight);
   using Table = std::vector<std::pair<std::string, std::shared_ptr<S3Client>>>;
   static std::mutex m;
   static pid_t owner = 0;

@@ -50,7 +50,7 @@ struct S3Config {
   Addressing addressing = Addressing::virtual_host;
   bool anonymous = false;     // unsigned requests (public buckets)
   bool verify_tls = true;     // certificate and host checks for https
-  unsigned max_in_flight = 16;       // ranged GETs in flight per transfer
+  unsigned max_in_flight = 16;       // ranged GETs in flight per transfer (L3_S3_MAX_IN_FLIGHT, 1..256)
   unsigned max_attempts = 10;        // per request, with exponential backoff (L3_S3_MAX_ATTEMPTS)
   std::uint64_t part_size = std::uint64_t{64} << 20;  // multipart uploads (L3_S3_PART_SIZE, >= 5 MiB)
   std::uint64_t block_size = std::uint64_t{8} << 20;  // target bytes of a block of records (L3_S3_BLOCK_SIZE, >= 4 KiB)
@@ -72,7 +72,8 @@ struct S3Config {
 //   overrides; L3_S3_VERIFY_TLS=0 turns certificate checks off;
 //   L3_S3_MAX_ATTEMPTS (1..100) bounds the tries of one request;
 //   L3_S3_PART_SIZE sets the upload part size (at least S3's 5 MiB);
-//   L3_S3_BLOCK_SIZE the target size of a fetched block of records (4 KiB..1 GiB).
+//   L3_S3_BLOCK_SIZE the target size of a fetched block of records (4 KiB..1 GiB);
+//   L3_S3_MAX_IN_FLIGHT the ranged GETs in flight at once (1..256).
 // A non-empty endpoint_override wins over the environment (a per-call option).
 S3Config s3_config_from_env(const std::string& endpoint_override = {});
 
