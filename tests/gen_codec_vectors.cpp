@@ -57,15 +57,20 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
         if (pattern == 5 && k > 0) v = im.px[(std::size_t(y) * w + x) * c];
         if (pattern == 6) v = k == 3 ? 255 : int(((x / 5 + y / 3 + (x * y) % 7) % 5) * 50 + k * 17 + 3);  // 5 colours
         if (pattern == 7) v = (x + y) % 2 ? 255 : 0;                                        // 1-pixel chessboard
+        if (pattern == 8) v = int(x / 2 + y / 3 + k * 30) + int(seed >> 31);                // smooth, a little noise
+        if (pattern == 9) v = int(x / 3 + y / 5 + k * 30) + ((seed >> 27) == 0 ? 1 : 0);    // smooth, rare noise: runs
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
   return im;
 }
 
-Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8) {
+// Rice-coded (version 2) streams unless `ans`: the vectors of §4.3-§4.4 keep
+// the byte layout their mutations assume.
+Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false) {
   l3::EncodeOptions o;
   o.tile_width = tw;
   o.tile_height = th;
+  o.entropy_coding = ans;
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
 
@@ -171,7 +176,11 @@ int main(int argc, char** argv) {
   v.valid("valid-rgb-raw-16x8", noise, encode(noise));
   v.valid("valid-rgb-constant-20x10", constant, encode(constant));
   v.valid("valid-rgb-1x1", one, encode(one));
-  v.valid("valid-rgb-default-tiles-33x17", rgb, l3::encode(l3::ImageView{rgb.px.data(), rgb.w, rgb.h, rgb.c, 0}));
+  {
+    l3::EncodeOptions rice;
+    rice.entropy_coding = false;
+    v.valid("valid-rgb-default-tiles-33x17", rgb, l3::encode(l3::ImageView{rgb.px.data(), rgb.w, rgb.h, rgb.c, 0}, rice));
+  }
   // Version 2's constant planes (spec §4.3): opaque alpha, gray stored as RGB.
   const Image opaque = make_image(24, 12, 4, 4), gray_rgb = make_image(24, 12, 3, 5);
   const Bytes opaque_bytes = encode(opaque), gray_rgb_bytes = encode(gray_rgb);
@@ -189,7 +198,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-3", base, errc::unsupported_version, [](Bytes& b) { b[4] = 3; });
+  v.mutate("version-4", base, errc::unsupported_version, [](Bytes& b) { b[4] = 4; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -333,6 +342,69 @@ int main(int argc, char** argv) {
       b.erase(b.begin() + std::ptrdiff_t(t + 8), b.begin() + std::ptrdiff_t(t + old_size));
       set_tile_size(b, pt, 8);
     });
+  }
+  {
+    // Entropy-coded tiles (version 3, spec §4.5, §7.4): 64 x 32 tiles, where
+    // the tables pay for themselves.
+    const Image smooth = make_image(80, 40, 3, 8), smooth_opaque = make_image(64, 32, 4, 8);
+    const Image runs = make_image(64, 32, 3, 9), chess_big = make_image(64, 32, 1, 7);
+    const Bytes smooth_bytes = encode(smooth, 64, 32, true);
+    const Bytes runs_bytes = encode(runs, 64, 32, true);
+    auto first_ans = [](const Bytes& b, const char* what) {
+      if (b[4] != l3::core::kVersionAns) { std::fprintf(stderr, "%s: version 3 expected\n", what); std::exit(1); }
+      for (std::uint32_t i = 0; i < tile_count(b); ++i)
+        if ((b[tile_offset(b, i)] & (3 | l3::core::kModeAns)) == l3::core::kModeAns) {
+          if (std::strcmp(what, "runs") == 0 && !(b[tile_offset(b, i)] & 0x10)) continue;
+          return i;
+        }
+      std::fprintf(stderr, "%s: an entropy-coded tile expected\n", what);
+      std::exit(1);
+    };
+    first_ans(runs_bytes, "runs");
+    v.valid("valid-rgb-ans-80x40", smooth, smooth_bytes);
+    v.valid("valid-rgba-opaque-ans-64x32", smooth_opaque, encode(smooth_opaque, 64, 32, true));
+    v.valid("valid-rgb-ans-runs-64x32", runs, runs_bytes);
+    const Bytes chess_bytes_ans = encode(chess_big, 64, 32, true);
+    first_ans(chess_bytes_ans, "chessboard");
+    v.valid("valid-gray-palette-ans-64x32", chess_big, chess_bytes_ans);
+    first_ans(encode(smooth_opaque, 64, 32, true), "opaque");
+    const std::uint32_t at = first_ans(smooth_bytes, "smooth");
+    const std::size_t t = tile_offset(smooth_bytes, at);
+    v.mutate("ans-in-v2", smooth_bytes, errc::reserved_bits_set, [](Bytes& b) { b[4] = 2; });
+    // The first plane's tables start at t + 2: 5 bits alphabet size, then
+    // token 0's 4-bit exponent (LSB-first).
+    v.mutate("ans-alphabet-29", smooth_bytes, errc::corrupt_tile, [&](Bytes& b) { b[t + 2] = std::uint8_t((b[t + 2] & 0xe0) | 29); });
+    v.mutate("ans-exponent-14", smooth_bytes, errc::corrupt_tile, [&](Bytes& b) {
+      const unsigned field = (b[t + 2] | b[t + 3] << 8) & ~(15u << 5);
+      const unsigned with = field | 14u << 5;
+      b[t + 2] = std::uint8_t(with);
+      b[t + 3] = std::uint8_t(with >> 8);
+    });
+    v.mutate("ans-sum-not-4096", smooth_bytes, errc::corrupt_tile, [&](Bytes& b) {
+      const unsigned e = (b[t + 2] >> 5 | b[t + 3] << 3) & 15;
+      if (e < 2) { std::fprintf(stderr, "token 0 with a mantissa expected\n"); std::exit(1); }
+      b[t + 3] ^= 0x02;  // bit 9 of the field: token 0's first mantissa bit
+    });
+    v.mutate("ans-table-truncated", smooth_bytes, errc::truncated, [&](Bytes& b) {
+      // The tile shrunk to its mode byte, plane byte and one table byte, the
+      // rest given to the next tile (tiles are reported in order).
+      const std::uint32_t old_size = tile_size(b, at);
+      set_tile_size(b, at, 3);
+      set_tile_size(b, at + 1, tile_size(b, at + 1) + old_size - 3);
+    });
+    // Row streams: the last row of the tile (from the parsed row table).
+    l3::core::CodedTileParams params;
+    if (at + 1 >= tile_count(smooth_bytes) ||
+        l3::core::parse_coded_tile(smooth_bytes.data() + t, tile_size(smooth_bytes, at), 64, 32, 3, 3, params) !=
+            l3::core::kOk) {
+      std::fprintf(stderr, "a parsable 64x32 entropy-coded tile expected\n");
+      std::exit(1);
+    }
+    const std::size_t last = t + params.row_offset[31];
+    v.mutate("ans-initial-state-small", smooth_bytes, errc::corrupt_tile, [&](Bytes& b) { b[last] = 0; b[last + 1] = 0; });
+    v.mutate("ans-final-state", smooth_bytes, errc::corrupt_tile, [&](Bytes& b) { b[last + 3] ^= 1; });
+    v.mutate("ans-row-byte-changed", smooth_bytes, errc::corrupt_tile,
+             [&](Bytes& b) { b[t + params.row_offset[31] + params.row_length[31] - 1] ^= 0x10; });
   }
   const Bytes raw_bytes = encode(noise);
   v.mutate("raw-tile-short", raw_bytes, errc::truncated, [&](Bytes& b) {

@@ -254,8 +254,44 @@ TEST_CASE("constant planes (v2): opaque alpha and gray stored as RGB cost almost
   MESSAGE("gray as RGB / gray bytes: " << double(ergb.size()) / double(eg.size()));
   CHECK(double(ergb.size()) <= 1.01 * double(eg.size()));
   CHECK(decode(ergb) == as_rgb.px);
-  // The stream is version 2; read_info reports it.
-  CHECK(l3::read_info(e4).version == 2);
+  // Without entropy-coded tiles the stream is version 2; read_info reports it.
+  l3::EncodeOptions rice;
+  rice.entropy_coding = false;
+  CHECK(l3::read_info(l3::encode(rgba.view(), rice)).version == 2);
+}
+
+TEST_CASE("entropy-coded tiles (v3): rANS tokens where smaller than Rice codes, exact, crops and threads") {
+  // spec/codec.md §4.5, §7.4: a smooth gradient with a little noise (most
+  // codes 0 or 1: Rice spends at least a bit on each) and a 1-pixel
+  // chessboard (a palette tile whose indices are perfectly predictable from
+  // the row above, yet cost at least a bit each as Rice codes).
+  l3::EncodeOptions rice;
+  rice.entropy_coding = false;
+  Image chess{512, 64, 1, Bytes(512 * 64)};
+  for (std::uint32_t y = 0; y < chess.h; ++y)
+    for (std::uint32_t x = 0; x < chess.w; ++x) chess.px[y * chess.w + x] = (x + y) % 2 ? 255 : 0;
+  for (const Image& im : {make(700, 300, 3, Pattern::smooth_noise, 21), make(640, 200, 4, Pattern::gradient, 22), chess}) {
+    const Bytes ans = encode(im), plain = l3::encode(im.view(), rice);
+    MESSAGE(im.c << " channels: " << ans.size() << " bytes with rANS tiles, " << plain.size() << " with Rice codes only");
+    CHECK(l3::read_info(ans).version == 3);
+    CHECK(l3::read_info(plain).version == 2);
+    CHECK(ans.size() * 100 < plain.size() * 95);  // at least 5% smaller
+    CHECK(decode(ans) == im.px);
+    CHECK(decode(ans, 4) == im.px);
+    const l3::Rect r{37, 11, 301, 50};
+    Bytes out(std::size_t(r.width) * r.height * im.c);
+    l3::decode_region(ans, r, {out.data(), r.width, r.height, im.c, 0});
+    CHECK(out == crop(im, r));
+  }
+  // Chosen per tile only where smaller: never larger than Rice codes alone,
+  // on a real photo too; effort 0 writes no entropy-coded tile.
+  const l3::Image photo = l3::load_image(kSourceDir / "bench" / "sample" / "coffee.png");
+  const Image p{photo.width, photo.height, photo.channels, photo.pixels};
+  const Bytes ans = encode(p), plain = l3::encode(p.view(), rice);
+  MESSAGE("photo: " << ans.size() << " bytes with rANS tiles, " << plain.size() << " with Rice codes only");
+  CHECK(ans.size() <= plain.size());
+  CHECK(decode(ans) == p.px);
+  CHECK(l3::read_info(encode(p, 0, 0, 0)).version == 2);
 }
 
 TEST_CASE("palette tiles (v2): few-colour images code as indices") {

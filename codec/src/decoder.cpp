@@ -170,8 +170,11 @@ L3_DECODE_INLINE void prepare_up_context(CodeRows<CH>& rows, int x1) {
 // Pass 1: the residual codes of columns [0, x1) of one row, the CPU
 // counterpart of the code half of core::decode_pixel. kFirstRow: the tile's
 // first row, where N = NW = W (spec §6.3), so the activity is
-// u(W) + u(W) + (u(W) >> 1) and only W's codes decide a run.
-template <int CH, bool kFirstRow, bool kConstantPlanes>
+// u(W) + u(W) + (u(W) >> 1) and only W's codes decide a run. kAns: an
+// entropy-coded tile (spec §4.5, §7.4), whose values are rANS tokens read
+// with core::ans_read in the context that k_for_activity names, instead of
+// Rice codes: the second way of reading a residual, the rest of the loop shared.
+template <int CH, bool kFirstRow, bool kConstantPlanes, bool kAns = false>
 L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, CodeRows<CH>& rows, int x1) {
   // W's codes at column 0: a copy of N's (zero at the tile's first pixel).
   int uw[CH];
@@ -185,13 +188,16 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, C
     // exactly when their OR is (codes are >= 0).
     const bool zero = core::zero_run_step(
         t, s, c, [&]() __attribute__((always_inline)) { return (or_w | (kFirstRow ? 0 : rows.any[c])) == 0; },
-        [](core::BitReader& br, int k) __attribute__((always_inline)) { return read_rice_cpu(br, k); });
+        [&](core::BitReader& br, int k) __attribute__((always_inline)) {
+          if constexpr (kAns) return core::ans_read(s, t.ans_cum[core::kAnsRunContext]);
+          else return read_rice_cpu(br, k);
+        });
     int or_c = 0;
     L3_PLANES for (int p = 0; p < CH; ++p) {
       // Refills at fixed points, every second symbol: whether a symbol finds
       // fewer than 30 bits left depends on the data, and that branch was
       // mispredicted often; after these, read_rice_cpu rarely needs its own.
-      if (p % 2 == 0 && !zero) {
+      if (!kAns && p % 2 == 0 && !zero) {
         s.br.refill();
         // refill() leaves at least 56 bits (avail | 56 on its fast path):
         // telling the compiler drops the next read's own check.
@@ -201,8 +207,10 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, C
       std::uint32_t u = 0;
       // Constant planes read nothing (spec §4.3); tiles without any (most)
       // take a copy of the loop without the test: 1-2% faster on photos.
-      if (!zero && (!kConstantPlanes || !t.plane[p].constant))
-        u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a));
+      if (!zero && (!kConstantPlanes || !t.plane[p].constant)) {
+        if constexpr (kAns) u = core::ans_read(s, t.ans_cum[p * core::kAnsGroups + core::k_for_activity(t.plane[p], a)]);
+        else u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a));
+      }
       rows.code[c + 1][p] = int(u);
       uw[p] = int(u);
       or_c |= int(u);
@@ -311,11 +319,13 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
     LaneState s;
     core::lane_begin(s, tile, t, r);
     if (r == 0) {
-      if (constant_planes) decode_row_codes<CH, true, true>(t, s, rows, o.x1);
+      if (t.ans) decode_row_codes<CH, true, true, true>(t, s, rows, o.x1);
+      else if (constant_planes) decode_row_codes<CH, true, true>(t, s, rows, o.x1);
       else decode_row_codes<CH, true, false>(t, s, rows, o.x1);
       reconstruct_row<CH, kPred, true>(k, rows, up, cur, o.x1);
     } else {
-      if (constant_planes) decode_row_codes<CH, false, true>(t, s, rows, o.x1);
+      if (t.ans) decode_row_codes<CH, false, true, true>(t, s, rows, o.x1);
+      else if (constant_planes) decode_row_codes<CH, false, true>(t, s, rows, o.x1);
       else decode_row_codes<CH, false, false>(t, s, rows, o.x1);
       reconstruct_row<CH, kPred, false>(k, rows, up, cur, o.x1);
     }

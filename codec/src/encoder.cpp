@@ -32,8 +32,8 @@ using encoder::write_rice;
 // The pixels of one tile, and per-sample planes, residuals and contexts.
 class TileEncoder {
 public:
-  TileEncoder(const ImageView& img, const Rect& r, int effort)
-      : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort) {
+  TileEncoder(const ImageView& img, const Rect& r, int effort, bool entropy_coding)
+      : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort), ans_(entropy_coding && effort >= 1) {
     const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
     pixels_.resize(std::size_t(w_) * h_ * ch_);
     for (int y = 0; y < h_; ++y)
@@ -122,7 +122,7 @@ private:
     std::vector<std::uint8_t> index(plane_);
     for (std::size_t i = 0; i < plane_; ++i) index[i] = table.index[table.slot(ColourTable::pack(&pixels_[i * ch_], ch_))];
     TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
-                              Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_);
+                              Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
     std::vector<std::uint8_t> inner = index_encoder.encode();
     if ((inner[0] & 3) != core::kTileCoded) return {};
@@ -389,7 +389,77 @@ private:
                });
       rows[r] = std::move(bw.finish());
     }
-    return assemble(k, rows);
+    std::vector<std::uint8_t> rice = assemble(k, rows);
+    if (ans_) {
+      std::vector<std::uint8_t> ans = ans_tile();
+      if (ans.size() < rice.size()) return ans;
+    }
+    return rice;
+  }
+
+  // The entropy-coded form of the tile (spec §4.5, §7.4): the same residual
+  // codes and run lengths (the run mode the Rice plan chose) as tokens with
+  // frequency tables per plane and bucket group, rANS-coded row by row.
+  std::vector<std::uint8_t> ans_tile() const {
+    using encoder::AnsFreqs;
+    using encoder::ans_token;
+    const bool run_mode = params_.run_mode;
+    auto context = [&](int p, int r, int c) {
+      return p * core::kAnsGroups + core::ans_group_of_bucket(bucket_[pat(p, r, c)]);
+    };
+    // Values of each row in decode order, as (context, value).
+    std::vector<std::vector<std::pair<int, std::uint32_t>>> values(h_);
+    std::array<encoder::AnsHist, core::kAnsContexts> hist{};
+    for (int r = 0; r < h_; ++r) {
+      auto& row = values[r];
+      walk_row(r, run_mode, [&](int len) { row.emplace_back(core::kAnsRunContext, std::uint32_t(len)); },
+               [&](int c) {
+                 for (int p = 0; p < ch_; ++p)
+                   if (!params_.plane[p].constant) row.emplace_back(context(p, r, c), sym_[pat(p, r, c)]);
+               });
+      for (const auto& [x, u] : row) ++hist[x][ans_token(u).token];
+    }
+    std::array<AnsFreqs, core::kAnsContexts> freq;
+    std::array<std::array<std::uint32_t, core::kAnsTokens>, core::kAnsContexts> start{};
+    for (int x = 0; x < core::kAnsContexts; ++x) {
+      freq[x] = encoder::ans_quantise(hist[x]);
+      for (int t = 1; t < core::kAnsTokens; ++t) start[x][t] = start[x][t - 1] + freq[x][t - 1];
+    }
+    std::vector<std::vector<std::uint8_t>> rows(h_);
+    for (int r = 0; r < h_; ++r) {
+      encoder::AnsWriter w;
+      for (auto it = values[r].rbegin(); it != values[r].rend(); ++it) {
+        const encoder::AnsToken t = ans_token(it->second);
+        if (t.raw_bits) w.put_raw(t.raw, t.raw_bits);
+        w.put_token(start[it->first][t.token], freq[it->first][t.token]);
+      }
+      rows[r] = w.finish();
+    }
+    // Mode byte, plane entries with their tables, the run-length table, then
+    // the row-length table and rows as in every coded tile.
+    std::vector<std::uint8_t> out;
+    out.push_back(std::uint8_t(core::kTileCoded | params_.transform << 2 | (run_mode ? 1 : 0) << 4 | core::kModeAns));
+    for (int p = 0; p < ch_; ++p) {
+      const core::PlaneParams& pp = params_.plane[p];
+      if (pp.constant) {
+        append_constant_plane(out, pp);
+        continue;
+      }
+      out.push_back(pp.pred);
+      encoder::LsbWriter bits(out);
+      for (int g = 0; g < core::kAnsGroups; ++g) encoder::ans_write_table(freq[p * core::kAnsGroups + g], &bits);
+    }
+    if (run_mode) {
+      encoder::LsbWriter bits(out);
+      encoder::ans_write_table(freq[core::kAnsRunContext], &bits);
+    }
+    append_rows(out, rows);
+    return out;
+  }
+
+  static void append_constant_plane(std::vector<std::uint8_t>& out, const core::PlaneParams& pp) {
+    const auto v = std::uint16_t(std::int16_t(pp.range.mid));  // i16 LE
+    out.insert(out.end(), {core::kPlaneConstant, std::uint8_t(v), std::uint8_t(v >> 8)});
   }
 
   // spec §4: mode byte, plane parameters, run parameter, row-length table, rows.
@@ -400,14 +470,19 @@ private:
     for (int p = 0; p < ch_; ++p) {
       const core::PlaneParams& pp = params_.plane[p];
       if (pp.constant) {
-        const auto v = std::uint16_t(std::int16_t(pp.range.mid));  // i16 LE
-        out.insert(out.end(), {core::kPlaneConstant, std::uint8_t(v), std::uint8_t(v >> 8)});
+        append_constant_plane(out, pp);
         continue;
       }
       out.push_back(pp.pred);
       for (std::uint32_t b = 0; b < core::kBuckets; b += 2) out.push_back(std::uint8_t(k[p][b] | k[p][b + 1] << 4));
     }
     if (params_.run_mode) out.push_back(params_.run_k);
+    append_rows(out, rows);
+    return out;
+  }
+
+  // The row-length table and the row streams (spec §4.3 items 3-4).
+  void append_rows(std::vector<std::uint8_t>& out, const std::vector<std::vector<std::uint8_t>>& rows) const {
     if (h_ > 1) {
       std::size_t base = rows[0].size(), top = 0;
       for (int r = 0; r + 1 < h_; ++r) base = std::min(base, rows[r].size());
@@ -429,10 +504,10 @@ private:
       out.insert(out.end(), packed.begin(), packed.end());
     }
     for (const auto& row : rows) out.insert(out.end(), row.begin(), row.end());
-    return out;
   }
 
   int w_, h_, ch_, effort_;
+  bool ans_;  // try entropy-coded tiles (spec §4.5)
   bool allow_palette_ = true;
   std::size_t plane_ = 0;  // samples per plane
   std::vector<std::uint8_t> pixels_;
@@ -491,10 +566,14 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
   auto encode_tile = [&](std::uint32_t i) {
     const core::TileRect t = grid.tile(i);
     const Rect r{t.x, t.y, t.width, t.height};
-    tiles[i] = TileEncoder(image, r, options.effort).encode();
+    tiles[i] = TileEncoder(image, r, options.effort, options.entropy_coding).encode();
   };
   parallel_for(count, options.threads, [&](std::uint64_t i) { encode_tile(static_cast<std::uint32_t>(i)); });
 
+  // Version 2 unless a tile is entropy-coded (mode bit 6 of a coded tile, spec §11).
+  info.version = 2;
+  for (const auto& t : tiles)
+    if ((t[0] & 3) == core::kTileCoded && (t[0] & core::kModeAns)) info.version = core::kVersionAns;
   std::vector<std::uint8_t> out;
   detail::write_header(out, info, tw_log2);
   for (const auto& t : tiles) {

@@ -106,6 +106,122 @@ struct RunCosts {
   }
 };
 
+// ---- Entropy-coded tiles (spec §4.5, §7.4) ----------------------------------
+
+// Hybrid-integer token of a value: u < 16 is its own token; else, with
+// n = floor(log2 u), token 16 + 2 (n - 4) + bit n-1 of u and n - 1 raw bits.
+struct AnsToken {
+  int token, raw_bits;
+  std::uint32_t raw;
+};
+inline AnsToken ans_token(std::uint32_t u) {
+  if (u < std::uint32_t(core::kAnsDirect)) return {int(u), 0, 0};
+  const int n = 31 - core::clz32(u);
+  return {core::kAnsDirect + 2 * (n - 4) + int((u >> (n - 1)) & 1), n - 1, u & ((1u << (n - 1)) - 1)};
+}
+
+using AnsHist = std::array<std::uint32_t, core::kAnsTokens>;
+using AnsFreqs = std::array<std::uint32_t, core::kAnsTokens>;
+
+// Token counts quantised to frequencies summing to kAnsTotal, every counted
+// token at least 1 (all zero for an unused context).
+inline AnsFreqs ans_quantise(const AnsHist& h) {
+  AnsFreqs f{};
+  std::uint64_t n = 0;
+  for (std::uint32_t v : h) n += v;
+  if (!n) return f;
+  std::int64_t sum = 0;
+  int big = 0;
+  for (int i = 0; i < core::kAnsTokens; ++i) {
+    if (!h[i]) continue;
+    const std::uint64_t q = (std::uint64_t(h[i]) * core::kAnsTotal + n / 2) / n;
+    f[i] = q ? std::uint32_t(q) : 1u;
+    sum += f[i];
+    if (h[i] > h[big]) big = i;
+  }
+  // Fix the sum: add to the most frequent token, or take from the largest
+  // frequencies (at most one token per unit; never below 1).
+  if (sum < std::int64_t(core::kAnsTotal)) f[big] += std::uint32_t(std::int64_t(core::kAnsTotal) - sum);
+  while (sum > std::int64_t(core::kAnsTotal)) {
+    int j = 0;
+    for (int i = 1; i < core::kAnsTokens; ++i)
+      if (f[i] > f[j]) j = i;
+    --f[j];
+    --sum;
+  }
+  return f;
+}
+
+// LSB-first bit packer for the frequency tables (spec §4.5).
+class LsbWriter {
+public:
+  explicit LsbWriter(std::vector<std::uint8_t>& out) : out_(out) {}
+  void put(std::uint32_t v, int n) {
+    for (int i = 0; i < n; ++i, ++bit_) {
+      if ((bit_ & 7) == 0) out_.push_back(0);
+      out_.back() |= std::uint8_t(((v >> i) & 1) << (bit_ & 7));
+    }
+  }
+
+private:
+  std::vector<std::uint8_t>& out_;
+  std::uint64_t bit_ = 0;
+};
+
+// One context's table: 5 bits alphabet size, per token a 4-bit exponent and
+// its mantissa bits. Returns its size in bits when `out` is null.
+inline std::uint64_t ans_write_table(const AnsFreqs& f, LsbWriter* out) {
+  int a = 0;
+  for (int i = 0; i < core::kAnsTokens; ++i)
+    if (f[i]) a = i + 1;
+  std::uint64_t bits = 5;
+  if (out) out->put(std::uint32_t(a), 5);
+  for (int i = 0; i < a; ++i) {
+    const int e = f[i] ? 32 - core::clz32(f[i]) : 0;
+    bits += 4 + std::uint64_t(e > 1 ? e - 1 : 0);
+    if (out) {
+      out->put(std::uint32_t(e), 4);
+      if (e > 1) out->put(f[i] & ((1u << (e - 1)) - 1), e - 1);
+    }
+  }
+  return bits;
+}
+
+// rANS encoder of one row stream (spec §7.4): values are pushed in reverse
+// order; finish() writes the final state, then the emitted 16-bit words in
+// the order the decoder reads them, all big-endian.
+class AnsWriter {
+public:
+  // A token with frequency f at cumulative start `start`.
+  void put_token(std::uint32_t start, std::uint32_t f) {
+    if (x_ >= (std::uint64_t(f) << (32 - core::kAnsPrecisionBits))) emit();
+    x_ = ((x_ / f) << core::kAnsPrecisionBits) + x_ % f + start;
+  }
+  // `bits` raw bits (1..8), taken from the state by the decoder.
+  void put_raw(std::uint32_t value, int bits) {
+    if (x_ >= (std::uint64_t{1} << (32 - bits))) emit();
+    x_ = (x_ << bits) | value;
+  }
+  std::vector<std::uint8_t> finish() const {
+    std::vector<std::uint8_t> out;
+    out.reserve(4 + 2 * words_.size());
+    for (int b = 3; b >= 0; --b) out.push_back(std::uint8_t(x_ >> (8 * b)));
+    for (auto it = words_.rbegin(); it != words_.rend(); ++it) {
+      out.push_back(std::uint8_t(*it >> 8));
+      out.push_back(std::uint8_t(*it));
+    }
+    return out;
+  }
+
+private:
+  void emit() {
+    words_.push_back(std::uint16_t(x_));
+    x_ >>= 16;
+  }
+  std::uint64_t x_ = core::kAnsLow;
+  std::vector<std::uint16_t> words_;
+};
+
 // The distinct colours of a tile (at most a palette's 256) in an
 // open-addressing hash table, at most a quarter full; after the palette is
 // ordered, each slot also holds its colour's index.

@@ -107,7 +107,7 @@ void seal(std::vector<std::uint8_t>& stream) {
 
 void write_header(std::vector<std::uint8_t>& out, const ImageInfo& info, std::uint32_t tile_width_log2) {
   out.insert(out.end(), core::kMagic, core::kMagic + 4);
-  out.push_back(core::kVersion);
+  out.push_back(std::uint8_t(info.version));  // the lowest version the tiles need (spec §11)
   out.push_back(std::uint8_t(info.channels));
   out.push_back(8);
   out.push_back(0);

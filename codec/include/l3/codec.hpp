@@ -47,6 +47,10 @@ struct EncodeOptions {
                                   // others: invalid_argument
   unsigned threads = 1;           // tiles encoded in parallel; 0 means all hardware threads.
                                   // The output does not depend on it.
+  // Entropy-coded tiles (spec/codec.md §4.5, version 3) where smaller than Rice
+  // codes (effort >= 1). false: a version 2 stream, which decoders older than
+  // version 3 read.
+  bool entropy_coding = true;
 };
 
 struct DecodeOptions {
@@ -59,7 +63,7 @@ struct DecodeOptions {
 };
 
 struct ImageInfo {
-  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1 or 2
+  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1, 2 or 3
   std::uint32_t width = 0;
   std::uint32_t height = 0;
   std::uint32_t channels = 0;

@@ -17,8 +17,10 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 2;         // what the encoder writes
-inline constexpr std::uint8_t kOldestVersion = 1;   // decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 3;         // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kOldestVersion = 1;
+// The encoder writes the lowest version its tiles need: 3 with an entropy-coded tile, else 2.
+inline constexpr std::uint8_t kVersionAns = 3;
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
@@ -38,6 +40,22 @@ inline constexpr std::uint8_t kTileRaw = 2;
 // Tile mode byte bit 5 (version 2, spec §4.4): a palette tile.
 inline constexpr std::uint8_t kModePalette = 0x20;
 inline constexpr std::uint32_t kMaxPalette = 256;
+
+// Tile mode byte bit 6 (version 3, spec §4.5): an entropy-coded tile, whose
+// residual codes and run lengths are rANS-coded tokens instead of Rice codes.
+inline constexpr std::uint8_t kModeAns = 0x40;
+inline constexpr int kAnsTokens = 28;          // hybrid-integer tokens (spec §7.4)
+inline constexpr int kAnsDirect = 16;          // codes below this are their own token
+inline constexpr int kAnsGroups = 4;           // contexts per plane: bucket groups (spec §4.5)
+inline constexpr int kAnsRunContext = 16;      // context of run lengths: after kMaxChannels * kAnsGroups
+inline constexpr int kAnsContexts = 17;        // kMaxChannels * kAnsGroups + 1
+inline constexpr int kAnsCumSize = 33;         // cumulative frequencies per context, padded for the search
+inline constexpr int kAnsPrecisionBits = 12;   // frequencies sum to 4096
+inline constexpr std::uint32_t kAnsTotal = 1u << kAnsPrecisionBits;
+inline constexpr std::uint32_t kAnsLow = 1u << 16;  // state interval [2^16, 2^32); 16-bit renormalisation
+inline constexpr int kAnsMaxExponent = 13;     // frequency exponent field (f = 4096 has 13 bits)
+// The context group of each bucket of spec §6.2 in an entropy-coded tile.
+L3_HD int ans_group_of_bucket(int b) { return b == 0 ? 0 : b < 4 ? 1 : b < 8 ? 2 : 3; }
 
 // Reversible colour transforms (tile mode byte, bits 2-3; spec §5).
 inline constexpr std::uint8_t kTransformNone = 0;

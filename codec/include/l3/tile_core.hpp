@@ -168,6 +168,14 @@ struct CodedTileParams {
   std::uint8_t transform;
   bool run_mode;
   std::uint8_t run_k;
+  // Entropy-coded tile (version 3, spec §4.5): each plane's k[] holds the
+  // context group of each bucket instead of a Rice parameter (so that
+  // k_of_activity gives the group), and ans_cum the cumulative frequencies of
+  // the contexts' tokens: context p * kAnsGroups + group, kAnsRunContext for
+  // run lengths. Entries past a context's alphabet are kAnsTotal; an unused
+  // context is all zeros (a symbol read in it fails, spec §7.4).
+  bool ans;
+  std::uint16_t ans_cum[kAnsContexts][kAnsCumSize];
   PlaneParams plane[kMaxChannels];
   // Byte offset of each row's stream inside the tile, and its length.
   std::uint32_t row_offset[kMaxTileHeight];
@@ -183,6 +191,55 @@ struct RowTable {
   std::uint64_t base;
 };
 
+// Frequency tables of an entropy-coded tile (spec §4.5): `count` contexts
+// from byte `pos`, bits LSB-first, padded to a byte; pos advances past them.
+// Each context: 5 bits alphabet size A (0: unused, at most kAnsTokens), then
+// per token below A a 4-bit exponent e (at most kAnsMaxExponent) and, when
+// e >= 2, e - 1 mantissa bits m: frequency 0 for e = 0, else 2^(e-1) + m.
+// A used context's frequencies sum to kAnsTotal.
+L3_HD int parse_ans_tables(const std::uint8_t* tile, std::uint32_t size, std::uint32_t& pos,
+                           std::uint16_t (*cum)[kAnsCumSize], int count) {
+  const std::uint32_t bytes = size - pos;
+  const std::uint8_t* q = tile + pos;
+  std::uint64_t bit = 0;
+  bool over = false;
+  // The next n <= 13 bits, LSB-first: they lie in the 3 bytes from bit / 8.
+  auto get = [&](int n) {
+    if (bit + std::uint64_t(n) > std::uint64_t(bytes) * 8) {
+      over = true;
+      return 0u;
+    }
+    const std::uint32_t at = std::uint32_t(bit >> 3);
+    std::uint32_t w = q[at];
+    if (at + 1 < bytes) w |= std::uint32_t(q[at + 1]) << 8;
+    if (at + 2 < bytes) w |= std::uint32_t(q[at + 2]) << 16;
+    const std::uint32_t v = (w >> (bit & 7)) & ((1u << n) - 1);
+    bit += std::uint64_t(n);
+    return v;
+  };
+  for (int x = 0; x < count; ++x) {
+    std::uint16_t* c = cum[x];
+    const int a = int(get(5));
+    if (over) return kTruncated;
+    if (a > kAnsTokens) return kCorruptTile;
+    std::uint32_t total = 0;
+    c[0] = 0;
+    for (int t = 0; t < a; ++t) {
+      const int e = int(get(4));
+      if (e > kAnsMaxExponent) return kCorruptTile;
+      const std::uint32_t f = e == 0 ? 0u : (1u << (e - 1)) | get(e - 1);
+      if (over) return kTruncated;
+      total += f;
+      if (total > kAnsTotal) return kCorruptTile;
+      c[t + 1] = std::uint16_t(total);
+    }
+    if (a > 0 && total != kAnsTotal) return kCorruptTile;
+    for (int t = a + 1; t < kAnsCumSize; ++t) c[t] = std::uint16_t(total);  // 0 for an unused context
+  }
+  pos += std::uint32_t((bit + 7) >> 3);
+  return kOk;
+}
+
 // Reads the coded tile header (after the mode byte) up to the row-length
 // table: every field validated, the table's bytes inside [0, size). With
 // expand_k, also fills each plane's k_of_activity (the GPU fills it with
@@ -197,7 +254,8 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   t.transform = static_cast<std::uint8_t>((mode >> 2) & 3);
   t.run_mode = (mode >> 4) & 1;
   const bool palette = (mode & kModePalette) != 0;
-  if ((mode >> 6) || (palette && version < 2)) return kReservedBits;
+  t.ans = (mode & kModeAns) != 0;
+  if ((mode >> 7) || (palette && version < 2) || (t.ans && version < kVersionAns)) return kReservedBits;
   if (t.transform == 3 || ((channels < 3 || palette) && t.transform != kTransformNone)) return kCorruptTile;
   std::uint32_t pos = 1;
   t.palette_size = 0;
@@ -237,6 +295,13 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
       pp.pred = kPredMED;
       pp.range.mid = value;
       for (std::uint32_t b = 0; b < kBuckets; ++b) pp.k[b] = 0;
+    } else if (t.ans) {
+      // Entropy-coded: the plane's kAnsGroups frequency tables instead of a k table.
+      if (pb >= kPredCount) return kCorruptTile;
+      pp.pred = pb;
+      for (std::uint32_t b = 0; b < kBuckets; ++b) pp.k[b] = std::uint8_t(ans_group_of_bucket(int(b)));
+      const int st = parse_ans_tables(tile, size, pos, t.ans_cum + p * kAnsGroups, kAnsGroups);
+      if (st != kOk) return st;
     } else {
       if (pb >= kPredCount) return kCorruptTile;
       if (size - pos < kBuckets / 2) return kTruncated;
@@ -251,7 +316,21 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
     if (expand_k) expand_k_table(pp);
   }
   t.run_k = 0;
-  if (t.run_mode) {
+  if (t.ans) {
+    // Contexts of absent planes are unused; run lengths have their own table.
+    for (int x = channels * kAnsGroups; x < kAnsRunContext; ++x)
+      for (int i = 0; i < kAnsCumSize; ++i) t.ans_cum[x][i] = 0;
+    for (int p = 0; p < channels; ++p)
+      if (t.plane[p].constant)
+        for (int x = p * kAnsGroups; x < (p + 1) * kAnsGroups; ++x)
+          for (int i = 0; i < kAnsCumSize; ++i) t.ans_cum[x][i] = 0;
+    if (t.run_mode) {
+      const int st = parse_ans_tables(tile, size, pos, t.ans_cum + kAnsRunContext, 1);
+      if (st != kOk) return st;
+    } else {
+      for (int i = 0; i < kAnsCumSize; ++i) t.ans_cum[kAnsRunContext][i] = 0;
+    }
+  } else if (t.run_mode) {
     if (size - pos < 1) return kTruncated;
     t.run_k = tile[pos++];
     if (t.run_k > kMaxK) return kCorruptTile;
@@ -368,16 +447,60 @@ L3_HD void apply_edges(const CodedTileParams& t, int r, int c, Neighbours& nb) {
 // Per-lane state that persists along a row.
 struct LaneState {
   BitReader br;
-  int run_left;   // pixels still to emit from the current zero run
-  bool blocked;   // the next pixel may not start a run (spec §6.4)
-  bool error;     // a run longer than the rest of the row
+  int run_left;        // pixels still to emit from the current zero run
+  bool blocked;        // the next pixel may not start a run (spec §6.4)
+  bool error;          // a run longer than the rest of the row, or a bad rANS state or symbol
+  std::uint32_t ans;   // rANS state of an entropy-coded tile's row (spec §7.4)
 };
+
+// rANS renormalisation (spec §7.4): a state below 2^16 takes the next 16 bits.
+L3_HD void ans_renorm(LaneState& s) {
+  if (s.ans < kAnsLow) {
+    if (s.br.avail < 16) s.br.refill();
+    s.ans = (s.ans << 16) | std::uint32_t(s.br.buf >> 48);
+    s.br.consume(16);
+  }
+}
 
 L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTileParams& t, int row) {
   s.br.init(tile + t.row_offset[row], tile + t.row_offset[row] + t.row_length[row]);
   s.run_left = 0;
   s.blocked = false;
   s.error = false;
+  s.ans = 0;
+  if (t.ans) {
+    // The row's initial state: its first 32 bits, at least 2^16 (spec §7.4).
+    s.br.refill();
+    s.ans = std::uint32_t(s.br.buf >> 32);
+    s.br.consume(32);
+    if (s.ans < kAnsLow) s.error = true;
+  }
+}
+
+// Decodes one value of an entropy-coded tile (spec §7.4) with the cumulative
+// frequencies `cum` of its context: the token whose interval holds the
+// state's low 12 bits (a branch-free binary search over the 32 padded
+// entries), the rANS update, then for tokens >= 16 the raw low bits, taken
+// from the state as well.
+L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
+  const std::uint32_t slot = s.ans & (kAnsTotal - 1);
+  int t = 0;
+  t += cum[t + 16] <= slot ? 16 : 0;
+  t += cum[t + 8] <= slot ? 8 : 0;
+  t += cum[t + 4] <= slot ? 4 : 0;
+  t += cum[t + 2] <= slot ? 2 : 0;
+  t += cum[t + 1] <= slot ? 1 : 0;
+  const std::uint32_t lo = cum[t], f = std::uint32_t(cum[t + 1]) - lo;
+  if (f == 0) s.error = true;  // an unused context (its entries are all 0)
+  s.ans = f * (s.ans >> kAnsPrecisionBits) + slot - lo;
+  ans_renorm(s);
+  if (t < kAnsDirect) return std::uint32_t(t);
+  // Token 16 + 2 (n - 4) + b: the value has n + 1 bits, 1 b then n - 1 raw bits.
+  const int raw_bits = 3 + ((t - kAnsDirect) >> 1);
+  const std::uint32_t raw = s.ans & ((1u << raw_bits) - 1);
+  s.ans >>= raw_bits;
+  ans_renorm(s);
+  return ((2u | std::uint32_t(t & 1)) << raw_bits) | raw;
 }
 
 // Zero runs (spec §6.4), before the samples of pixel c: returns whether the
@@ -418,7 +541,7 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
         for (int p = 0; p < CH; ++p) total += uw[p] + un[p] + unw[p];
         return total == 0;
       },
-      [](BitReader& br, int k) { return read_rice(br, k); });
+      [&](BitReader& br, int k) { return t.ans ? ans_read(s, t.ans_cum[kAnsRunContext]) : read_rice(br, k); });
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
@@ -428,7 +551,11 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
     const PlaneParams& pp = t.plane[p];
     const int pred = predict_fixed<kPred>(pp.pred, w[p], n[p], nw[p], pp.range.lo, pp.range.hi);
     std::uint32_t u = 0;
-    if (!zero && !pp.constant) u = read_rice(s.br, k_for_activity(pp, activity(uw[p], un[p], unw[p])));
+    if (!zero && !pp.constant) {
+      // Rice parameter, or in an entropy-coded tile the context group (spec §4.5).
+      const int k = k_for_activity(pp, activity(uw[p], un[p], unw[p]));
+      u = t.ans ? ans_read(s, t.ans_cum[p * kAnsGroups + k]) : read_rice(s.br, k);
+    }
     // No range check here: the colour transforms are integer bijections, so a
     // plane value outside its range always yields a pixel outside [0, 255],
     // which inverse_transform() reports (spec §5.2). Values stay bounded by
@@ -458,8 +585,10 @@ L3_HD std::uint8_t shared_predictor(const CodedTileParams& t) {
 
 // After the last pixel of a row: the stream must end exactly in its last byte,
 // with zero padding bits (spec §7.3). Returns kOk or kCorruptTile.
+// An entropy-coded row also ends with the encoder's initial state, 2^16 (spec
+// §7.4); s.ans is 0 only in a Rice-coded tile (a valid rANS state never is).
 L3_HD int lane_end(LaneState& s, std::uint32_t row_length) {
-  if (s.error) return kCorruptTile;
+  if (s.error || (s.ans != 0 && s.ans != kAnsLow)) return kCorruptTile;
   s.br.refill();  // makes the padding bits visible; does not change consumed_bits
   const std::uint64_t used = s.br.consumed_bits(s.br.end - row_length);
   if (used > std::uint64_t(row_length) * 8 || (used + 7) / 8 != row_length) return kCorruptTile;
