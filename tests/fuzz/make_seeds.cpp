@@ -40,7 +40,8 @@ void put(const std::string& target, const std::string& name, const Bytes& b) {
 // pattern 0: smooth, 1: noise, 2: constant, 3: half flat half smooth,
 // 4: smooth with opaque alpha (4 channels) or gray stored as RGB (3):
 // version 2's constant planes (spec/codec.md §4.3); 5: few colours (palette
-// tiles, §4.4).
+// tiles, §4.4); 6: smooth with a little noise (version 3 entropy-coded tiles,
+// §4.5).
 Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
   Bytes px(std::size_t(w) * h * c);
   std::uint32_t seed = 12345 + w * 7 + h * 13 + c;
@@ -54,6 +55,7 @@ Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
           case 1: v = std::uint8_t(seed >> 16); break;
           case 2: v = std::uint8_t(17 * (k + 1)); break;
           case 5: v = std::uint8_t(((x / 3 + y / 2 + (x * y) % 5) % 6) * 40 + k * 9); break;  // 6 colours: palette
+          case 6: v = std::uint8_t(x / 2 + y / 3 + k * 30 + (seed >> 31)); break;
           case 4:
             v = std::uint8_t(x * 3 + y * 2 + ((seed >> 16) & 3));
             if (c == 4 && k == 3) v = 255;
@@ -101,6 +103,14 @@ void codec_seeds() {
   put("decode", "v2_gray_as_rgb", encode(70, 20, 3, 4, 32, 8));
   put("decode", "v2_palette_rgb", encode(70, 20, 3, 5, 32, 8));
   put("decode", "v2_palette_gray", encode(70, 20, 1, 5, 32, 8));
+  put("decode", "v3_ans_rgb", encode(80, 40, 3, 6, 64, 32));
+  put("decode", "v3_ans_rgba", encode(96, 40, 4, 6, 64, 32));
+  put("region", "v3_ans_rgb", [] {
+    Bytes r = {3, 0, 5, 0, 40, 0, 20, 0};
+    const Bytes e = encode(80, 40, 3, 6, 64, 32);
+    r.insert(r.end(), e.begin(), e.end());
+    return r;
+  }());
 }
 
 void roundtrip_seeds() {
