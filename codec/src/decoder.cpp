@@ -128,6 +128,67 @@ L3_DECODE_INLINE std::uint32_t read_rice_cpu(core::BitReader& br, int k) {
   return u;
 }
 
+// Entropy-coded tiles (spec §4.5, §7.4) on the CPU: the token of every
+// 12-bit slot of every context, filled once per tile, so that finding a
+// token is one load on the row's dependency chain instead of the five of
+// core::ans_search. Unused contexts share a row of token 31, whose frequency
+// is 0 there (core::ans_decode_token then flags the tile). Per thread: 70 KB.
+struct AnsSlots {
+  std::uint8_t token[core::kAnsContexts][core::kAnsTotal];
+  const std::uint8_t* row[core::kAnsContexts];
+};
+
+struct UnusedSlots {
+  std::uint8_t token[core::kAnsTotal];
+  UnusedSlots() { std::memset(token, core::kAnsCumSize - 2, sizeof token); }
+};
+
+const AnsSlots& ans_slots(const CodedTileParams& t) {
+  static const UnusedSlots unused;
+  thread_local AnsSlots slots;
+  for (int x = 0; x < core::kAnsContexts; ++x) {
+    const std::uint16_t* cum = t.ans_cum[x];
+    if (cum[core::kAnsCumSize - 1] == 0) {
+      slots.row[x] = unused.token;
+      continue;
+    }
+    for (int k = 0; k < core::kAnsTokens; ++k)
+      std::memset(slots.token[x] + cum[k], k, std::size_t(cum[k + 1] - cum[k]));
+    slots.row[x] = slots.token[x];
+  }
+  return slots;
+}
+
+// A 16-bit renormalisation without a branch (spec §7.4; the bits are there:
+// ans_read_cpu refills first).
+L3_DECODE_INLINE std::uint32_t ans_renorm_cpu(LaneState& s, std::uint32_t x) {
+  const bool need = x < core::kAnsLow;
+  const int n = need ? 16 : 0;
+  x = need ? (x << 16) | std::uint32_t(s.br.buf >> 48) : x;
+  s.br.buf <<= n;
+  s.br.avail -= n;
+  return x;
+}
+
+// core::ans_read's value in context x, for the CPU row loop: the token from
+// the slot table, and no data-dependent branch (whether a renormalisation
+// happens, or raw bits follow, is close to random on photos).
+L3_DECODE_INLINE std::uint32_t ans_read_cpu(LaneState& s, const CodedTileParams& t, const AnsSlots& slots, int x) {
+  s.br.refill();  // >= 56 bits: the two renormalisations below take at most 32
+  const std::uint16_t* cum = t.ans_cum[x];
+  std::uint32_t a = s.ans;
+  const std::uint32_t slot = a & (core::kAnsTotal - 1);
+  const int tok = slots.row[x][slot];
+  const std::uint32_t lo = cum[tok], f = std::uint32_t(cum[tok + 1]) - lo;
+  s.error |= f == 0;  // an unused context
+  a = ans_renorm_cpu(s, f * (a >> core::kAnsPrecisionBits) + slot - lo);
+  const int raw_bits = tok < core::kAnsDirect ? 0 : 3 + ((tok - core::kAnsDirect) >> 1);
+  const std::uint32_t raw = a & ((1u << raw_bits) - 1);
+  a = ans_renorm_cpu(s, a >> raw_bits);
+  s.ans = a;
+  return tok < core::kAnsDirect ? std::uint32_t(tok) : ((2u | std::uint32_t(tok & 1)) << raw_bits) | raw;
+}
+
 // The CPU decodes a row in two passes (the CUDA decoder and core::decode_pixel
 // do it in one): residual codes depend only on the bit stream and on other
 // codes (Rice parameters and zero runs, spec §6.2 and §6.4), never on plane
@@ -175,7 +236,8 @@ L3_DECODE_INLINE void prepare_up_context(CodeRows<CH>& rows, int x1) {
 // with core::ans_read in the context that k_for_activity names, instead of
 // Rice codes: the second way of reading a residual, the rest of the loop shared.
 template <int CH, bool kFirstRow, bool kConstantPlanes, bool kAns = false>
-L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, CodeRows<CH>& rows, int x1) {
+L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, CodeRows<CH>& rows, int x1,
+                                      const AnsSlots* slots = nullptr) {
   // W's codes at column 0: a copy of N's (zero at the tile's first pixel).
   int uw[CH];
   int or_w = 0;
@@ -189,7 +251,7 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, C
     const bool zero = core::zero_run_step(
         t, s, c, [&]() __attribute__((always_inline)) { return (or_w | (kFirstRow ? 0 : rows.any[c])) == 0; },
         [&](core::BitReader& br, int k) __attribute__((always_inline)) {
-          if constexpr (kAns) return core::ans_read(s, t.ans_cum[core::kAnsRunContext]);
+          if constexpr (kAns) return ans_read_cpu(s, t, *slots, core::kAnsRunContext);
           else return read_rice_cpu(br, k);
         });
     int or_c = 0;
@@ -208,7 +270,7 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& s, C
       // Constant planes read nothing (spec §4.3); tiles without any (most)
       // take a copy of the loop without the test: 1-2% faster on photos.
       if (!zero && (!kConstantPlanes || !t.plane[p].constant)) {
-        if constexpr (kAns) u = core::ans_read(s, t.ans_cum[p * core::kAnsGroups + core::k_for_activity(t.plane[p], a)]);
+        if constexpr (kAns) u = ans_read_cpu(s, t, *slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a));
         else u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a));
       }
       rows.code[c + 1][p] = int(u);
@@ -309,6 +371,7 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   const bool full = o.x1 == t.width && o.y1 == t.height;
   bool constant_planes = false;
   for (int p = 0; p < CH; ++p) constant_planes |= t.plane[p].constant;
+  const AnsSlots* slots = t.ans ? &ans_slots(t) : nullptr;
   std::uint32_t palette[core::kMaxPalette];
   if constexpr (CH == 1)
     for (std::uint32_t i = 0; i < t.palette_size; ++i)
@@ -319,12 +382,12 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
     LaneState s;
     core::lane_begin(s, tile, t, r);
     if (r == 0) {
-      if (t.ans) decode_row_codes<CH, true, true, true>(t, s, rows, o.x1);
+      if (t.ans) decode_row_codes<CH, true, true, true>(t, s, rows, o.x1, slots);
       else if (constant_planes) decode_row_codes<CH, true, true>(t, s, rows, o.x1);
       else decode_row_codes<CH, true, false>(t, s, rows, o.x1);
       reconstruct_row<CH, kPred, true>(k, rows, up, cur, o.x1);
     } else {
-      if (t.ans) decode_row_codes<CH, false, true, true>(t, s, rows, o.x1);
+      if (t.ans) decode_row_codes<CH, false, true, true>(t, s, rows, o.x1, slots);
       else if (constant_planes) decode_row_codes<CH, false, true>(t, s, rows, o.x1);
       else decode_row_codes<CH, false, false>(t, s, rows, o.x1);
       reconstruct_row<CH, kPred, false>(k, rows, up, cur, o.x1);

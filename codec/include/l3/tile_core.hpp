@@ -477,19 +477,24 @@ L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTilePar
   }
 }
 
-// Decodes one value of an entropy-coded tile (spec §7.4) with the cumulative
-// frequencies `cum` of its context: the token whose interval holds the
-// state's low 12 bits (a branch-free binary search over the 32 padded
-// entries), the rANS update, then for tokens >= 16 the raw low bits, taken
-// from the state as well.
-L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
-  const std::uint32_t slot = s.ans & (kAnsTotal - 1);
+// The token whose interval of cumulative frequencies `cum` holds `slot`
+// (spec §7.4): a branch-free binary search over the 32 padded entries.
+L3_HD int ans_search(const std::uint16_t* cum, std::uint32_t slot) {
   int t = 0;
   t += cum[t + 16] <= slot ? 16 : 0;
   t += cum[t + 8] <= slot ? 8 : 0;
   t += cum[t + 4] <= slot ? 4 : 0;
   t += cum[t + 2] <= slot ? 2 : 0;
   t += cum[t + 1] <= slot ? 1 : 0;
+  return t;
+}
+
+// Decodes one value of an entropy-coded tile (spec §7.4) whose token t
+// (the one of the state's low 12 bits in the context's cumulative
+// frequencies `cum`) is known: the rANS update, then for tokens >= 16 the raw
+// low bits, taken from the state as well.
+L3_HD std::uint32_t ans_decode_token(LaneState& s, const std::uint16_t* cum, int t) {
+  const std::uint32_t slot = s.ans & (kAnsTotal - 1);
   const std::uint32_t lo = cum[t], f = std::uint32_t(cum[t + 1]) - lo;
   if (f == 0) s.error = true;  // an unused context (its entries are all 0)
   s.ans = f * (s.ans >> kAnsPrecisionBits) + slot - lo;
@@ -501,6 +506,11 @@ L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
   s.ans >>= raw_bits;
   ans_renorm(s);
   return ((2u | std::uint32_t(t & 1)) << raw_bits) | raw;
+}
+
+// Decodes one value in the context of cumulative frequencies `cum`.
+L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
+  return ans_decode_token(s, cum, ans_search(cum, s.ans & (kAnsTotal - 1)));
 }
 
 // Zero runs (spec §6.4), before the samples of pixel c: returns whether the
