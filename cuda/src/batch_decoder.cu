@@ -34,7 +34,7 @@ __global__ void gather_kernel(BatchView view, std::uint32_t* tile_size, std::uin
 }
 
 // 5 blocks (20 warps) per SM: up to 102 registers a thread. The warps'
-// WarpScratch (9.9 KB each, most of it the output ring; spec/cuda.md §2) lets
+// WarpScratch (11.1 KB each, most of it the output ring; spec/cuda.md §2) lets
 // 5 blocks of 4 warps share an sm_90 SM's 228 KB, so a 6th block could not be
 // resident anyway; with the 85-register cap of 6 blocks ptxas spilled (8 bytes
 // of stack). tests/cuda_kernel_resources.sh fails on any spill.
