@@ -403,7 +403,7 @@ private:
   std::vector<std::uint8_t> ans_tile() const {
     using encoder::AnsFreqs;
     using encoder::ans_token;
-    const bool run_mode = params_.run_mode;
+    const bool run_mode = params_.run_mode;  // the Rice plan's choice (assemble writes it)
     auto context = [&](int p, int r, int c) {
       return p * core::kAnsGroups + core::ans_group_of_bucket(bucket_[pat(p, r, c)]);
     };
@@ -435,48 +435,50 @@ private:
       }
       rows[r] = w.finish();
     }
-    // Mode byte, plane entries with their tables, the run-length table, then
-    // the row-length table and rows as in every coded tile.
-    std::vector<std::uint8_t> out;
-    out.push_back(std::uint8_t(core::kTileCoded | params_.transform << 2 | (run_mode ? 1 : 0) << 4 | core::kModeAns));
-    for (int p = 0; p < ch_; ++p) {
-      const core::PlaneParams& pp = params_.plane[p];
-      if (pp.constant) {
-        append_constant_plane(out, pp);
-        continue;
-      }
-      out.push_back(pp.pred);
-      encoder::LsbWriter bits(out);
-      for (int g = 0; g < core::kAnsGroups; ++g) encoder::ans_write_table(freq[p * core::kAnsGroups + g], &bits);
-    }
-    if (run_mode) {
-      encoder::LsbWriter bits(out);
-      encoder::ans_write_table(freq[core::kAnsRunContext], &bits);
-    }
-    append_rows(out, rows);
-    return out;
+    // Each coded plane's tables after its predictor, the run lengths' table
+    // instead of run_k (spec §4.5).
+    return assemble(
+        core::kModeAns, rows,
+        [&](std::vector<std::uint8_t>& out, int p) {
+          encoder::LsbWriter bits(out);
+          for (int g = 0; g < core::kAnsGroups; ++g) encoder::ans_write_table(freq[p * core::kAnsGroups + g], &bits);
+        },
+        [&](std::vector<std::uint8_t>& out) {
+          encoder::LsbWriter bits(out);
+          encoder::ans_write_table(freq[core::kAnsRunContext], &bits);
+        });
   }
 
-  static void append_constant_plane(std::vector<std::uint8_t>& out, const core::PlaneParams& pp) {
-    const auto v = std::uint16_t(std::int16_t(pp.range.mid));  // i16 LE
-    out.insert(out.end(), {core::kPlaneConstant, std::uint8_t(v), std::uint8_t(v >> 8)});
-  }
-
-  // spec §4: mode byte, plane parameters, run parameter, row-length table, rows.
+  // A Rice-coded tile: each coded plane's k table, then run_k.
   std::vector<std::uint8_t> assemble(const std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels>& k,
                                      const std::vector<std::vector<std::uint8_t>>& rows) const {
+    return assemble(
+        0, rows,
+        [&](std::vector<std::uint8_t>& out, int p) {
+          for (std::uint32_t b = 0; b < core::kBuckets; b += 2) out.push_back(std::uint8_t(k[p][b] | k[p][b + 1] << 4));
+        },
+        [&](std::vector<std::uint8_t>& out) { out.push_back(params_.run_k); });
+  }
+
+  // spec §4.3: mode byte (with `mode_bits`), plane entries (a constant
+  // plane's value, or the predictor and what plane_params appends), what
+  // run_params appends in run mode, the row-length table and the rows.
+  template <class PlaneParams, class RunParams>
+  std::vector<std::uint8_t> assemble(std::uint8_t mode_bits, const std::vector<std::vector<std::uint8_t>>& rows,
+                                     PlaneParams&& plane_params, RunParams&& run_params) const {
     std::vector<std::uint8_t> out;
-    out.push_back(std::uint8_t(core::kTileCoded | params_.transform << 2 | (params_.run_mode ? 1 : 0) << 4));
+    out.push_back(std::uint8_t(core::kTileCoded | params_.transform << 2 | (params_.run_mode ? 1 : 0) << 4 | mode_bits));
     for (int p = 0; p < ch_; ++p) {
       const core::PlaneParams& pp = params_.plane[p];
       if (pp.constant) {
-        append_constant_plane(out, pp);
+        const auto v = std::uint16_t(std::int16_t(pp.range.mid));  // i16 LE
+        out.insert(out.end(), {core::kPlaneConstant, std::uint8_t(v), std::uint8_t(v >> 8)});
         continue;
       }
       out.push_back(pp.pred);
-      for (std::uint32_t b = 0; b < core::kBuckets; b += 2) out.push_back(std::uint8_t(k[p][b] | k[p][b + 1] << 4));
+      plane_params(out, p);
     }
-    if (params_.run_mode) out.push_back(params_.run_k);
+    if (params_.run_mode) run_params(out);
     append_rows(out, rows);
     return out;
   }
