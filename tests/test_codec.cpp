@@ -278,6 +278,10 @@ TEST_CASE("entropy-coded tiles (v3): rANS tokens where smaller than Rice codes, 
     CHECK(ans.size() * 100 < plain.size() * 95);  // at least 5% smaller
     CHECK(decode(ans) == im.px);
     CHECK(decode(ans, 4) == im.px);
+    // Effort 2 also tries rANS tiles with the other run mode.
+    const Bytes dense = encode(im, 0, 0, 2);
+    CHECK(dense.size() <= ans.size());
+    CHECK(decode(dense) == im.px);
     const l3::Rect r{37, 11, 301, 50};
     Bytes out(std::size_t(r.width) * r.height * im.c);
     l3::decode_region(ans, r, {out.data(), r.width, r.height, im.c, 0});

@@ -389,12 +389,20 @@ private:
                });
       rows[r] = std::move(bw.finish());
     }
-    std::vector<std::uint8_t> rice = assemble(k, rows);
+    std::vector<std::uint8_t> best = assemble(k, rows);
     if (ans_) {
-      std::vector<std::uint8_t> ans = ans_tile();
-      if (ans.size() < rice.size()) return ans;
+      // The Rice plan's run mode; at effort 2 (density) the other one too:
+      // rANS codes zeros cheaply, so runs pay less often.
+      const bool rice_runs = params_.run_mode;
+      for (bool runs : {rice_runs, !rice_runs}) {
+        if (runs != rice_runs && effort_ < 2) break;
+        params_.run_mode = runs;
+        std::vector<std::uint8_t> ans = ans_tile();
+        if (ans.size() < best.size()) best = std::move(ans);
+      }
+      params_.run_mode = rice_runs;
     }
-    return rice;
+    return best;
   }
 
   // The entropy-coded form of the tile (spec §4.5, §7.4): the same residual
@@ -403,7 +411,7 @@ private:
   std::vector<std::uint8_t> ans_tile() const {
     using encoder::AnsFreqs;
     using encoder::ans_token;
-    const bool run_mode = params_.run_mode;  // the Rice plan's choice (assemble writes it)
+    const bool run_mode = params_.run_mode;  // assemble() writes it in the mode byte
     auto context = [&](int p, int r, int c) {
       return p * core::kAnsGroups + core::ans_group_of_bucket(bucket_[pat(p, r, c)]);
     };

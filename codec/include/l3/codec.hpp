@@ -48,8 +48,9 @@ struct EncodeOptions {
   unsigned threads = 1;           // tiles encoded in parallel; 0 means all hardware threads.
                                   // The output does not depend on it.
   // Entropy-coded tiles (spec/codec.md §4.5, version 3) where smaller than Rice
-  // codes (effort >= 1). false: a version 2 stream, which decoders older than
-  // version 3 read.
+  // codes (effort >= 1; effort 2 also tries them with the other run mode).
+  // false: a version 2 stream, which decoders older than version 3 read, and
+  // about half the CPU decode time of rANS tiles (bench/results/codec-v2.md).
   bool entropy_coding = true;
 };
 
