@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import socket
 import subprocess
@@ -98,15 +99,21 @@ def make_source(src: Path, images: int) -> None:
 def bench_read(l3pack: str, dataset: str, env: dict, args) -> dict:
     cmd = [l3pack, "bench-read", dataset, "--json", "--digest", "--batch", str(args.batch), "--workers",
            str(args.workers), "--crop", "224", "--seed", "1", "--block", str(args.block)]
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), children_cpu()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    wall = time.monotonic() - t0
+    wall, cpu = time.monotonic() - t0, children_cpu() - cpu0
     if r.returncode != 0:
         raise SystemExit(f"bench-read failed: {r.stderr.strip()}")
     lines = r.stdout.splitlines()
     digest = next(l.split()[1] for l in lines if l.startswith("digest: "))
     metrics = json.loads(next(l for l in lines if l.startswith("{")))
-    return {"digest": digest, "metrics": metrics, "process_seconds": wall, "command": " ".join(cmd)}
+    return {"digest": digest, "metrics": metrics, "process_seconds": wall, "cpu_seconds": cpu, "command": " ".join(cmd)}
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of the finished child processes so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def main() -> None:
@@ -140,6 +147,7 @@ def main() -> None:
     # Rounds of (local, cold, warm), interleaved so that load from other processes
     # on the host falls on all three alike; the median round of each is reported.
     runs = {"local": [], "cold": [], "warm": []}
+    loads = []  # the host's 1-minute load average after each round
     bench_read(args.l3pack, str(ds), dict(os.environ), args)  # fills the page cache
     with (RadosGW(work / "ceph") if args.radosgw else s3_fixture.MotoServer()) as server:
         creds = server.setup("bench")
@@ -153,11 +161,22 @@ def main() -> None:
             runs["cold"].append(bench_read(args.l3pack, "s3://bench/ds", env, args))
             runs["cold"][-1]["server_cpu"] = server.cpu_seconds() - cpu0 if args.radosgw else None
             runs["warm"].append(bench_read(args.l3pack, "s3://bench/ds", env, args))
+            loads.append(os.getloadavg()[0])
 
     def median_run(rs):
         return sorted(rs, key=lambda r: r["metrics"]["examples"] / r["metrics"]["wall_seconds"])[len(rs) // 2]
 
     results = {k: median_run(v) for k, v in runs.items()}
+
+    def median(xs):
+        return sorted(xs)[len(xs) // 2]
+
+    def cpu(name):
+        return median([r["cpu_seconds"] for r in runs[name]])
+
+    def ratios(name):  # per round: this run's reader rate over the same round's local rate
+        xs = [ips(a)[0] / ips(b)[0] for a, b in zip(runs[name], runs["local"])]
+        return f"median {median(xs):.2f}x (range {min(xs):.2f}-{max(xs):.2f}x: " + ", ".join(f"{x:.2f}" for x in xs) + ")"
     all_digests = {r["digest"] for v in runs.values() for r in v}
     if len(all_digests) != 1:
         raise SystemExit(f"epochs differ: {all_digests}")
@@ -195,7 +214,17 @@ the host is shared); every run gave digest
 
 | run | images/s (reader: median; all rounds) | vs local | best vs best | images/s (process) | vs local | requests | per image | bytes downloaded | vs dataset |
 |---|---|---|---|---|---|---|---|---|---|
-""" + "\n".join(rows) + """
+""" + "\n".join(rows) + f"""
+
+Per round (the same round's local run as the base; the host's load changes less within a
+round than across rounds): cold/local {ratios('cold')}; warm/local {ratios('warm')}; load
+average after each round {', '.join(f'{x:.1f}' for x in loads)}.
+
+CPU seconds per run (user + system, whole process; median of the rounds): local {cpu('local'):.2f},
+cold {cpu('cold'):.2f}, warm {cpu('warm'):.2f}""" + (f"""; the Ceph daemons during a cold run
+{median([r['server_cpu'] for r in runs['cold']]):.2f}. When the decode workers keep the {os.cpu_count()} cores busy (as they
+do locally), a cold epoch that shares them with its download and the server can reach at most
+local / (cold + Ceph) = {cpu('local') / (cpu('cold') + median([r['server_cpu'] for r in runs['cold']])):.2f}x of the local rate (a bound that holds under load too).""" if args.radosgw else ".") + """
 
 "reader" is the reader's own clock (first next() to last batch: includes waiting for the first
 shard); "process" is the whole `l3pack bench-read` run (opening the dataset, the manifest GET).
