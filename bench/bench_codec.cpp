@@ -35,7 +35,7 @@
 #include "l3_baseline.hpp"
 
 #ifdef L3_HAVE_CODEC
-#include "l3/codec.hpp"
+#include "l3/codec/codec.hpp"
 #endif
 
 #ifndef L3_BENCH_SOURCE_DIR

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "bench_io.hpp"
-#include "l3/codec.hpp"
-#include "l3/dataset.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/format/dataset.hpp"
 
 namespace fs = std::filesystem;
 

@@ -39,9 +39,9 @@
 #include <thread>
 #include <vector>
 
-#include "l3/codec.hpp"
+#include "l3/codec/codec.hpp"
 #include "l3/cuda/batch_decoder.hpp"
-#include "l3/image_io.hpp"
+#include "l3/imageio/image_io.hpp"
 
 namespace fs = std::filesystem;
 

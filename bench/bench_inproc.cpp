@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "bench_io.hpp"
-#include "l3/codec.hpp"
-#include "l3/image_io.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/imageio/image_io.hpp"
 
 namespace {
 

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "l3/codec.hpp"
-#include "l3/dataset.hpp"
-#include "l3/image_io.hpp"
-#include "l3/reader.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/format/dataset.hpp"
+#include "l3/imageio/image_io.hpp"
+#include "l3/reader/reader.hpp"
 
 namespace fs = std::filesystem;
 

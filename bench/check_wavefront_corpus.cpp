@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "l3/codec.hpp"
+#include "l3/codec/codec.hpp"
 #include "l3/cuda/emulation.hpp"
-#include "l3/image_io.hpp"
+#include "l3/imageio/image_io.hpp"
 
 namespace fs = std::filesystem;
 

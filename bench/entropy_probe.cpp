@@ -1,7 +1,7 @@
 // entropy_probe: what a static-table entropy coder (rANS/tANS over hybrid-integer tokens) would
 // save over the Rice codes of spec/codec.md §7, measured on l3's own residuals (issue 12,
 // spec §12). For each image: encode with l3::encode defaults, then walk every coded tile
-// through the shared core (l3/tile_core.hpp) as the decoder does, recording each Rice-coded
+// through the shared core (l3/codec/tile_core.hpp) as the decoder does, recording each Rice-coded
 // value (residual codes with their plane and context bucket, run lengths) and the bits it took.
 // Then cost the same values as tokens under several table layouts, table bytes and per-row
 // state flushes included, and print one tab-separated line per image (header line first).
@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "l3/codec.hpp"
-#include "l3/image_io.hpp"
-#include "l3/tile_core.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/imageio/image_io.hpp"
+#include "l3/codec/tile_core.hpp"
 
 namespace {
 

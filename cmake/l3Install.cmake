@@ -67,7 +67,7 @@ endif()
 # Public headers: each library folder's include/ (internal headers live in
 # src/ and are not installed). One header under include/ is not API:
 # thrust_arena.hpp is shared by the .cu sources of cuda/ and reader/.
-foreach(folder common codec storage format imageio converters cuda reader)
+foreach(folder common codec storage format imageio convert cuda reader)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${folder}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
     FILES_MATCHING PATTERN "*.hpp"
     PATTERN "thrust_arena.hpp" EXCLUDE)

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "cli/common.hpp"
-#include "l3/text.hpp"
-#include "l3/version.hpp"
+#include "l3/common/text.hpp"
+#include "l3/common/version.hpp"
 
 namespace {
 

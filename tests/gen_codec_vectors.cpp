@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "l3/codec.hpp"
-#include "l3/tile_core.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/codec/tile_core.hpp"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

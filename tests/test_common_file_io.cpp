@@ -1,4 +1,4 @@
-// The one durable atomic write (l3/file_io.hpp): the file is fsynced before
+// The one durable atomic write (l3/common/file_io.hpp): the file is fsynced before
 // it gets its name and its directory after, for both Overwrite modes and for
 // rename_durable. Replaces fsync(2) to observe it (the executable's
 // definition wins over libc's), so it is its own executable.
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "l3/file_io.hpp"
+#include "l3/common/file_io.hpp"
 
 namespace {
 std::vector<bool> g_synced_dirs;  // per fsync call: was the descriptor a directory

@@ -1,4 +1,4 @@
-// l3::parallel_for (common/include/l3/parallel.hpp): every index once, on the
+// l3::parallel_for (common/include/l3/common/parallel.hpp): every index once, on the
 // threads asked for, and the first exception rethrown after every thread joined.
 #include <doctest/doctest.h>
 
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "l3/parallel.hpp"
+#include "l3/common/parallel.hpp"
 
 TEST_CASE("resolve_threads: 0 means the hardware's, never more than the jobs, at least 1") {
   CHECK(l3::resolve_threads(3, 10) == 3);

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "l3/image_io.hpp"
+#include "l3/imageio/image_io.hpp"
 #include "test_converters_helpers.hpp"
 
 namespace {

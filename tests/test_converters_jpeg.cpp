@@ -1,7 +1,7 @@
 // JPEG loading (l3_imageio): pixels must equal libjpeg's own default decode.
 #include <doctest/doctest.h>
 
-#include "l3/image_io.hpp"
+#include "l3/imageio/image_io.hpp"
 #include "test_converters_helpers.hpp"
 
 using l3::test::JpegSpec;

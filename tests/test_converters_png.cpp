@@ -1,7 +1,7 @@
 // PNG loading and saving (l3_imageio), checked against images written directly with libpng.
 #include <doctest/doctest.h>
 
-#include "l3/image_io.hpp"
+#include "l3/imageio/image_io.hpp"
 #include "test_converters_helpers.hpp"
 
 using l3::test::PngSpec;

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "l3/file_io.hpp"
-#include "l3/image_io.hpp"
+#include "l3/common/file_io.hpp"
+#include "l3/imageio/image_io.hpp"
 #include "test_converters_helpers.hpp"
 
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "l3/dataset.hpp"
-#include "l3/image_io.hpp"
+#include "l3/format/dataset.hpp"
+#include "l3/imageio/image_io.hpp"
 #include "test_converters_helpers.hpp"
 
 namespace l3::test {

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "l3/codec.hpp"
+#include "l3/codec/codec.hpp"
 #include "test_dataset_cli_helpers.hpp"
 
 using l3::test::l3pack;

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <thread>
 
-#include "l3/convert.hpp"
+#include "l3/convert/convert.hpp"
 #include "test_dataset_cli_helpers.hpp"
 
 using l3::test::l3pack;
@@ -74,7 +74,7 @@ TEST_CASE("seeded_permutation is a fixed, documented permutation") {
   for (std::size_t i = 0; i < sorted.size(); ++i) REQUIRE(sorted[i] == i);
   CHECK(p == l3::seeded_permutation(1000, 42));
   CHECK(p != l3::seeded_permutation(1000, 43));
-  // The algorithm of l3/convert.hpp, replayed independently with the standard engine
+  // The algorithm of l3/convert/convert.hpp, replayed independently with the standard engine
   // (mt19937_64 is specified exactly by the C++ standard, so this holds everywhere).
   std::vector<std::size_t> expected(10);
   for (std::size_t i = 0; i < 10; ++i) expected[i] = i;

@@ -10,7 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "l3/convert.hpp"
+#include "l3/convert/convert.hpp"
 #include "test_dataset_cli_helpers.hpp"
 
 using l3::test::l3pack;

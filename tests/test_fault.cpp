@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "l3/codec.hpp"
-#include "l3/dataset.hpp"
-#include "l3/image_io.hpp"
-#include "l3/shard.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/format/dataset.hpp"
+#include "l3/imageio/image_io.hpp"
+#include "l3/format/shard.hpp"
 
 namespace fs = std::filesystem;
 using Bytes = std::vector<std::uint8_t>;

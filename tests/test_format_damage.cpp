@@ -1,6 +1,6 @@
 // Damaged shards: every flipped byte and every truncation is caught
 // (spec/format.md §6, §9), with the error the spec names, never a crash.
-#include "l3/shard.hpp"
+#include "l3/format/shard.hpp"
 #include "test_format_util.hpp"
 
 using namespace l3;

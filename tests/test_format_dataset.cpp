@@ -1,5 +1,5 @@
 // Manifests and datasets (spec/format.md §8).
-#include "l3/dataset.hpp"
+#include "l3/format/dataset.hpp"
 #include "test_format_util.hpp"
 
 using namespace l3;

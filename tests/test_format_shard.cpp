@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "l3/shard.hpp"
+#include "l3/format/shard.hpp"
 #include "test_format_util.hpp"
 
 #define XXH_INLINE_ALL

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "l3/error.hpp"
+#include "l3/common/error.hpp"
 
 namespace l3test {
 

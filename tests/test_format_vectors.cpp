@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "l3/shard.hpp"
+#include "l3/format/shard.hpp"
 #include "shard_vectors.hpp"
 #include "test_format_util.hpp"
 

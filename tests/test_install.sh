@@ -27,8 +27,8 @@ step() { echo "test_install: $* ($SECONDS s)"; }
 step "install into $prefix"
 "$cmake" --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log" >&2; fail "cmake --install"; }
 
-for f in include/l3/codec.hpp include/l3/reader.hpp include/l3/cuda/batch_types.hpp \
-         include/l3/version.hpp bin/l3pack; do
+for f in include/l3/codec/codec.hpp include/l3/reader/reader.hpp include/l3/cuda/batch_types.hpp \
+         include/l3/common/version.hpp bin/l3pack; do
   [[ -e "$prefix/$f" ]] || fail "not installed: $f"
 done
 for f in l3Config.cmake l3ConfigVersion.cmake l3Targets.cmake; do

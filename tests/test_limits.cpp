@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "l3/codec.hpp"
-#include "l3/image_io.hpp"
-#include "l3/shard.hpp"
-#include "l3/tile_core.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/imageio/image_io.hpp"
+#include "l3/format/shard.hpp"
+#include "l3/codec/tile_core.hpp"
 #include "layout.hpp"  // format/src: the shard byte layout, to craft trailers
 
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "l3/reader.hpp"
+#include "l3/reader/reader.hpp"
 #include "test_reader_util.hpp"
 
 namespace {

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "l3/reader_backend_cuda.hpp"
+#include "l3/reader/reader_backend_cuda.hpp"
 #include "test_reader_gpu_util.hpp"
 
 using namespace l3;

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "l3/reader.hpp"
-#include "l3/reader_backend_cuda.hpp"
+#include "l3/reader/reader.hpp"
+#include "l3/reader/reader_backend_cuda.hpp"
 #include "test_reader_util.hpp"
 
 namespace l3test {

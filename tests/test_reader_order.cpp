@@ -6,8 +6,8 @@
 #include <set>
 #include <vector>
 
-#include "l3/error.hpp"
-#include "l3/sample_order.hpp"
+#include "l3/common/error.hpp"
+#include "l3/reader/sample_order.hpp"
 
 using l3::EpochOrder;
 using l3::OrderOptions;

@@ -1,4 +1,4 @@
-// The peer cache (l3/peer_cache.hpp, spec/format.md §8.6): the ring, values
+// The peer cache (l3/reader/peer_cache.hpp, spec/format.md §8.6): the ring, values
 // in memcached, and reader "nodes" sharing two memcached servers on
 // 127.0.0.1 (each started here, on a free port, stopped by its PID): after
 // one node's epoch the other reads nothing from storage; a peer killed or
@@ -13,8 +13,8 @@
 #include <set>
 #include <vector>
 
-#include "l3/peer_cache.hpp"
-#include "l3/reader.hpp"
+#include "l3/reader/peer_cache.hpp"
+#include "l3/reader/reader.hpp"
 #include "test_peer_util.hpp"
 #include "test_reader_util.hpp"
 

@@ -10,7 +10,7 @@
 #include <set>
 #include <vector>
 
-#include "l3/reader.hpp"
+#include "l3/reader/reader.hpp"
 #include "test_reader_util.hpp"
 
 using namespace l3;

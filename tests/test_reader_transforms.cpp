@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "l3/transforms.hpp"
+#include "l3/reader/transforms.hpp"
 #include "test_reader_util.hpp"
 
 using namespace l3;

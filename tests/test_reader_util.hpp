@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "l3/codec.hpp"
-#include "l3/dataset.hpp"
-#include "l3/error.hpp"
-#include "l3/transform_core.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/format/dataset.hpp"
+#include "l3/common/error.hpp"
+#include "l3/reader/transform_core.hpp"
 
 namespace l3test {
 

@@ -15,9 +15,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "l3/error.hpp"
-#include "l3/storage.hpp"
-#include "l3/text.hpp"
+#include "l3/common/error.hpp"
+#include "l3/storage/storage.hpp"
+#include "l3/common/text.hpp"
 
 namespace fs = std::filesystem;
 using namespace l3;

@@ -1,6 +1,6 @@
 // CPU decoder: validates the stream once (header.cpp), then decodes tiles,
 // in parallel when asked, each tile row by row through the shared core
-// (l3/tile_core.hpp). The CUDA decoder runs the same core as a wavefront.
+// (l3/codec/tile_core.hpp). The CUDA decoder runs the same core as a wavefront.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "header.hpp"
-#include "l3/codec.hpp"
-#include "l3/parallel.hpp"
-#include "l3/target_clones.hpp"
-#include "l3/tile_core.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/common/parallel.hpp"
+#include "l3/common/target_clones.hpp"
+#include "l3/codec/tile_core.hpp"
 
 namespace l3 {
 namespace {
@@ -34,7 +34,7 @@ struct TileOutput {
 // the CPU has them. The attribute goes on each row loop instantiation: a callee
 // of a cloned function that is not inlined is built for the baseline only.
 // Where clones are not built (sanitizers, Clang: the fuzzers' build has the
-// baseline loop alone): l3/target_clones.hpp.
+// baseline loop alone): l3/common/target_clones.hpp.
 #if L3_HAVE_TARGET_CLONES
 #define L3_DECODE_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else

@@ -14,9 +14,9 @@
 
 #include "encoder_bits.hpp"
 #include "header.hpp"
-#include "l3/codec.hpp"
-#include "l3/parallel.hpp"
-#include "l3/tile_core.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/common/parallel.hpp"
+#include "l3/codec/tile_core.hpp"
 
 namespace l3 {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "l3/tile_core.hpp"
+#include "l3/codec/tile_core.hpp"
 
 namespace l3::encoder {
 

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "l3/checked.hpp"
+#include "l3/common/checked.hpp"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

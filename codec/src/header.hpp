@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
-#include "l3/codec.hpp"
-#include "l3/tile_core.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/codec/tile_core.hpp"
 
 namespace l3::detail {
 

@@ -1,5 +1,5 @@
 // parse_layout(): the CPU decoder's own validation (header.cpp), exposed for cuda/.
-#include "l3/codec_layout.hpp"
+#include "l3/codec/codec_layout.hpp"
 
 #include "header.hpp"
 

@@ -1,4 +1,4 @@
-#include "l3/error.hpp"
+#include "l3/common/error.hpp"
 
 namespace l3 {
 

@@ -1,5 +1,5 @@
-// File I/O (l3/file_io.hpp).
-#include "l3/file_io.hpp"
+// File I/O (l3/common/file_io.hpp).
+#include "l3/common/file_io.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "l3/error.hpp"
+#include "l3/common/error.hpp"
 
 namespace l3 {
 namespace {

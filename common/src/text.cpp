@@ -1,4 +1,4 @@
-#include "l3/text.hpp"
+#include "l3/common/text.hpp"
 
 #include <cstdio>
 

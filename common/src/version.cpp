@@ -1,4 +1,4 @@
-#include "l3/version.hpp"
+#include "l3/common/version.hpp"
 
 #ifndef L3_VERSION
 #error "L3_VERSION is defined by common/CMakeLists.txt"

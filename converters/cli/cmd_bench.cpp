@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "common.hpp"
-#include "l3/codec.hpp"
-#include "l3/image_io.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/imageio/image_io.hpp"
 
 namespace l3::cli {
 namespace {

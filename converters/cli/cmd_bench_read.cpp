@@ -1,5 +1,5 @@
 // l3pack bench-read DATASET: the reader's throughput and stall metrics for a
-// dataset and a configuration (l3/reader.hpp).
+// dataset and a configuration (l3/reader/reader.hpp).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -10,10 +10,10 @@
 #include <xxhash.h>
 
 #include "common.hpp"
-#include "l3/reader.hpp"
-#include "l3/storage.hpp"
+#include "l3/reader/reader.hpp"
+#include "l3/storage/storage.hpp"
 #ifdef L3_HAVE_CUDA
-#include "l3/reader_backend_cuda.hpp"
+#include "l3/reader/reader_backend_cuda.hpp"
 #endif
 
 namespace l3::cli {

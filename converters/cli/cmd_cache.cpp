@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "common.hpp"
-#include "l3/storage.hpp"
+#include "l3/storage/storage.hpp"
 
 namespace l3::cli {
 namespace {

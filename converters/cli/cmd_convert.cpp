@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "common.hpp"
-#include "l3/convert.hpp"
+#include "l3/convert/convert.hpp"
 #include "progress.hpp"
 
 namespace l3::cli {

@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "common.hpp"
-#include "l3/codec.hpp"
-#include "l3/file_io.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/common/file_io.hpp"
 
 namespace l3::cli {
 namespace {

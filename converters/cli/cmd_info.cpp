@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
-#include "l3/codec.hpp"
-#include "l3/dataset.hpp"
-#include "l3/file_io.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/format/dataset.hpp"
+#include "l3/common/file_io.hpp"
 
 namespace l3::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "common.hpp"
-#include "l3/convert.hpp"
+#include "l3/convert/convert.hpp"
 
 namespace l3::cli {
 namespace {

@@ -13,9 +13,9 @@
 #include <optional>
 
 #include "common.hpp"
-#include "l3/codec.hpp"
-#include "l3/convert.hpp"
-#include "l3/dataset.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/convert/convert.hpp"
+#include "l3/format/dataset.hpp"
 
 namespace l3::cli {
 namespace {

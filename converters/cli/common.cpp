@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "l3/text.hpp"
+#include "l3/common/text.hpp"
 
 namespace l3::cli {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "l3/error.hpp"
-#include "l3/image_io.hpp"
-#include "l3/parallel.hpp"
+#include "l3/common/error.hpp"
+#include "l3/imageio/image_io.hpp"
+#include "l3/common/parallel.hpp"
 
 namespace CLI {
 class App;
@@ -53,7 +53,7 @@ ImageFileKind image_file_kind(const std::filesystem::path& output);
 // the image's channels (.pgm: 1, .ppm: 3).
 void save_image(const std::filesystem::path& output, const ImageView& image, ImageFileKind kind);
 
-// Records are spread over threads with l3::parallel_for (l3/parallel.hpp).
+// Records are spread over threads with l3::parallel_for (l3/common/parallel.hpp).
 using l3::parallel_for;
 
 // A record-level problem found by verify or extract, printed as

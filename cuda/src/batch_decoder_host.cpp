@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels.hpp"
-#include "l3/parallel.hpp"
+#include "l3/common/parallel.hpp"
 #include "plan.hpp"
 
 namespace l3::cuda {

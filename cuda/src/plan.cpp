@@ -3,7 +3,7 @@
 #include <limits>
 #include <string>
 
-#include "l3/codec_layout.hpp"
+#include "l3/codec/codec_layout.hpp"
 
 namespace l3::cuda::detail {
 

@@ -8,8 +8,8 @@
 #include <mutex>
 #include <thread>
 
-#include "l3/dataset.hpp"
-#include "l3/text.hpp"
+#include "l3/format/dataset.hpp"
+#include "l3/common/text.hpp"
 #include "layout.hpp"
 #include "remote.hpp"
 

@@ -6,10 +6,10 @@
 #include <set>
 #include <sstream>
 
-#include "l3/file_io.hpp"
-#include "l3/checked.hpp"
-#include "l3/dataset.hpp"
-#include "l3/text.hpp"
+#include "l3/common/file_io.hpp"
+#include "l3/common/checked.hpp"
+#include "l3/format/dataset.hpp"
+#include "l3/common/text.hpp"
 
 namespace l3 {
 using nlohmann::json;

@@ -15,8 +15,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "l3/file_io.hpp"
-#include "l3/storage.hpp"
+#include "l3/common/file_io.hpp"
+#include "l3/storage/storage.hpp"
 #include "layout.hpp"
 
 namespace l3 {

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "l3/dataset.hpp"
+#include "l3/format/dataset.hpp"
 
 namespace l3::remote {
 

@@ -7,9 +7,9 @@
 #include <utility>
 #include <variant>
 
-#include "l3/file_io.hpp"
-#include "l3/checked.hpp"
-#include "l3/shard.hpp"
+#include "l3/common/file_io.hpp"
+#include "l3/common/checked.hpp"
+#include "l3/format/shard.hpp"
 #include "layout.hpp"
 #include "utf8.hpp"
 

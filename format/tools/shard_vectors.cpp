@@ -5,7 +5,7 @@
 #include <cstring>
 #include <functional>
 
-#include "l3/shard.hpp"
+#include "l3/format/shard.hpp"
 #include "layout.hpp"
 
 namespace l3::vectors {

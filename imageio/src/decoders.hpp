@@ -5,9 +5,9 @@
 #include <span>
 #include <string>
 
-#include "l3/checked.hpp"
-#include "l3/error.hpp"
-#include "l3/image_io.hpp"
+#include "l3/common/checked.hpp"
+#include "l3/common/error.hpp"
+#include "l3/imageio/image_io.hpp"
 
 namespace l3::detail {
 

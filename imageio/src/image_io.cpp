@@ -1,10 +1,10 @@
-#include "l3/image_io.hpp"
+#include "l3/imageio/image_io.hpp"
 
 #include <algorithm>
 #include <array>
 
 #include "decoders.hpp"
-#include "l3/file_io.hpp"
+#include "l3/common/file_io.hpp"
 
 namespace l3 {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ext.hpp"
-#include "l3/reader.hpp"
+#include "l3/reader/reader.hpp"
 
 namespace l3py {
 

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "batch.hpp"
-#include "l3/error.hpp"
+#include "l3/common/error.hpp"
 
 namespace l3py {
 namespace {

@@ -5,11 +5,11 @@
 #include <string>
 
 #include "ext.hpp"
-#include "l3/codec.hpp"
-#include "l3/convert.hpp"
-#include "l3/error.hpp"
-#include "l3/image_io.hpp"
-#include "l3/transforms.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/convert/convert.hpp"
+#include "l3/common/error.hpp"
+#include "l3/imageio/image_io.hpp"
+#include "l3/reader/transforms.hpp"
 
 namespace l3py {
 

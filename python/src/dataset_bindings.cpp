@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "ext.hpp"
-#include "l3/convert.hpp"
-#include "l3/dataset.hpp"
-#include "l3/error.hpp"
-#include "l3/shard.hpp"
+#include "l3/convert/convert.hpp"
+#include "l3/format/dataset.hpp"
+#include "l3/common/error.hpp"
+#include "l3/format/shard.hpp"
 
 namespace l3py {
 namespace {

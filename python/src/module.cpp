@@ -9,9 +9,9 @@
 #include <string>
 
 #include "ext.hpp"
-#include "l3/error.hpp"
-#include "l3/reader_backend_cuda.hpp"
-#include "l3/version.hpp"
+#include "l3/common/error.hpp"
+#include "l3/reader/reader_backend_cuda.hpp"
+#include "l3/common/version.hpp"
 
 namespace l3py {
 namespace {

@@ -1,4 +1,4 @@
-// The reader's options bound as they are in C++ (l3/reader.hpp, l3/transforms.hpp):
+// The reader's options bound as they are in C++ (l3/reader/reader.hpp, l3/reader/transforms.hpp):
 // l3.ReaderOptions, l3.TransformOptions, l3.PeerCacheOptions and their enums
 // (l3.CropMode, l3.Layout, l3.DType, l3.ErrorPolicy, l3.Remainder, l3.Verify).
 // One spelling everywhere: an enum value's name is the string l3.Loader takes
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "ext.hpp"
-#include "l3/error.hpp"
-#include "l3/reader.hpp"
+#include "l3/common/error.hpp"
+#include "l3/reader/reader.hpp"
 
 namespace l3py {
 namespace {

@@ -12,9 +12,9 @@
 
 #include "batch.hpp"
 #include "ext.hpp"
-#include "l3/error.hpp"
-#include "l3/reader.hpp"
-#include "l3/reader_backend_cuda.hpp"
+#include "l3/common/error.hpp"
+#include "l3/reader/reader.hpp"
+#include "l3/reader/reader_backend_cuda.hpp"
 
 namespace l3py {
 namespace {

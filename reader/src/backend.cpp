@@ -1,6 +1,6 @@
 #include <new>
 
-#include "l3/reader_backend.hpp"
+#include "l3/reader/reader_backend.hpp"
 
 namespace l3 {
 namespace {

@@ -1,4 +1,4 @@
-// The CUDA batch backend (l3/reader_backend_cuda.hpp, spec/cuda.md §6): a
+// The CUDA batch backend (l3/reader/reader_backend_cuda.hpp, spec/cuda.md §6): a
 // window's records decoded by one l3::cuda::BatchDecoder launch, then every
 // example resized, flipped, normalised and stored into its batch slot in
 // device memory by the transform kernels (batch_backend_cuda.cu). Host side:
@@ -16,7 +16,7 @@
 #include "batch_plan.hpp"
 #include "cuda_scope.hpp"
 #include "l3/cuda/batch_decoder.hpp"
-#include "l3/reader_backend_cuda.hpp"
+#include "l3/reader/reader_backend_cuda.hpp"
 
 namespace l3 {
 namespace {

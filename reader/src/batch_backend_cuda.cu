@@ -1,7 +1,7 @@
 // Device side of the CUDA batch backend (spec/cuda.md §6): the scan of the
 // weight tables' offsets (Thrust on the caller's stream, scratch from the
 // backend's reusable buffer) and the two transform kernels, thin shells over
-// the per-thread code of l3/batch_transform_core.hpp.
+// the per-thread code of l3/reader/batch_transform_core.hpp.
 //
 // Built with --fmad=false (reader/CMakeLists.txt): no multiply-add
 // contraction, so the floats are those of the CPU pipeline. Kernels never

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "l3/batch_transform_core.hpp"
+#include "l3/reader/batch_transform_core.hpp"
 
 namespace l3::detail::batchxf {
 

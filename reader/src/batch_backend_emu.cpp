@@ -1,8 +1,8 @@
-// The emulated GPU batch backend (l3/reader_backend_cuda.hpp): the CUDA batch
+// The emulated GPU batch backend (l3/reader/reader_backend_cuda.hpp): the CUDA batch
 // backend's decomposition run on the CPU. Records go through
 // l3::cuda::emu::decode_batch (the decode kernel's plan, scans and per-warp
 // code); examples through the transform kernels' per-thread code
-// (l3/batch_transform_core.hpp), one "thread" after another, with the weight
+// (l3/reader/batch_transform_core.hpp), one "thread" after another, with the weight
 // tables placed by an exclusive scan as on the device. Host memory.
 #include <algorithm>
 #include <numeric>
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "batch_plan.hpp"
-#include "l3/batch_transform_core.hpp"
+#include "l3/reader/batch_transform_core.hpp"
 #include "l3/cuda/emulation.hpp"
-#include "l3/reader_backend_cuda.hpp"
+#include "l3/reader/reader_backend_cuda.hpp"
 
 namespace l3 {
 namespace {

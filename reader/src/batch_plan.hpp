@@ -1,6 +1,6 @@
 // Host side of the batch transform kernels, shared by the CUDA batch backend
 // and its CPU emulation: the launch's OutputSpec and the checked per-example
-// descriptors (l3/batch_transform_core.hpp). Everything a kernel thread reads
+// descriptors (l3/reader/batch_transform_core.hpp). Everything a kernel thread reads
 // is validated here, once.
 #pragma once
 
@@ -8,10 +8,10 @@
 #include <span>
 #include <vector>
 
-#include "l3/batch_transform_core.hpp"
+#include "l3/reader/batch_transform_core.hpp"
 #include "l3/cuda/batch_types.hpp"
-#include "l3/error.hpp"
-#include "l3/reader_backend.hpp"
+#include "l3/common/error.hpp"
+#include "l3/reader/reader_backend.hpp"
 
 namespace l3::detail {
 

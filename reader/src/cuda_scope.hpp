@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "l3/error.hpp"
+#include "l3/common/error.hpp"
 
 namespace l3::detail {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "l3/reader.hpp"
+#include "l3/reader/reader.hpp"
 
 namespace l3 {
 namespace {

@@ -1,4 +1,4 @@
-// The peer cache over memcached (l3/peer_cache.hpp, spec/format.md §8.6).
+// The peer cache over memcached (l3/reader/peer_cache.hpp, spec/format.md §8.6).
 //
 // One libmemcached handle talks to one server: this file routes each key to
 // its owner itself (the ring below), so that the owner of a key is a function
@@ -6,7 +6,7 @@
 // for retry_ms here rather than rehashed onto another node (which would move
 // its keys and, under -M, fill the others). Handles are pooled per server and
 // created per process (a forked child never uses its parent's sockets).
-#include "l3/peer_cache.hpp"
+#include "l3/reader/peer_cache.hpp"
 
 #include <unistd.h>
 #include <xxhash.h>
@@ -16,8 +16,8 @@
 #include <chrono>
 #include <mutex>
 
-#include "l3/error.hpp"
-#include "l3/text.hpp"
+#include "l3/common/error.hpp"
+#include "l3/common/text.hpp"
 
 #if L3_HAVE_LIBMEMCACHED
 #include <libmemcached/memcached.h>

@@ -2,7 +2,7 @@
 // the pipeline after read that the options choose: whole windows through a
 // BatchBackend (window_pipeline.cpp) or per-record CPU workers
 // (worker_pipeline.cpp).
-#include "l3/reader.hpp"
+#include "l3/reader/reader.hpp"
 
 #include "reader_core.hpp"
 

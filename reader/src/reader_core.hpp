@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "l3/reader.hpp"
+#include "l3/reader/reader.hpp"
 #include "record_source.hpp"
 
 namespace l3::detail {

@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "l3/dataset.hpp"
-#include "l3/peer_cache.hpp"
+#include "l3/format/dataset.hpp"
+#include "l3/reader/peer_cache.hpp"
 
 namespace l3::detail {
 

@@ -1,7 +1,7 @@
-#include "l3/sample_order.hpp"
+#include "l3/reader/sample_order.hpp"
 
-#include "l3/error.hpp"
-#include "l3/transform_core.hpp"
+#include "l3/common/error.hpp"
+#include "l3/reader/transform_core.hpp"
 
 namespace l3 {
 

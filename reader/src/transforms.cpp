@@ -1,11 +1,11 @@
-#include "l3/transforms.hpp"
+#include "l3/reader/transforms.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
-#include "l3/error.hpp"
-#include "l3/target_clones.hpp"
+#include "l3/common/error.hpp"
+#include "l3/common/target_clones.hpp"
 
 namespace l3 {
 
@@ -74,7 +74,7 @@ namespace {
 
 // The hot loops are built twice on x86-64 GCC/Clang: for the baseline (SSE2)
 // and for AVX2, chosen at load time (ifunc). Integer arithmetic: both give the
-// same bytes. Where clones are not built: l3/target_clones.hpp.
+// same bytes. Where clones are not built: l3/common/target_clones.hpp.
 #if L3_HAVE_TARGET_CLONES
 #define L3_XF_CLONES __attribute__((target_clones("avx2", "default")))
 #else

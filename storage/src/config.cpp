@@ -2,8 +2,8 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "l3/error.hpp"
-#include "l3/storage.hpp"
+#include "l3/common/error.hpp"
+#include "l3/storage/storage.hpp"
 
 namespace l3::storage {
 namespace {

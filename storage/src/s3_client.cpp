@@ -22,8 +22,8 @@
 #include <random>
 #include <thread>
 
-#include "l3/error.hpp"
-#include "l3/storage.hpp"
+#include "l3/common/error.hpp"
+#include "l3/storage/storage.hpp"
 #include "s3_http.hpp"
 
 namespace l3::storage {

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <utility>
 
-#include "l3/error.hpp"
+#include "l3/common/error.hpp"
 
 namespace l3::storage::http {
 

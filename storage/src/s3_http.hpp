@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "l3/storage.hpp"
+#include "l3/storage/storage.hpp"
 
 namespace l3::storage::http {
 

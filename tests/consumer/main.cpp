@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "l3/codec.hpp"
-#include "l3/convert.hpp"
-#include "l3/image_io.hpp"
-#include "l3/reader.hpp"
-#include "l3/reader_backend_cuda.hpp"
-#include "l3/version.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/convert/convert.hpp"
+#include "l3/imageio/image_io.hpp"
+#include "l3/reader/reader.hpp"
+#include "l3/reader/reader_backend_cuda.hpp"
+#include "l3/common/version.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "l3/error.hpp"
+#include "l3/common/error.hpp"
 
 namespace l3fuzz {
 

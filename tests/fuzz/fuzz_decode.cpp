@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "fuzz_common.hpp"
-#include "l3/codec.hpp"
+#include "l3/codec/codec.hpp"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // Properties: only l3::Error escapes; a decoded image is within the limits,
 // has 1-4 channels and exactly width * height * channels bytes.
 #include "fuzz_common.hpp"
-#include "l3/image_io.hpp"
+#include "l3/imageio/image_io.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   l3fuzz::begin();

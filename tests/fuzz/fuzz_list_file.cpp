@@ -15,7 +15,7 @@
 #include <string>
 
 #include "fuzz_common.hpp"
-#include "l3/convert.hpp"
+#include "l3/convert/convert.hpp"
 
 namespace fs = std::filesystem;
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "fuzz_common.hpp"
-#include "l3/dataset.hpp"
+#include "l3/format/dataset.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   l3fuzz::begin();

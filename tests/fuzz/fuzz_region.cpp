@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
-#include "l3/codec.hpp"
+#include "l3/codec/codec.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
-#include "l3/codec.hpp"
+#include "l3/codec/codec.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   l3fuzz::begin();

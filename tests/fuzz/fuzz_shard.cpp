@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fuzz_common.hpp"
-#include "l3/shard.hpp"
+#include "l3/format/shard.hpp"
 #include "layout.hpp"  // format/src: the byte layout, to repair checksums
 
 namespace {

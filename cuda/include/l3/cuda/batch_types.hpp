@@ -6,14 +6,14 @@
 #include <optional>
 #include <span>
 
-#include "l3/codec.hpp"
-#include "l3/error.hpp"
-#include "l3/pixel_layout.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/common/error.hpp"
+#include "l3/common/pixel_layout.hpp"
 
 namespace l3::cuda {
 
 // Output layout of each image's slot: interleaved (NHWC when the slots are
-// stacked) or planar (CHW); l3/pixel_layout.hpp.
+// stacked) or planar (CHW); l3/common/pixel_layout.hpp.
 using l3::Layout;
 
 // One encoded image in host memory, with an optional crop (the region must lie

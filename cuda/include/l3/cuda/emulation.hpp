@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "l3/codec.hpp"
+#include "l3/codec/codec.hpp"
 #include "l3/cuda/batch_types.hpp"
 
 namespace l3::cuda::emu {

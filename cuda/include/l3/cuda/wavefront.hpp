@@ -18,9 +18,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "l3/tile_core.hpp"
+#include "l3/codec/tile_core.hpp"
 
-#define L3_WF_HD L3_HD_INLINE  // l3/host_device.hpp (through l3/tile_core.hpp)
+#define L3_WF_HD L3_HD_INLINE  // l3/common/host_device.hpp (through l3/codec/tile_core.hpp)
 #define L3_WF_HDI L3_HD
 
 namespace l3::wavefront {

@@ -1,0 +1,126 @@
+// The MSB-first bit reader over one row stream and its Rice decode
+// (spec/codec.md §7). Part of the shared per-tile core (l3/codec/tile_core.hpp
+// includes it).
+// Rules of l3/codec/tile_core.hpp apply: host C++ and CUDA device code alike, no
+// allocation, no exceptions, no asserts on input.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "l3/common/host_device.hpp"
+#include "l3/codec/tile_constants.hpp"
+
+namespace l3::core {
+
+// ---- Bit reader (spec §7.1) -------------------------------------------------
+
+// MSB-first reader over one row stream. Never reads outside [p, end): bytes
+// past the end read as zero, and `overrun` tells whether any were consumed.
+// The 8 bytes at p as a big-endian integer, read as aligned 32-bit words (2
+// loads, or 3 when p is not 4-aligned) instead of 8 byte loads: the GPU's
+// refill (spec/cuda.md §2). It reads the aligned words that hold p[0..7], so
+// up to 3 bytes before p and after p + 7: the caller makes sure those lie in
+// the same stream (refill: p is past the tile header, and p + 10 < end). The
+// host decoder does not use it; tests check it against byte loads at every
+// alignment.
+L3_HD std::uint32_t load_be32_aligned(const std::uint8_t* q) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(*reinterpret_cast<const std::uint32_t*>(q), 0, 0x0123);
+#else
+  std::uint32_t w;
+  __builtin_memcpy(&w, q, 4);
+  return __builtin_bswap32(w);
+#endif
+}
+L3_HD std::uint64_t load_be64_words(const std::uint8_t* p) {
+  const unsigned misalign = unsigned(reinterpret_cast<std::uintptr_t>(p)) & 3u;
+  const std::uint8_t* a = p - misalign;
+  std::uint32_t hi = load_be32_aligned(a), lo = load_be32_aligned(a + 4);
+  if (misalign != 0) {
+    // (hi:lo:next) << 8 * misalign, keeping the top 64 bits.
+    const unsigned shift = misalign * 8;
+    const std::uint32_t next = load_be32_aligned(a + 8);
+    hi = (hi << shift) | (lo >> (32 - shift));
+    lo = (lo << shift) | (next >> (32 - shift));
+  }
+  return (std::uint64_t{hi} << 32) | lo;
+}
+
+// The 8 bytes at p, big-endian, and how many bytes from p to the stream's end
+// that read needs. The GPU reads aligned words (load_be64_words), up to p + 10,
+// which must lie inside the stream: a caller's device allocation may end with
+// it. Nearer the end BitReader::refill's byte loop gives the same bits.
+#if defined(__CUDA_ARCH__)
+inline constexpr int kLoadBytes = 11;
+L3_HD std::uint64_t load_be64(const std::uint8_t* p) { return load_be64_words(p); }
+#else
+inline constexpr int kLoadBytes = 8;
+L3_HD std::uint64_t load_be64(const std::uint8_t* p) {
+  std::uint64_t v;
+  __builtin_memcpy(&v, p, 8);
+  return __builtin_bswap64(v);
+}
+#endif
+
+struct BitReader {
+  const std::uint8_t* p;
+  const std::uint8_t* end;
+  std::uint64_t buf;   // next bits, MSB-aligned
+  int avail;           // valid bits in buf
+  std::uint32_t past;  // zero bytes supplied past the end
+
+  L3_HD void init(const std::uint8_t* begin, const std::uint8_t* stop) {
+    p = begin;
+    end = stop;
+    buf = 0;
+    avail = 0;
+    past = 0;
+  }
+  // Ensures avail >= 57.
+  L3_HD void refill() {
+    if (end - p >= kLoadBytes) {
+      const std::uint64_t v = load_be64(p);
+      buf |= v >> avail;
+      p += (63 - avail) >> 3;
+      avail |= 56;
+      return;
+    }
+    while (avail <= 56) {
+      std::uint64_t byte = 0;
+      if (p < end) byte = *p++;
+      else ++past;
+      buf |= byte << (56 - avail);
+      avail += 8;
+    }
+  }
+  L3_HD void consume(int bits) {
+    buf <<= bits;
+    avail -= bits;
+  }
+  // Bits consumed since init.
+  L3_HD std::uint64_t consumed_bits(const std::uint8_t* begin) const {
+    return (static_cast<std::uint64_t>(p - begin) + past) * 8 - static_cast<std::uint64_t>(avail);
+  }
+};
+
+// Decodes one Rice-coded value with parameter k (spec §7.2):
+//   q = u >> k zeros, a one, then the k low bits of u;
+//   or, when q >= 20, twenty zeros and u in 10 bits (escape).
+L3_HD std::uint32_t read_rice(BitReader& br, int k) {
+  if (br.avail < int(kEscapeZeros + kEscapeBits)) br.refill();  // a symbol is at most 30 bits
+  const int q = clz64(br.buf);
+  if (q < int(kEscapeZeros)) {
+    // After the q zeros the top bit is the terminating one: clear it, then
+    // the next k bits are the low bits of u (none when k = 0).
+    const std::uint64_t after = (br.buf << q) & (~std::uint64_t{0} >> 1);
+    const std::uint32_t low = std::uint32_t(after >> (63 - k));
+    br.consume(q + 1 + k);
+    return (std::uint32_t(q) << k) | low;
+  }
+  const std::uint32_t u = std::uint32_t((br.buf << kEscapeZeros) >> (64 - kEscapeBits));
+  br.consume(int(kEscapeZeros + kEscapeBits));
+  return u;
+}
+
+}  // namespace l3::core

@@ -1,0 +1,103 @@
+// Public API of the l3 image codec (format: spec/codec.md).
+//
+// An .l3i image is a header, a tile table and independent tiles. Every tile
+// decodes from the header and its own bytes, so tiles decode in parallel (CPU
+// threads here, CUDA warps in cuda/) and a crop decodes only the tiles it
+// overlaps. All functions throw l3::Error (l3/common/error.hpp) on failure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "l3/common/error.hpp"
+
+namespace l3 {
+
+// Pixels are 8-bit, interleaved (HWC). channels: 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA.
+struct ImageView {
+  const std::uint8_t* data = nullptr;
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+  std::uint32_t channels = 0;
+  std::size_t stride = 0;  // bytes between rows; 0 means width * channels
+};
+
+struct MutableImageView {
+  std::uint8_t* data = nullptr;
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+  std::uint32_t channels = 0;
+  std::size_t stride = 0;  // bytes between rows; 0 means width * channels
+};
+
+// Decoder limits: checked from the header before anything is allocated.
+struct Limits {
+  std::uint32_t max_width = 65535;
+  std::uint32_t max_height = 65535;
+  std::uint64_t max_pixels = std::uint64_t{1} << 30;  // 1 Gi pixels
+};
+
+struct EncodeOptions {
+  std::uint32_t tile_width = 0;   // 0: default (256, spec/codec.md §3.1); else 16..256, a power of two
+  std::uint32_t tile_height = 0;  // 0: default (32); else 1..32
+  int effort = 1;                 // 0: fixed transform/predictor; 1 (default): chosen per tile by
+                                  // estimate; 2: every transform coded, the smallest kept (density);
+                                  // others: invalid_argument
+  unsigned threads = 1;           // tiles encoded in parallel; 0 means all hardware threads.
+                                  // The output does not depend on it.
+  // Entropy-coded tiles (spec/codec.md §4.5, version 3) where smaller than Rice
+  // codes (effort >= 1; effort 2 also tries them with the other run mode).
+  // false: a version 2 stream, which decoders older than version 3 read, and
+  // about half the CPU decode time of rANS tiles (bench/results/codec-v2.md).
+  bool entropy_coding = true;
+};
+
+struct DecodeOptions {
+  Limits limits{};
+  unsigned threads = 1;  // tiles decoded in parallel; 0 means all hardware threads
+  // Check the stream's XXH3-64 checksum before decoding (spec §2). Turn off
+  // only when the same bytes were just verified by another checksum (a
+  // shard record's); without it a damaged stream may decode to wrong pixels.
+  bool verify_checksum = true;
+};
+
+struct ImageInfo {
+  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1, 2 or 3
+  std::uint32_t width = 0;
+  std::uint32_t height = 0;
+  std::uint32_t channels = 0;
+  std::uint32_t bit_depth = 8;
+  std::uint32_t tile_width = 0;
+  std::uint32_t tile_height = 0;
+  std::uint32_t tiles_x = 0;
+  std::uint32_t tiles_y = 0;
+  std::uint64_t encoded_size = 0;  // bytes of the whole stream (header + table + tiles)
+  std::uint64_t decoded_size() const { return std::uint64_t{width} * height * channels; }
+};
+
+struct Rect {
+  std::uint32_t x = 0, y = 0, width = 0, height = 0;
+};
+
+// Encodes the image. Deterministic: the same pixels and options give the same bytes.
+std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& options = {});
+
+// Reads and validates the header and tile table without decoding pixels.
+ImageInfo read_info(std::span<const std::uint8_t> encoded, const Limits& limits = {});
+
+// Decodes the whole image into `out`, whose width, height and channels must match.
+void decode(std::span<const std::uint8_t> encoded, const MutableImageView& out,
+            const DecodeOptions& options = {});
+
+// Convenience: decodes into a new buffer of width * height * channels bytes.
+std::vector<std::uint8_t> decode(std::span<const std::uint8_t> encoded, ImageInfo* info = nullptr,
+                                 const DecodeOptions& options = {});
+
+// Decodes only `region` (which must lie inside the image), touching only the
+// tiles it overlaps. `out` must be region.width x region.height with the image's channels.
+void decode_region(std::span<const std::uint8_t> encoded, const Rect& region,
+                   const MutableImageView& out, const DecodeOptions& options = {});
+
+}  // namespace l3

@@ -1,0 +1,103 @@
+// The numbers of the .l3i bitstream (spec/codec.md §2-§7), the tile decode's
+// status values, and the integer helpers the shared tile core is written
+// with. Part of the shared per-tile core (l3/codec/tile_core.hpp includes it).
+// Rules of l3/codec/tile_core.hpp apply: host C++ and CUDA device code alike, no
+// allocation, no exceptions, no asserts on input.
+#pragma once
+
+#include <cstdint>
+
+#include "l3/common/errc.hpp"
+#include "l3/common/host_device.hpp"
+
+namespace l3::core {
+
+// ---- Constants of the bitstream (spec/codec.md §2, §6) ---------------------
+
+inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
+inline constexpr std::uint32_t kChecksumOffset = 20;
+inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
+inline constexpr std::uint8_t kVersion = 3;         // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kOldestVersion = 1;
+// The encoder writes the lowest version its tiles need: 3 with an entropy-coded tile, else 2.
+inline constexpr std::uint8_t kVersionAns = 3;
+inline constexpr std::uint32_t kMaxChannels = 4;
+inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
+inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
+inline constexpr std::uint32_t kMaxTileWidthLog2 = 8;   // 256
+inline constexpr std::uint32_t kBuckets = 16;           // context buckets per plane
+inline constexpr std::uint32_t kMaxK = 10;              // Rice parameter range 0..10
+inline constexpr std::uint32_t kEscapeZeros = 20;       // unary length that means "escape"
+inline constexpr std::uint32_t kEscapeBits = 10;        // raw value bits after an escape
+inline constexpr std::uint32_t kMaxRowLengthBits = 24;  // width of packed row-length deltas
+inline constexpr int kActivityTable = 256;              // activities >= 255 share one entry
+
+// Tile kinds (tile mode byte, bits 0-1).
+inline constexpr std::uint8_t kTileCoded = 0;
+inline constexpr std::uint8_t kTileConstant = 1;
+inline constexpr std::uint8_t kTileRaw = 2;
+
+// Tile mode byte bit 5 (version 2, spec §4.4): a palette tile.
+inline constexpr std::uint8_t kModePalette = 0x20;
+inline constexpr std::uint32_t kMaxPalette = 256;
+
+// Tile mode byte bit 6 (version 3, spec §4.5): an entropy-coded tile, whose
+// residual codes and run lengths are rANS-coded tokens instead of Rice codes.
+inline constexpr std::uint8_t kModeAns = 0x40;
+inline constexpr int kAnsTokens = 28;          // hybrid-integer tokens (spec §7.4)
+inline constexpr int kAnsDirect = 16;          // codes below this are their own token
+inline constexpr int kAnsGroups = 4;           // contexts per plane: bucket groups (spec §4.5)
+inline constexpr int kAnsRunContext = 16;      // context of run lengths: after kMaxChannels * kAnsGroups
+inline constexpr int kAnsContexts = 17;        // kMaxChannels * kAnsGroups + 1
+inline constexpr int kAnsCumSize = 33;         // cumulative frequencies per context, padded for the search
+inline constexpr int kAnsPrecisionBits = 12;   // frequencies sum to 4096
+inline constexpr std::uint32_t kAnsTotal = 1u << kAnsPrecisionBits;
+inline constexpr std::uint32_t kAnsLow = 1u << 16;  // state interval [2^16, 2^32); 16-bit renormalisation
+inline constexpr int kAnsMaxExponent = 13;     // frequency exponent field (f = 4096 has 13 bits)
+// The context group of each bucket of spec §6.2 in an entropy-coded tile.
+L3_HD int ans_group_of_bucket(int b) { return b == 0 ? 0 : b < 4 ? 1 : b < 8 ? 2 : 3; }
+
+// Reversible colour transforms (tile mode byte, bits 2-3; spec §5).
+inline constexpr std::uint8_t kTransformNone = 0;
+inline constexpr std::uint8_t kTransformSubtractGreen = 1;
+inline constexpr std::uint8_t kTransformYCoCgR = 2;
+
+// Predictors (plane byte, bits 0-2; spec §6.1).
+inline constexpr std::uint8_t kPredMED = 0;
+inline constexpr std::uint8_t kPredW = 1;
+inline constexpr std::uint8_t kPredN = 2;
+inline constexpr std::uint8_t kPredAvg = 3;
+inline constexpr std::uint8_t kPredGrad = 4;
+inline constexpr std::uint8_t kPredCount = 5;
+// Plane byte value of a constant plane (version 2, spec §4.3): no predictor,
+// no k table, no bits; every sample is the stored value.
+inline constexpr std::uint8_t kPlaneConstant = 5;
+inline constexpr std::uint8_t kPredPerPlane = 255;  // template argument: read each plane's predictor
+
+// Status of a tile decode: l3::errc values (l3/common/errc.hpp), so hosts convert 1:1.
+enum Status : int { kOk = int(errc::ok), kTruncated = int(errc::truncated), kCorruptTile = int(errc::corrupt_tile), kReservedBits = int(errc::reserved_bits_set) };
+
+// ---- Small helpers ----------------------------------------------------------
+
+L3_HD int clz64(std::uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  return __clzll(static_cast<long long>(v));
+#else
+  return v ? __builtin_clzll(v) : 64;
+#endif
+}
+L3_HD int clz32(std::uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  return __clz(static_cast<int>(v));
+#else
+  return v ? __builtin_clz(v) : 32;
+#endif
+}
+L3_HD int imin(int a, int b) { return a < b ? a : b; }
+L3_HD int imax(int a, int b) { return a > b ? a : b; }
+L3_HD int iabs(int a) { return a < 0 ? -a : a; }
+
+L3_HD std::uint32_t zigzag(int e) { return e >= 0 ? std::uint32_t(e) << 1 : (std::uint32_t(-e) << 1) - 1; }
+L3_HD int unzigzag(std::uint32_t u) { return int(u >> 1) ^ -int(u & 1); }
+
+}  // namespace l3::core

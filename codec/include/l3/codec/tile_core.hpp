@@ -1,0 +1,610 @@
+// The shared per-tile core of the l3 codec: everything needed to decode one
+// row ("lane") of one tile, written once for the CPU decoder and the CUDA
+// kernels (spec/codec.md §5-§8).
+//
+// Rules for this header and the three it includes (tile_constants, tile_grid,
+// bit_reader): each compiles as host C++ and as CUDA device code. No
+// allocation, no exceptions, no STL containers, no asserts on input. Every
+// function that reads untrusted bytes bounds its reads and reports failure
+// through a status value; nothing here trusts a length it did not check.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "l3/codec/bit_reader.hpp"      // §7: row streams, Rice codes
+#include "l3/common/errc.hpp"
+#include "l3/common/host_device.hpp"
+#include "l3/codec/tile_constants.hpp"  // §2-§7: the bitstream's numbers, statuses, integer helpers
+#include "l3/codec/tile_grid.hpp"       // §3: the tile grid
+
+namespace l3::core {
+
+// ---- Planes and colour transforms (spec §5) --------------------------------
+
+// Value range of plane p under a transform: 8-bit planes [0,255], colour
+// differences [-255,255]. `mid` predicts the first sample of a tile.
+struct PlaneRange {
+  int lo, hi, mid;
+};
+
+L3_HD PlaneRange plane_range(std::uint8_t transform, int plane) {
+  if (transform != kTransformNone && (plane == 1 || plane == 2)) return {-255, 255, 0};
+  return {0, 255, 128};
+}
+
+// Forward transform of one pixel (encoder). in: channels bytes; out: plane values.
+L3_HD void forward_transform(std::uint8_t transform, int channels, const std::uint8_t* in, int* out) {
+  for (int c = 0; c < channels; ++c) out[c] = in[c];
+  if (channels < 3) return;
+  const int r = in[0], g = in[1], b = in[2];
+  if (transform == kTransformSubtractGreen) {
+    out[0] = g;
+    out[1] = r - g;
+    out[2] = b - g;
+  } else if (transform == kTransformYCoCgR) {
+    const int co = r - b;
+    const int t = b + (co >> 1);
+    const int cg = g - t;
+    out[0] = t + (cg >> 1);
+    out[1] = co;
+    out[2] = cg;
+  }
+}
+
+// Inverse transform (decoder): writes the pixel's samples and returns the OR
+// of them as integers, which exceeds 255 exactly when a sample is outside
+// [0, 255] (negative values set the high bits): callers check a whole row at
+// once. Only corrupt data produce such samples (spec §5.2).
+L3_HD std::uint32_t inverse_transform_bits(std::uint8_t transform, int channels, const int* v, std::uint8_t* out) {
+  int px[4] = {v[0], channels > 1 ? v[1] : 0, channels > 2 ? v[2] : 0, channels > 3 ? v[3] : 0};
+  if (channels >= 3) {
+    if (transform == kTransformSubtractGreen) {
+      const int g = v[0];
+      px[0] = v[1] + g;
+      px[1] = g;
+      px[2] = v[2] + g;
+    } else if (transform == kTransformYCoCgR) {
+      const int t = v[0] - (v[2] >> 1);
+      const int g = v[2] + t;
+      const int b = t - (v[1] >> 1);
+      px[0] = b + v[1];
+      px[1] = g;
+      px[2] = b;
+    }
+  }
+  std::uint32_t bits = 0;
+  for (int c = 0; c < channels; ++c) {
+    bits |= static_cast<std::uint32_t>(px[c]);
+    out[c] = static_cast<std::uint8_t>(px[c]);
+  }
+  return bits;
+}
+
+// Returns false when the planes do not map to 8-bit samples.
+L3_HD bool inverse_transform(std::uint8_t transform, int channels, const int* v, std::uint8_t* out) {
+  return inverse_transform_bits(transform, channels, v, out) <= 255u;
+}
+
+// ---- Prediction (spec §6.1) -------------------------------------------------
+
+// Every predictor is a selection from a few candidates computed without
+// branches; the selection compiles to conditional moves, so the decode loop
+// stays straight-line code whichever predictor a plane uses.
+L3_HD int predict(std::uint8_t pred, int w, int n, int nw, int lo, int hi) {
+  const int grad = w + n - nw;
+  const int mn = imin(w, n), mx = imax(w, n);
+  const int med = imin(mx, imax(mn, grad));       // MED (LOCO-I) = median(W, N, W + N - NW)
+  const int clamped = imin(hi, imax(lo, grad));   // gradient, clamped to the plane's range
+  int p = med;  // kPredMED
+  p = pred == kPredW ? w : p;
+  p = pred == kPredN ? n : p;
+  p = pred == kPredAvg ? (w + n) >> 1 : p;
+  p = pred == kPredGrad ? clamped : p;
+  return p;
+}
+
+// Predictor fixed at compile time (the decoder's fast paths for tiles whose
+// planes share one predictor); kPredPerPlane falls back to predict().
+template <std::uint8_t kPred>
+L3_HD int predict_fixed(std::uint8_t pred, int w, int n, int nw, int lo, int hi) {
+  if constexpr (kPred == kPredMED) return imin(imax(w, n), imax(imin(w, n), w + n - nw));
+  else if constexpr (kPred == kPredW) return w;
+  else if constexpr (kPred == kPredN) return n;
+  else if constexpr (kPred == kPredAvg) return (w + n) >> 1;
+  else if constexpr (kPred == kPredGrad) return imin(hi, imax(lo, w + n - nw));
+  else return predict(pred, w, n, nw, lo, hi);
+}
+
+// ---- Context (spec §6.2) ----------------------------------------------------
+
+// Activity of a sample's neighbourhood from the residual codes u (zigzag of
+// the residual, about twice its magnitude) of the same plane at W, N and NW.
+// It deliberately ignores the other planes of the same pixel: that keeps each
+// plane's context off the pixel's serial decode chain (the planes' contexts
+// compute in parallel) for about 0.5% in size.
+L3_HD int activity(int u_w, int u_n, int u_nw) { return u_w + u_n + (u_nw >> 1); }
+
+// Quantises activity into 16 buckets on a half-octave scale:
+// 0, 1, 2, 3, 4-5, 6-7, 8-11, ..., 128-191, >=192.
+L3_HD int bucket_of(int a) {
+  if (a < 4) return a;
+  const int l = 31 - clz32(static_cast<std::uint32_t>(a));  // floor(log2 a) >= 2
+  const int b = 2 * l + ((a >> (l - 1)) & 1);
+  return b < 15 ? b : 15;
+}
+
+// ---- Tile parameters (spec §4) ----------------------------------------------
+
+struct PlaneParams {
+  std::uint8_t pred;
+  // A constant plane (spec §4.3): reads no bits, its residual codes are 0 and
+  // range.mid holds its value, so that every predictor reproduces the value
+  // from the tile's first pixel on (spec §6.3): decoders need no other case.
+  bool constant;
+  std::uint8_t k[kBuckets];
+  PlaneRange range;
+  // k[bucket_of(a)] for every activity a < 256, expanded once per tile so the
+  // per-sample context costs one load (activities >= 192 all map to bucket 15).
+  std::uint8_t k_of_activity[kActivityTable];
+};
+
+L3_HD void expand_k_table(PlaneParams& pp) {
+  for (int a = 0; a < kActivityTable; ++a) pp.k_of_activity[a] = pp.k[bucket_of(a)];
+}
+
+// Rice parameter for a sample of plane pp with neighbourhood activity a.
+L3_HD int k_for_activity(const PlaneParams& pp, int a) { return pp.k_of_activity[a < kActivityTable - 1 ? a : kActivityTable - 1]; }
+
+struct CodedTileParams {
+  // channels: the coded planes (1 in a palette tile, whose one plane holds
+  // palette indices; spec §4.4); out_channels: the image's channels.
+  int width, height, channels, out_channels;
+  std::uint32_t palette_size;      // 0: no palette; else 1..256 colours
+  std::uint32_t palette_at;        // tile offset of colour 0's varying samples
+  std::uint32_t palette_const_at;  // tile offset of the constant channels' values
+  std::uint32_t palette_mask;      // bit k: channel k is the same in every colour
+  std::uint32_t palette_stride;    // bytes per colour: the varying channels
+  std::uint8_t transform;
+  bool run_mode;
+  std::uint8_t run_k;
+  // Entropy-coded tile (version 3, spec §4.5): each plane's k[] holds the
+  // context group of each bucket instead of a Rice parameter (so that
+  // k_of_activity gives the group), and ans_cum the cumulative frequencies of
+  // the contexts' tokens: context p * kAnsGroups + group, kAnsRunContext for
+  // run lengths. Entries past a context's alphabet are kAnsTotal; an unused
+  // context is all zeros (a symbol read in it fails, spec §7.4).
+  bool ans;
+  std::uint16_t ans_cum[kAnsContexts][kAnsCumSize];
+  PlaneParams plane[kMaxChannels];
+  // Byte offset of each row's stream inside the tile, and its length.
+  std::uint32_t row_offset[kMaxTileHeight];
+  std::uint32_t row_length[kMaxTileHeight];
+};
+
+// Where the row-length table of a coded tile lies (spec §4.3), once its
+// header is parsed: `height - 1` deltas of `nbits` bits, LSB-first, at
+// tile + packed_at; row r is `base + delta(r)` bytes long; the first row
+// starts at rows_at.
+struct RowTable {
+  std::uint32_t packed_at, rows_at, nbits;
+  std::uint64_t base;
+};
+
+// Frequency tables of an entropy-coded tile (spec §4.5): `count` contexts
+// from byte `pos`, bits LSB-first, padded to a byte; pos advances past them.
+// Each context: 5 bits alphabet size A (0: unused, at most kAnsTokens), then
+// per token below A a 4-bit exponent e (at most kAnsMaxExponent) and, when
+// e >= 2, e - 1 mantissa bits m: frequency 0 for e = 0, else 2^(e-1) + m.
+// A used context's frequencies sum to kAnsTotal.
+L3_HD int parse_ans_tables(const std::uint8_t* tile, std::uint32_t size, std::uint32_t& pos,
+                           std::uint16_t (*cum)[kAnsCumSize], int count) {
+  const std::uint32_t bytes = size - pos;
+  const std::uint8_t* q = tile + pos;
+  std::uint64_t bit = 0;
+  bool over = false;
+  // The next n <= 13 bits, LSB-first: they lie in the 3 bytes from bit / 8.
+  auto get = [&](int n) {
+    if (bit + std::uint64_t(n) > std::uint64_t(bytes) * 8) {
+      over = true;
+      return 0u;
+    }
+    const std::uint32_t at = std::uint32_t(bit >> 3);
+    std::uint32_t w = q[at];
+    if (at + 1 < bytes) w |= std::uint32_t(q[at + 1]) << 8;
+    if (at + 2 < bytes) w |= std::uint32_t(q[at + 2]) << 16;
+    const std::uint32_t v = (w >> (bit & 7)) & ((1u << n) - 1);
+    bit += std::uint64_t(n);
+    return v;
+  };
+  for (int x = 0; x < count; ++x) {
+    std::uint16_t* c = cum[x];
+    const int a = int(get(5));
+    if (over) return kTruncated;
+    if (a > kAnsTokens) return kCorruptTile;
+    std::uint32_t total = 0;
+    c[0] = 0;
+    for (int t = 0; t < a; ++t) {
+      const int e = int(get(4));
+      if (e > kAnsMaxExponent) return kCorruptTile;
+      const std::uint32_t f = e == 0 ? 0u : (1u << (e - 1)) | get(e - 1);
+      if (over) return kTruncated;
+      total += f;
+      if (total > kAnsTotal) return kCorruptTile;
+      c[t + 1] = std::uint16_t(total);
+    }
+    if (a > 0 && total != kAnsTotal) return kCorruptTile;
+    for (int t = a + 1; t < kAnsCumSize; ++t) c[t] = std::uint16_t(total);  // 0 for an unused context
+  }
+  pos += std::uint32_t((bit + 7) >> 3);
+  return kOk;
+}
+
+// Reads the coded tile header (after the mode byte) up to the row-length
+// table: every field validated, the table's bytes inside [0, size). With
+// expand_k, also fills each plane's k_of_activity (the GPU fills it with
+// the whole warp instead: cuda/include/l3/cuda/wavefront.hpp).
+// `version` is the image header's (1 or 2): constant planes are version 2's.
+L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int width, int height, int channels,
+                             int version, CodedTileParams& t, RowTable& rt, bool expand_k = true) {
+  const std::uint8_t mode = tile[0];
+  t.width = width;
+  t.height = height;
+  t.out_channels = channels;
+  t.transform = static_cast<std::uint8_t>((mode >> 2) & 3);
+  t.run_mode = (mode >> 4) & 1;
+  const bool palette = (mode & kModePalette) != 0;
+  t.ans = (mode & kModeAns) != 0;
+  if ((mode >> 7) || (palette && version < 2) || (t.ans && version < kVersionAns)) return kReservedBits;
+  if (t.transform == 3 || ((channels < 3 || palette) && t.transform != kTransformNone)) return kCorruptTile;
+  std::uint32_t pos = 1;
+  t.palette_size = 0;
+  t.palette_at = 0;
+  if (palette) {
+    // u8 (colours - 1), then the colours, `channels` bytes each; the tile
+    // codes one plane of indices into them (spec §4.4).
+    if (size - pos < 2) return kTruncated;
+    t.palette_size = std::uint32_t(tile[pos++]) + 1;
+    t.palette_mask = tile[pos++];
+    if (t.palette_mask >> channels) return kReservedBits;
+    std::uint32_t constant = 0;
+    for (int k = 0; k < channels; ++k) constant += (t.palette_mask >> k) & 1;
+    t.palette_stride = std::uint32_t(channels) - constant;
+    if (size - pos < constant) return kTruncated;
+    t.palette_const_at = pos;
+    pos += constant;
+    if (size - pos < t.palette_size * t.palette_stride) return kTruncated;
+    t.palette_at = pos;
+    pos += t.palette_size * t.palette_stride;
+    channels = 1;
+  }
+  t.channels = channels;
+  for (int p = 0; p < channels; ++p) {
+    PlaneParams& pp = t.plane[p];
+    if (size - pos < 1) return kTruncated;
+    const std::uint8_t pb = tile[pos++];
+    if (pb >> 3) return kReservedBits;
+    pp.range = plane_range(t.transform, p);
+    pp.constant = version >= 2 && pb == kPlaneConstant;
+    if (pp.constant) {
+      // i16 LE value inside the plane's range (spec §4.3, §5.1).
+      if (size - pos < 2) return kTruncated;
+      const int value = int(std::int16_t(std::uint16_t(tile[pos] | tile[pos + 1] << 8)));
+      pos += 2;
+      if (value < pp.range.lo || value > pp.range.hi) return kCorruptTile;
+      pp.pred = kPredMED;
+      pp.range.mid = value;
+      for (std::uint32_t b = 0; b < kBuckets; ++b) pp.k[b] = 0;
+    } else if (t.ans) {
+      // Entropy-coded: the plane's kAnsGroups frequency tables instead of a k table.
+      if (pb >= kPredCount) return kCorruptTile;
+      pp.pred = pb;
+      for (std::uint32_t b = 0; b < kBuckets; ++b) pp.k[b] = std::uint8_t(ans_group_of_bucket(int(b)));
+      const int st = parse_ans_tables(tile, size, pos, t.ans_cum + p * kAnsGroups, kAnsGroups);
+      if (st != kOk) return st;
+    } else {
+      if (pb >= kPredCount) return kCorruptTile;
+      if (size - pos < kBuckets / 2) return kTruncated;
+      pp.pred = pb;
+      for (std::uint32_t b = 0; b < kBuckets; b += 2) {
+        const std::uint8_t kk = tile[pos++];
+        pp.k[b] = kk & 15;
+        pp.k[b + 1] = kk >> 4;
+        if ((kk & 15) > kMaxK || (kk >> 4) > kMaxK) return kCorruptTile;
+      }
+    }
+    if (expand_k) expand_k_table(pp);
+  }
+  t.run_k = 0;
+  if (t.ans) {
+    // Contexts of absent planes are unused; run lengths have their own table.
+    for (int x = channels * kAnsGroups; x < kAnsRunContext; ++x)
+      for (int i = 0; i < kAnsCumSize; ++i) t.ans_cum[x][i] = 0;
+    for (int p = 0; p < channels; ++p)
+      if (t.plane[p].constant)
+        for (int x = p * kAnsGroups; x < (p + 1) * kAnsGroups; ++x)
+          for (int i = 0; i < kAnsCumSize; ++i) t.ans_cum[x][i] = 0;
+    if (t.run_mode) {
+      const int st = parse_ans_tables(tile, size, pos, t.ans_cum + kAnsRunContext, 1);
+      if (st != kOk) return st;
+    } else {
+      for (int i = 0; i < kAnsCumSize; ++i) t.ans_cum[kAnsRunContext][i] = 0;
+    }
+  } else if (t.run_mode) {
+    if (size - pos < 1) return kTruncated;
+    t.run_k = tile[pos++];
+    if (t.run_k > kMaxK) return kCorruptTile;
+  }
+  // Row-length table: LEB128 base, a width byte, then (height-1) deltas of
+  // `width` bits, LSB-first, padded to a byte (spec §4.3).
+  std::uint64_t base = 0;
+  std::uint32_t nbits = 0;
+  if (height > 1) {
+    for (int shift = 0;; shift += 7) {
+      if (pos >= size) return kTruncated;
+      if (shift > 28) return kCorruptTile;
+      const std::uint8_t byte = tile[pos++];
+      base |= std::uint64_t(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) break;
+    }
+    if (pos >= size) return kTruncated;
+    nbits = tile[pos++];
+    if (nbits > kMaxRowLengthBits) return kCorruptTile;
+  }
+  const std::uint32_t table_bytes = (std::uint32_t(height - 1) * nbits + 7) / 8;
+  if (size - pos < table_bytes) return kTruncated;
+  rt.packed_at = pos;
+  rt.rows_at = pos + table_bytes;
+  rt.nbits = nbits;
+  rt.base = base;
+  return kOk;
+}
+
+// Length in bytes of row r < height - 1 (its delta read from the packed table).
+L3_HD std::uint64_t row_length_of(const std::uint8_t* tile, const RowTable& rt, int r) {
+  const std::uint8_t* packed = tile + rt.packed_at;
+  std::uint64_t delta = 0;
+  const std::uint32_t first = std::uint32_t(r) * rt.nbits;
+  for (std::uint32_t i = 0; i < rt.nbits; ++i) {
+    const std::uint32_t bit = first + i;
+    delta |= std::uint64_t((packed[bit >> 3] >> (bit & 7)) & 1) << i;
+  }
+  return rt.base + delta;
+}
+
+// Reads the coded tile header (after the mode byte) and the row-length table.
+// Validates every field; on success all row streams lie inside [0, size).
+L3_HD int parse_coded_tile(const std::uint8_t* tile, std::uint32_t size, int width, int height,
+                           int channels, int version, CodedTileParams& t) {
+  RowTable rt;
+  const int st = parse_coded_header(tile, size, width, height, channels, version, t, rt);
+  if (st != kOk) return st;
+  std::uint64_t offset = rt.rows_at;
+  for (int r = 0; r + 1 < height; ++r) {
+    const std::uint64_t len = row_length_of(tile, rt, r);
+    if (len > size || offset + len > size) return kTruncated;
+    t.row_offset[r] = std::uint32_t(offset);
+    t.row_length[r] = std::uint32_t(len);
+    offset += len;
+  }
+  t.row_offset[height - 1] = std::uint32_t(offset);
+  t.row_length[height - 1] = std::uint32_t(size - offset);
+  return kOk;
+}
+
+// Palette tiles (spec §4.4): the colour of index v, its channels packed
+// little-endian in a word (the wavefront's stage format; a word, not a byte
+// array, so that the GPU keeps it in a register), or false when v is not an
+// index of the palette.
+L3_HD bool palette_word(const std::uint8_t* tile, const CodedTileParams& t, int v, std::uint32_t& word) {
+  if (std::uint32_t(v) >= t.palette_size) return false;  // negative values wrap to large ones
+  const std::uint8_t* cst = tile + t.palette_const_at;
+  const std::uint8_t* var = tile + t.palette_at + std::uint32_t(v) * t.palette_stride;
+  std::uint32_t w = 0;
+  for (int k = 0; k < t.out_channels; ++k) {
+    const std::uint32_t b = ((t.palette_mask >> k) & 1) ? *cst++ : *var++;
+    w |= b << (8 * k);
+  }
+  word = w;
+  return true;
+}
+
+// ---- One lane: the decode of one pixel of one row (spec §6-§7) --------------
+
+// What a lane knows of its neighbourhood when it decodes pixel (r, c): the
+// plane values and residual codes of W (its own previous pixel), and of N and
+// NW (from the row above; on the GPU, from the lane above by shuffle).
+struct Neighbours {
+  int w[kMaxChannels], n[kMaxChannels], nw[kMaxChannels];
+  int uw[kMaxChannels], un[kMaxChannels], unw[kMaxChannels];
+};
+
+// Applies the tile-edge rules of spec §6.3 in place: a missing row above
+// copies W; a missing column to the left copies N; the first pixel of a tile
+// sees plane midpoints and zero residual codes.
+// `planes` is t.channels; the GPU wavefront passes it as a compile-time
+// constant so that `nb` stays in registers (a runtime-bounded index would put
+// it in local memory).
+L3_HD void apply_edges(const CodedTileParams& t, int r, int c, Neighbours& nb, int planes) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int p = 0; p < planes; ++p) {
+    if (r == 0 && c == 0) {
+      nb.w[p] = nb.n[p] = nb.nw[p] = t.plane[p].range.mid;
+      nb.uw[p] = nb.un[p] = nb.unw[p] = 0;
+    } else if (r == 0) {
+      nb.n[p] = nb.nw[p] = nb.w[p];
+      nb.un[p] = nb.unw[p] = nb.uw[p];
+    } else if (c == 0) {
+      nb.w[p] = nb.nw[p] = nb.n[p];
+      nb.uw[p] = nb.unw[p] = nb.un[p];
+    }
+  }
+}
+L3_HD void apply_edges(const CodedTileParams& t, int r, int c, Neighbours& nb) { apply_edges(t, r, c, nb, t.channels); }
+
+// Per-lane state that persists along a row.
+struct LaneState {
+  BitReader br;
+  int run_left;        // pixels still to emit from the current zero run
+  bool blocked;        // the next pixel may not start a run (spec §6.4)
+  bool error;          // a run longer than the rest of the row, or a bad rANS state or symbol
+  std::uint32_t ans;   // rANS state of an entropy-coded tile's row (spec §7.4)
+};
+
+// rANS renormalisation (spec §7.4): a state below 2^16 takes the next 16 bits.
+L3_HD void ans_renorm(LaneState& s) {
+  if (s.ans < kAnsLow) {
+    if (s.br.avail < 16) s.br.refill();
+    s.ans = (s.ans << 16) | std::uint32_t(s.br.buf >> 48);
+    s.br.consume(16);
+  }
+}
+
+L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTileParams& t, int row) {
+  s.br.init(tile + t.row_offset[row], tile + t.row_offset[row] + t.row_length[row]);
+  s.run_left = 0;
+  s.blocked = false;
+  s.error = false;
+  s.ans = 0;
+  if (t.ans) {
+    // The row's initial state: its first 32 bits, at least 2^16 (spec §7.4).
+    s.br.refill();
+    s.ans = std::uint32_t(s.br.buf >> 32);
+    s.br.consume(32);
+    if (s.ans < kAnsLow) s.error = true;
+  }
+}
+
+// The token whose interval of cumulative frequencies `cum` holds `slot`
+// (spec §7.4): a branch-free binary search over the 32 padded entries.
+L3_HD int ans_search(const std::uint16_t* cum, std::uint32_t slot) {
+  int t = 0;
+  t += cum[t + 16] <= slot ? 16 : 0;
+  t += cum[t + 8] <= slot ? 8 : 0;
+  t += cum[t + 4] <= slot ? 4 : 0;
+  t += cum[t + 2] <= slot ? 2 : 0;
+  t += cum[t + 1] <= slot ? 1 : 0;
+  return t;
+}
+
+// Decodes one value of an entropy-coded tile (spec §7.4) whose token t
+// (the one of the state's low 12 bits in the context's cumulative
+// frequencies `cum`) is known: the rANS update, then for tokens >= 16 the raw
+// low bits, taken from the state as well.
+L3_HD std::uint32_t ans_decode_token(LaneState& s, const std::uint16_t* cum, int t) {
+  const std::uint32_t slot = s.ans & (kAnsTotal - 1);
+  const std::uint32_t lo = cum[t], f = std::uint32_t(cum[t + 1]) - lo;
+  if (f == 0) s.error = true;  // an unused context (its entries are all 0)
+  s.ans = f * (s.ans >> kAnsPrecisionBits) + slot - lo;
+  ans_renorm(s);
+  if (t < kAnsDirect) return std::uint32_t(t);
+  // Token 16 + 2 (n - 4) + b: the value has n + 1 bits, 1 b then n - 1 raw bits.
+  const int raw_bits = 3 + ((t - kAnsDirect) >> 1);
+  const std::uint32_t raw = s.ans & ((1u << raw_bits) - 1);
+  s.ans >>= raw_bits;
+  ans_renorm(s);
+  return ((2u | std::uint32_t(t & 1)) << raw_bits) | raw;
+}
+
+// Decodes one value in the context of cumulative frequencies `cum`.
+L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
+  return ans_decode_token(s, cum, ans_search(cum, s.ans & (kAnsTotal - 1)));
+}
+
+// Zero runs (spec §6.4), before the samples of pixel c: returns whether the
+// pixel's codes are all zero (inside a run, or the first pixel of one).
+// `context_zero()` says whether the W, N and NW codes of every plane are zero
+// (asked only when a run may start); `read(br, k)` decodes one Rice value (the
+// CPU row loop passes its faster equivalent of read_rice).
+template <class ContextZero, class ReadRice>
+L3_HD bool zero_run_step(const CodedTileParams& t, LaneState& s, int c, ContextZero&& context_zero, ReadRice&& read) {
+  if (s.run_left > 0) {
+    if (--s.run_left == 0) s.blocked = true;
+    return true;
+  }
+  if (!t.run_mode || s.blocked) {
+    s.blocked = false;
+    return false;
+  }
+  if (!context_zero()) return false;
+  const int run = int(read(s.br, t.run_k));
+  if (run > t.width - c) s.error = true;
+  if (run == 0) return false;
+  s.run_left = run - 1;
+  if (s.run_left == 0) s.blocked = true;
+  return true;
+}
+
+// Decodes the planes of pixel (r, c) into value[] and code[], given the plane
+// values (w, n, nw) and residual codes (uw, un, unw) of its neighbours after
+// the edge rules. `CH` is the channel count; `kPred` a predictor shared by all
+// planes, or kPredPerPlane.
+template <int CH, std::uint8_t kPred = kPredPerPlane>
+L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, const int* n, const int* nw,
+                        const int* uw, const int* un, const int* unw, int c, int* value, int* code) {
+  const bool zero = zero_run_step(
+      t, s, c,
+      [&] {
+        int total = 0;
+        for (int p = 0; p < CH; ++p) total += uw[p] + un[p] + unw[p];
+        return total == 0;
+      },
+      [&](BitReader& br, int k) { return t.ans ? ans_read(s, t.ans_cum[kAnsRunContext]) : read_rice(br, k); });
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#pragma GCC unroll 4
+#endif
+  for (int p = 0; p < CH; ++p) {
+    const PlaneParams& pp = t.plane[p];
+    const int pred = predict_fixed<kPred>(pp.pred, w[p], n[p], nw[p], pp.range.lo, pp.range.hi);
+    std::uint32_t u = 0;
+    if (!zero && !pp.constant) {
+      // Rice parameter, or in an entropy-coded tile the context group (spec §4.5).
+      const int k = k_for_activity(pp, activity(uw[p], un[p], unw[p]));
+      u = t.ans ? ans_read(s, t.ans_cum[p * kAnsGroups + k]) : read_rice(s.br, k);
+    }
+    // No range check here: the colour transforms are integer bijections, so a
+    // plane value outside its range always yields a pixel outside [0, 255],
+    // which inverse_transform() reports (spec §5.2). Values stay bounded by
+    // (width + height) * 512 meanwhile, far inside int.
+    value[p] = pred + unzigzag(u);
+    code[p] = int(u);
+  }
+  if (!zero) s.blocked = false;
+}
+
+template <int CH>
+L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const Neighbours& nb, int c, int* value, int* code) {
+  decode_pixel<CH>(t, s, nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, value, code);
+}
+
+// The predictor all planes of a tile share, or kPredPerPlane.
+// Constant planes do not count: every predictor reproduces them.
+L3_HD std::uint8_t shared_predictor(const CodedTileParams& t) {
+  int shared = -1;
+  for (int p = 0; p < t.channels; ++p) {
+    if (t.plane[p].constant) continue;
+    if (shared >= 0 && t.plane[p].pred != shared) return kPredPerPlane;
+    shared = t.plane[p].pred;
+  }
+  return shared >= 0 ? std::uint8_t(shared) : kPredMED;
+}
+
+// After the last pixel of a row: the stream must end exactly in its last byte,
+// with zero padding bits (spec §7.3). Returns kOk or kCorruptTile.
+// An entropy-coded row also ends with the encoder's initial state, 2^16 (spec
+// §7.4); s.ans is 0 only in a Rice-coded tile (a valid rANS state never is).
+L3_HD int lane_end(LaneState& s, std::uint32_t row_length) {
+  if (s.error || (s.ans != 0 && s.ans != kAnsLow)) return kCorruptTile;
+  s.br.refill();  // makes the padding bits visible; does not change consumed_bits
+  const std::uint64_t used = s.br.consumed_bits(s.br.end - row_length);
+  if (used > std::uint64_t(row_length) * 8 || (used + 7) / 8 != row_length) return kCorruptTile;
+  const int pad = int((8 - used % 8) % 8);
+  if (pad && (s.br.buf >> (64 - pad)) != 0) return kCorruptTile;
+  return kOk;
+}
+
+}  // namespace l3::core
