@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "l3/codec.hpp"
-#include "l3/image_io.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/imageio/image_io.hpp"
 
 namespace {
 
