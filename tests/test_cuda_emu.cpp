@@ -195,6 +195,19 @@ TEST_CASE("emulated wavefront equals l3::decode on entropy-coded tiles (spec/cod
   CHECK(vectors >= 12);
 }
 
+TEST_CASE("frequency tables (spec/codec.md §4.5) are read inside the tile only") {
+  // An entropy-coded tile whose bytes end right after a token's exponent
+  // e = 1 (a frequency without mantissa bits): table A = 2, e0 = 4 with 3
+  // mantissa bits, e1 = 1, exactly 16 bits. The frequencies do not sum to
+  // 4096: corrupt_tile, without reading the byte after the tile (the heap
+  // buffer ends there: ASan checks it in CI).
+  const std::vector<std::uint8_t> tile = {0x40, 0x00, 0x82, 0x10};
+  l3::core::CodedTileParams t;
+  CHECK(l3::core::parse_coded_tile(tile.data(), std::uint32_t(tile.size()), 16, 1, 1, 3, t) == l3::core::kCorruptTile);
+  // In a version 2 stream the mode bit is reserved.
+  CHECK(l3::core::parse_coded_tile(tile.data(), std::uint32_t(tile.size()), 16, 1, 1, 2, t) == l3::core::kReservedBits);
+}
+
 TEST_CASE("emulated wavefront equals l3::decode on the sample photos") {
   const std::filesystem::path dir = std::filesystem::path(L3_SOURCE_DIR) / "bench" / "sample";
   int count = 0;

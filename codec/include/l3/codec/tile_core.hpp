@@ -205,6 +205,7 @@ L3_HD int parse_ans_tables(const std::uint8_t* tile, std::uint32_t size, std::ui
   bool over = false;
   // The next n <= 13 bits, LSB-first: they lie in the 3 bytes from bit / 8.
   auto get = [&](int n) {
+    if (n == 0) return 0u;  // reads nothing (a mantissa of e = 1), not even at the end
     if (bit + std::uint64_t(n) > std::uint64_t(bytes) * 8) {
       over = true;
       return 0u;
