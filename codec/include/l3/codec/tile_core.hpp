@@ -2,8 +2,8 @@
 // row ("lane") of one tile, written once for the CPU decoder and the CUDA
 // kernels (spec/codec.md §5-§8).
 //
-// Rules for this header and the three it includes (tile_constants, tile_grid,
-// bit_reader): each compiles as host C++ and as CUDA device code. No
+// Rules for this header and the four it includes (tile_constants, tile_grid,
+// bit_reader, tile_ans): each compiles as host C++ and as CUDA device code. No
 // allocation, no exceptions, no STL containers, no asserts on input. Every
 // function that reads untrusted bytes bounds its reads and reports failure
 // through a status value; nothing here trusts a length it did not check.
@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "l3/codec/bit_reader.hpp"      // §7: row streams, Rice codes
+#include "l3/codec/tile_ans.hpp"        // §4.5, §7.4: rANS frequency tables and token search
 #include "l3/common/errc.hpp"
 #include "l3/common/host_device.hpp"
 #include "l3/codec/tile_constants.hpp"  // §2-§7: the bitstream's numbers, statuses, integer helpers
@@ -190,56 +191,6 @@ struct RowTable {
   std::uint32_t packed_at, rows_at, nbits;
   std::uint64_t base;
 };
-
-// Frequency tables of an entropy-coded tile (spec §4.5): `count` contexts
-// from byte `pos`, bits LSB-first, padded to a byte; pos advances past them.
-// Each context: 5 bits alphabet size A (0: unused, at most kAnsTokens), then
-// per token below A a 4-bit exponent e (at most kAnsMaxExponent) and, when
-// e >= 2, e - 1 mantissa bits m: frequency 0 for e = 0, else 2^(e-1) + m.
-// A used context's frequencies sum to kAnsTotal.
-L3_HD int parse_ans_tables(const std::uint8_t* tile, std::uint32_t size, std::uint32_t& pos,
-                           std::uint16_t (*cum)[kAnsCumSize], int count) {
-  const std::uint32_t bytes = size - pos;
-  const std::uint8_t* q = tile + pos;
-  std::uint64_t bit = 0;
-  bool over = false;
-  // The next n <= 13 bits, LSB-first: they lie in the 3 bytes from bit / 8.
-  auto get = [&](int n) {
-    if (n == 0) return 0u;  // reads nothing (a mantissa of e = 1), not even at the end
-    if (bit + std::uint64_t(n) > std::uint64_t(bytes) * 8) {
-      over = true;
-      return 0u;
-    }
-    const std::uint32_t at = std::uint32_t(bit >> 3);
-    std::uint32_t w = q[at];
-    if (at + 1 < bytes) w |= std::uint32_t(q[at + 1]) << 8;
-    if (at + 2 < bytes) w |= std::uint32_t(q[at + 2]) << 16;
-    const std::uint32_t v = (w >> (bit & 7)) & ((1u << n) - 1);
-    bit += std::uint64_t(n);
-    return v;
-  };
-  for (int x = 0; x < count; ++x) {
-    std::uint16_t* c = cum[x];
-    const int a = int(get(5));
-    if (over) return kTruncated;
-    if (a > kAnsTokens) return kCorruptTile;
-    std::uint32_t total = 0;
-    c[0] = 0;
-    for (int t = 0; t < a; ++t) {
-      const int e = int(get(4));
-      if (e > kAnsMaxExponent) return kCorruptTile;
-      const std::uint32_t f = e == 0 ? 0u : (1u << (e - 1)) | get(e - 1);
-      if (over) return kTruncated;
-      total += f;
-      if (total > kAnsTotal) return kCorruptTile;
-      c[t + 1] = std::uint16_t(total);
-    }
-    if (a > 0 && total != kAnsTotal) return kCorruptTile;
-    for (int t = a + 1; t < kAnsCumSize; ++t) c[t] = std::uint16_t(total);  // 0 for an unused context
-  }
-  pos += std::uint32_t((bit + 7) >> 3);
-  return kOk;
-}
 
 // Reads the coded tile header (after the mode byte) up to the row-length
 // table: every field validated, the table's bytes inside [0, size). With
@@ -476,18 +427,6 @@ L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTilePar
     s.br.consume(32);
     if (s.ans < kAnsLow) s.error = true;
   }
-}
-
-// The token whose interval of cumulative frequencies `cum` holds `slot`
-// (spec §7.4): a branch-free binary search over the 32 padded entries.
-L3_HD int ans_search(const std::uint16_t* cum, std::uint32_t slot) {
-  int t = 0;
-  t += cum[t + 16] <= slot ? 16 : 0;
-  t += cum[t + 8] <= slot ? 8 : 0;
-  t += cum[t + 4] <= slot ? 4 : 0;
-  t += cum[t + 2] <= slot ? 2 : 0;
-  t += cum[t + 1] <= slot ? 1 : 0;
-  return t;
 }
 
 // Decodes one value of an entropy-coded tile (spec §7.4) whose token t

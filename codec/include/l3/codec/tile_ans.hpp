@@ -1,0 +1,77 @@
+// The frequency tables of an entropy-coded tile and the token search of its
+// rANS decode (spec/codec.md §4.5, §7.4). Part of the shared per-tile core
+// (l3/codec/tile_core.hpp includes it and runs the per-lane decode with it).
+// Rules of l3/codec/tile_core.hpp apply: host C++ and CUDA device code alike, no
+// allocation, no exceptions, no asserts on input.
+#pragma once
+
+#include <cstdint>
+
+#include "l3/common/host_device.hpp"
+#include "l3/codec/tile_constants.hpp"
+
+namespace l3::core {
+
+// Frequency tables of an entropy-coded tile (spec §4.5): `count` contexts
+// from byte `pos`, bits LSB-first, padded to a byte; pos advances past them.
+// Each context: 5 bits alphabet size A (0: unused, at most kAnsTokens), then
+// per token below A a 4-bit exponent e (at most kAnsMaxExponent) and, when
+// e >= 2, e - 1 mantissa bits m: frequency 0 for e = 0, else 2^(e-1) + m.
+// A used context's frequencies sum to kAnsTotal.
+L3_HD int parse_ans_tables(const std::uint8_t* tile, std::uint32_t size, std::uint32_t& pos,
+                           std::uint16_t (*cum)[kAnsCumSize], int count) {
+  const std::uint32_t bytes = size - pos;
+  const std::uint8_t* q = tile + pos;
+  std::uint64_t bit = 0;
+  bool over = false;
+  // The next n <= 13 bits, LSB-first: they lie in the 3 bytes from bit / 8.
+  auto get = [&](int n) {
+    if (n == 0) return 0u;  // reads nothing (a mantissa of e = 1), not even at the end
+    if (bit + std::uint64_t(n) > std::uint64_t(bytes) * 8) {
+      over = true;
+      return 0u;
+    }
+    const std::uint32_t at = std::uint32_t(bit >> 3);
+    std::uint32_t w = q[at];
+    if (at + 1 < bytes) w |= std::uint32_t(q[at + 1]) << 8;
+    if (at + 2 < bytes) w |= std::uint32_t(q[at + 2]) << 16;
+    const std::uint32_t v = (w >> (bit & 7)) & ((1u << n) - 1);
+    bit += std::uint64_t(n);
+    return v;
+  };
+  for (int x = 0; x < count; ++x) {
+    std::uint16_t* c = cum[x];
+    const int a = int(get(5));
+    if (over) return kTruncated;
+    if (a > kAnsTokens) return kCorruptTile;
+    std::uint32_t total = 0;
+    c[0] = 0;
+    for (int t = 0; t < a; ++t) {
+      const int e = int(get(4));
+      if (e > kAnsMaxExponent) return kCorruptTile;
+      const std::uint32_t f = e == 0 ? 0u : (1u << (e - 1)) | get(e - 1);
+      if (over) return kTruncated;
+      total += f;
+      if (total > kAnsTotal) return kCorruptTile;
+      c[t + 1] = std::uint16_t(total);
+    }
+    if (a > 0 && total != kAnsTotal) return kCorruptTile;
+    for (int t = a + 1; t < kAnsCumSize; ++t) c[t] = std::uint16_t(total);  // 0 for an unused context
+  }
+  pos += std::uint32_t((bit + 7) >> 3);
+  return kOk;
+}
+
+// The token whose interval of cumulative frequencies `cum` holds `slot`
+// (spec §7.4): a branch-free binary search over the 32 padded entries.
+L3_HD int ans_search(const std::uint16_t* cum, std::uint32_t slot) {
+  int t = 0;
+  t += cum[t + 16] <= slot ? 16 : 0;
+  t += cum[t + 8] <= slot ? 8 : 0;
+  t += cum[t + 4] <= slot ? 4 : 0;
+  t += cum[t + 2] <= slot ? 2 : 0;
+  t += cum[t + 1] <= slot ? 1 : 0;
+  return t;
+}
+
+}  // namespace l3::core
