@@ -283,10 +283,16 @@ TEST_CASE("entropy-coded tiles (v3): rANS tokens where smaller than Rice codes, 
     const Bytes dense = encode(im, 0, 0, 2);
     CHECK(dense.size() <= ans.size());
     CHECK(decode(dense) == im.px);
-    const l3::Rect r{37, 11, 301, 50};
-    Bytes out(std::size_t(r.width) * r.height * im.c);
-    l3::decode_region(ans, r, {out.data(), r.width, r.height, im.c, 0});
-    CHECK(out == crop(im, r));
+    // Crops ending 1 or 2 columns into a tile and 1-3 rows into a group of
+    // 4 (the CPU decoder reads entropy-coded rows in pairs, one column apart).
+    for (const l3::Rect r : {l3::Rect{37, 11, 301, 50}, l3::Rect{0, 0, 1, 1}, l3::Rect{0, 0, 2, 2},
+                             l3::Rect{250, 5, 7, 3}, l3::Rect{255, 2, 2, 5}, l3::Rect{100, 30, 157, 33}}) {
+      Bytes out(std::size_t(r.width) * r.height * im.c);
+      l3::decode_region(ans, r, {out.data(), r.width, r.height, im.c, 0});
+      CAPTURE(r.x);
+      CAPTURE(r.y);
+      CHECK(out == crop(im, r));
+    }
   }
   // Chosen per tile only where smaller: never larger than Rice codes alone,
   // on a real photo too; effort 0 writes no entropy-coded tile.

@@ -350,6 +350,115 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool first_row,
   else decode_row_codes<CH, false>(t, constant_planes, slots, lane, up, row, x1);
 }
 
+// Entropy-coded tiles: the code pass of two rows in lockstep, the second one
+// column behind the first (spec §8's wavefront on one core). A rANS value is
+// a long serial chain (slot -> token -> state -> renormalisation -> next
+// context), so the core overlaps the two rows' chains: measured faster than
+// row by row. (Rice codes are a short chain, and the two rows' state does not
+// fit the registers: row by row is faster there.) The row above's codes are
+// read directly (index 0: its column -1), not through UpContext.
+template <int CH>
+struct AnsRowState {
+  LaneState s;
+  int uw[CH];  // W's codes
+  int or_w;    // their OR
+};
+
+// The codes of pixel c of one row of an entropy-coded tile (the code half of
+// core::decode_pixel, as decode_row_codes).
+template <int CH, bool kFirstRow, bool kRunMode>
+L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& slots, AnsRowState<CH>& st,
+                                    const CodeRow<CH>& up, CodeRow<CH>& row, int c) {
+  LaneState& s = st.s;
+  const bool zero = kRunMode && core::zero_run_step(
+      t, s, c,
+      [&]() __attribute__((always_inline)) {
+        return (st.or_w | (kFirstRow ? 0 : up.pix_or[c + 1] | up.pix_or[c])) == 0;
+      },
+      [&](core::BitReader&, int) __attribute__((always_inline)) {
+        return ans_read_cpu(s, t, slots, core::kAnsRunContext);
+      });
+  int or_c = 0;
+  L3_PLANES for (int p = 0; p < CH; ++p) {
+    // Activity u(W) + u(N) + (u(NW) >> 1) (spec §6.2).
+    const int a = kFirstRow ? st.uw[p] + st.uw[p] + (st.uw[p] >> 1)
+                            : st.uw[p] + up.code[c + 1][p] + (up.code[c][p] >> 1);
+    std::uint32_t u = 0;
+    if (!zero && !t.plane[p].constant)
+      u = ans_read_cpu(s, t, slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a));
+    row.code[c + 1][p] = int(u);
+    st.uw[p] = int(u);
+    or_c |= int(u);
+  }
+  row.pix_or[c + 1] = or_c;
+  if constexpr (kRunMode) {
+    if (!zero) s.blocked = false;
+    st.or_w = or_c;
+  }
+}
+
+// Row I of the pair at step s decodes column s - I (when in [0, x1)):
+// rows[I] is the row above it, rows[I + 1] its own.
+template <int CH, bool kFirstPair, bool kRunMode, int I>
+L3_DECODE_INLINE void ans_code_step_checked(const CodedTileParams& t, const AnsSlots& slots, AnsRowState<CH>* st,
+                                            CodeRow<CH>* const* rows, int s, int x1) {
+  constexpr bool kFirstRow = kFirstPair && I == 0;
+  const int c = s - I;
+  if (c < 0 || c >= x1) return;
+  if (c == 0) {
+    // W's codes at column 0: a copy of N's (zero on the tile's first row).
+    st[I].or_w = 0;
+    L3_PLANES for (int p = 0; p < CH; ++p) {
+      st[I].uw[p] = kFirstRow ? 0 : rows[I]->code[1][p];
+      st[I].or_w |= st[I].uw[p];
+    }
+  }
+  ans_code_step<CH, kFirstRow, kRunMode>(t, slots, st[I], *rows[I], *rows[I + 1], c);
+  if (c == 0) {
+    for (int p = 0; p < CodeRow<CH>::CS; ++p) rows[I + 1]->code[0][p] = rows[I + 1]->code[1][p];
+    rows[I + 1]->pix_or[0] = rows[I + 1]->pix_or[1];
+  }
+}
+
+// The code pass of G <= 2 rows of an entropy-coded tile, columns [0, x1):
+// rows[0] holds the codes of the row above (unused when kFirstPair: the
+// tile's first row is row 0 of the pair), rows[1..G] receive the rows'.
+template <int CH, int G, bool kFirstPair, bool kRunMode>
+L3_DECODE_CLONES void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, LaneState* lanes,
+                                       CodeRow<CH>* const* rows, int x1) {
+  AnsRowState<CH> st[G] = {};  // uw, or_w: set at each row's column 0
+  for (int i = 0; i < G; ++i) st[i].s = lanes[i];
+  int s = 0;
+  for (; s < G; ++s) {  // the columns 0
+    ans_code_step_checked<CH, kFirstPair, kRunMode, 0>(t, slots, st, rows, s, x1);
+    if constexpr (G == 2) ans_code_step_checked<CH, kFirstPair, kRunMode, 1>(t, slots, st, rows, s, x1);
+  }
+  for (; s < x1; ++s) {  // both rows have a column in [1, x1)
+    ans_code_step<CH, kFirstPair, kRunMode>(t, slots, st[0], *rows[0], *rows[1], s);
+    if constexpr (G == 2) ans_code_step<CH, false, kRunMode>(t, slots, st[1], *rows[1], *rows[2], s - 1);
+  }
+  // The second row's last column (its column 0 was in the first loop when x1 = 1).
+  if constexpr (G == 2)
+    if (x1 >= 2) ans_code_step<CH, false, kRunMode>(t, slots, st[1], *rows[1], *rows[2], x1 - 1);
+  for (int i = 0; i < G; ++i) lanes[i] = st[i].s;
+}
+
+template <int CH>
+void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, int g, bool first, LaneState* lanes,
+                      CodeRow<CH>* const* rows, int x1) {
+  const auto run = [&]<int G>() {
+    if (first) {
+      if (t.run_mode) ans_decode_codes<CH, G, true, true>(t, slots, lanes, rows, x1);
+      else ans_decode_codes<CH, G, true, false>(t, slots, lanes, rows, x1);
+    } else {
+      if (t.run_mode) ans_decode_codes<CH, G, false, true>(t, slots, lanes, rows, x1);
+      else ans_decode_codes<CH, G, false, false>(t, slots, lanes, rows, x1);
+    }
+  };
+  if (g == 2) run.template operator()<2>();
+  else run.template operator()<1>();
+}
+
 // A pixel's codes as a vector (lanes >= CH: don't care).
 template <int CH>
 L3_DECODE_INLINE V4 load_codes(const int* u) {
@@ -508,13 +617,21 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
       core::palette_word(tile, t, int(i), palette[i]);
   for (int r0 = 0; r0 < o.y1; r0 += kGroupRows) {
     const int g = std::min(kGroupRows, o.y1 - r0);
-    // Pass 1, row by row.
+    // Pass 1: row by row, or by pairs in entropy-coded tiles.
     LaneState lane[kGroupRows];
-    for (int i = 0; i < g; ++i) {
-      const int r = r0 + i;
-      core::lane_begin(lane[i], tile, t, r);
-      decode_row_codes<CH>(t, r == 0, constant_planes, slots, lane[i], up_context, code[i], o.x1);
-      if (r + 1 < o.y1) prepare_up_context<CH>(code[i], up_context, t.run_mode, o.x1);
+    for (int i = 0; i < g; ++i) core::lane_begin(lane[i], tile, t, r0 + i);
+    if (t.ans) {
+      for (int i = 0; i < g; i += 2) {
+        // rows: the row above the pair (the previous group's last row at i = 0), then the pair's.
+        CodeRow<CH>* rows[3] = {&code[(i + kGroupRows - 1) % kGroupRows], &code[i], &code[i + 1 < g ? i + 1 : i]};
+        ans_decode_codes<CH>(t, *slots, std::min(2, g - i), r0 + i == 0, &lane[i], rows, o.x1);
+      }
+    } else {
+      for (int i = 0; i < g; ++i) {
+        const int r = r0 + i;
+        decode_row_codes<CH>(t, r == 0, constant_planes, slots, lane[i], up_context, code[i], o.x1);
+        if (r + 1 < o.y1) prepare_up_context<CH>(code[i], up_context, t.run_mode, o.x1);
+      }
     }
     // Pass 2, the group's rows in lockstep.
     CodeRow<CH>* codes[kGroupRows];
