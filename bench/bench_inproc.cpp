@@ -7,8 +7,10 @@
 // Timing: an encode repeats until >= 1 run and >= min_time/2 seconds, a decode until >= 3 runs
 // and >= min_time seconds; the fastest run counts. Decodes write into a preallocated buffer.
 //
-// Usage: bench_inproc [--min-time S] [--no-png9] IMAGE...
+// Usage: bench_inproc [--min-time S] [--no-png9] [--rice-only] IMAGE...
 // --no-png9 skips PNG level 9 (its columns read 0): the slowest part, not a denominator.
+// --rice-only encodes l3 without entropy-coded tiles (EncodeOptions::entropy_coding = false:
+// version 2 streams, Rice codes only), to see what those tiles cost in decode time.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -48,11 +50,11 @@ Coded measure_png(const l3::Image& img, int level, double min_time, const std::s
   return c;
 }
 
-Coded measure_l3(const l3::Image& img, double min_time, const std::string& file) {
-  std::vector<std::uint8_t> enc = l3::encode(img.view());
+Coded measure_l3(const l3::Image& img, const l3::EncodeOptions& eo, double min_time, const std::string& file) {
+  std::vector<std::uint8_t> enc = l3::encode(img.view(), eo);
   Coded c;
   c.bytes = enc.size();
-  c.encode_s = fastest_run([&] { enc = l3::encode(img.view()); }, 1, min_time / 2);
+  c.encode_s = fastest_run([&] { enc = l3::encode(img.view(), eo); }, 1, min_time / 2);
   std::vector<std::uint8_t> out(img.pixels.size());
   const l3::MutableImageView view{out.data(), img.width, img.height, img.channels, 0};
   l3::DecodeOptions options;
@@ -70,6 +72,7 @@ void print(const Coded& c) { std::printf("\t%zu\t%.6g\t%.6g", c.bytes, c.encode_
 int main(int argc, char** argv) {
   double min_time = 0.2;
   bool png9 = true;
+  l3::EncodeOptions eo;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -77,8 +80,10 @@ int main(int argc, char** argv) {
       min_time = std::atof(argv[++i]);
     } else if (a == "--no-png9") {
       png9 = false;
+    } else if (a == "--rice-only") {
+      eo.entropy_coding = false;
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_inproc [--min-time S] [--no-png9] IMAGE...\n");
+      std::printf("usage: bench_inproc [--min-time S] [--no-png9] [--rice-only] IMAGE...\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "bench_inproc: unknown option %s\n", a.c_str());
@@ -88,7 +93,7 @@ int main(int argc, char** argv) {
     }
   }
   if (files.empty()) {
-    std::fprintf(stderr, "bench_inproc: no images (usage: bench_inproc [--min-time S] [--no-png9] IMAGE...)\n");
+    std::fprintf(stderr, "bench_inproc: no images (usage: bench_inproc [--min-time S] [--no-png9] [--rice-only] IMAGE...)\n");
     return 2;
   }
   std::printf("file\traw\tpng6\tpng6_enc_s\tpng6_dec_s\tpng9\tpng9_enc_s\tpng9_dec_s\tl3\tl3_enc_s\tl3_dec_s\n");
@@ -98,7 +103,7 @@ int main(int argc, char** argv) {
       std::printf("%s\t%zu", f.c_str(), img.pixels.size());
       print(measure_png(img, 6, min_time, f));
       print(png9 ? measure_png(img, 9, min_time, f) : Coded{});
-      print(measure_l3(img, min_time, f));
+      print(measure_l3(img, eo, min_time, f));
       std::printf("\n");
       std::fflush(stdout);
     }
