@@ -5,9 +5,10 @@
 // Prints a markdown table per corpus class (the image path's first folder): bytes against
 // Rice-only bytes, decode and encode time ratios, and the extra decode ns per sample.
 //
-// Usage: cd bench/corpus && ../../build/bench/entropy_ab */*.png
+// Usage: cd bench/corpus && ../../build/bench/entropy_ab [--min-saving PERCENT] */*.png
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -37,13 +38,20 @@ struct Totals {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: entropy_ab IMAGE...\n");
+  // --min-saving P: EncodeOptions::entropy_min_saving_percent of the entropy-coded variant.
+  unsigned min_saving = l3::EncodeOptions{}.entropy_min_saving_percent;
+  int first = 1;
+  if (argc > 2 && std::string(argv[1]) == "--min-saving") {
+    min_saving = unsigned(std::atoi(argv[2]));
+    first = 3;
+  }
+  if (argc <= first) {
+    std::fprintf(stderr, "usage: entropy_ab [--min-saving PERCENT] IMAGE...\n");
     return 2;
   }
   std::map<std::string, Totals> classes;
   try {
-    for (int i = 1; i < argc; ++i) {
+    for (int i = first; i < argc; ++i) {
       const std::string file = argv[i];
       const l3::Image img = l3::load_image(file);
       Totals& t = classes[file.substr(0, file.find('/'))];
@@ -51,6 +59,7 @@ int main(int argc, char** argv) {
       for (int v = 0; v < 2; ++v) {  // 0: Rice only, 1: defaults (entropy-coded tiles where smaller)
         l3::EncodeOptions o;
         o.entropy_coding = v == 1;
+        o.entropy_min_saving_percent = min_saving;
         std::vector<std::uint8_t> enc;
         t.encode_s[v] += fastest(2, [&] { enc = l3::encode(img.view(), o); });
         std::vector<std::uint8_t> out(img.pixels.size());
@@ -68,6 +77,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
+  std::printf("entropy_min_saving_percent %u\n\n", min_saving);
   std::printf("| class | bytes / Rice-only bytes | decode time x | decode ns/sample more | encode time x |\n");
   std::printf("|---|---:|---:|---:|---:|\n");
   for (const auto& [name, t] : classes)

@@ -266,13 +266,14 @@ TEST_CASE("entropy-coded tiles (v3): rANS tokens where smaller than Rice codes, 
   // codes 0 or 1: Rice spends at least a bit on each) and a 1-pixel
   // chessboard (a palette tile whose indices are perfectly predictable from
   // the row above, yet cost at least a bit each as Rice codes).
-  l3::EncodeOptions rice;
+  l3::EncodeOptions rice, every;
   rice.entropy_coding = false;
+  every.entropy_min_saving_percent = 0;  // wherever smaller (the default asks for 10% less)
   Image chess{512, 64, 1, Bytes(512 * 64)};
   for (std::uint32_t y = 0; y < chess.h; ++y)
     for (std::uint32_t x = 0; x < chess.w; ++x) chess.px[y * chess.w + x] = (x + y) % 2 ? 255 : 0;
   for (const Image& im : {make(700, 300, 3, Pattern::smooth_noise, 21), make(640, 200, 4, Pattern::gradient, 22), chess}) {
-    const Bytes ans = encode(im), plain = l3::encode(im.view(), rice);
+    const Bytes ans = l3::encode(im.view(), every), plain = l3::encode(im.view(), rice);
     MESSAGE(im.c << " channels: " << ans.size() << " bytes with rANS tiles, " << plain.size() << " with Rice codes only");
     CHECK(l3::read_info(ans).version == 3);
     CHECK(l3::read_info(plain).version == 2);
@@ -303,6 +304,40 @@ TEST_CASE("entropy-coded tiles (v3): rANS tokens where smaller than Rice codes, 
   CHECK(ans.size() <= plain.size());
   CHECK(decode(ans) == p.px);
   CHECK(l3::read_info(encode(p, 0, 0, 0)).version == 2);
+}
+
+TEST_CASE("entropy_min_saving_percent: effort 1 spends rANS decode time only where it saves that share") {
+  // codec.hpp, spec/codec.md §12: rANS rows take the CPU about twice as long
+  // as Rice rows, so by default a tile is entropy-coded only when that saves
+  // at least 10% of its bytes; 0 takes every saving, 100 none; effort 2
+  // (density) takes every saving whatever the option says. The image's left
+  // tile column is a gradient (rANS saves much), its right one smooth noise
+  // (rANS saves a few percent).
+  const Image gradient = make(256, 96, 3, Pattern::gradient, 41), noise = make(256, 96, 3, Pattern::smooth_noise, 42);
+  Image p{512, 96, 3, Bytes(512 * 96 * 3)};
+  for (std::uint32_t y = 0; y < p.h; ++y) {
+    std::memcpy(&p.px[std::size_t(y) * 512 * 3], &gradient.px[std::size_t(y) * 256 * 3], 256 * 3);
+    std::memcpy(&p.px[(std::size_t(y) * 512 + 256) * 3], &noise.px[std::size_t(y) * 256 * 3], 256 * 3);
+  }
+  auto with = [&](unsigned percent, int effort = 1) {
+    l3::EncodeOptions o;
+    o.entropy_min_saving_percent = percent;
+    o.effort = effort;
+    return l3::encode(p.view(), o);
+  };
+  l3::EncodeOptions rice;
+  rice.entropy_coding = false;
+  const Bytes plain = l3::encode(p.view(), rice), every = with(0), none = with(100), fallback = encode(p);
+  MESSAGE("bytes: Rice only " << plain.size() << ", every saving " << every.size() << ", default share " << fallback.size());
+  CHECK(l3::EncodeOptions{}.entropy_min_saving_percent == 10);
+  CHECK(none == plain);
+  CHECK(l3::read_info(none).version == 2);
+  CHECK(l3::read_info(fallback).version == 3);  // the gradient's tiles
+  CHECK(every.size() < fallback.size());       // the noise's tiles save under 10%
+  CHECK(fallback.size() < plain.size());
+  CHECK(decode(every) == p.px);
+  CHECK(decode(fallback) == p.px);
+  CHECK(with(100, 2) == with(0, 2));
 }
 
 TEST_CASE("palette tiles (v2): few-colour images code as indices") {

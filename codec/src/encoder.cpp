@@ -32,8 +32,9 @@ using encoder::write_rice;
 // The pixels of one tile, and per-sample planes, residuals and contexts.
 class TileEncoder {
 public:
-  TileEncoder(const ImageView& img, const Rect& r, int effort, bool entropy_coding)
-      : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort), ans_(entropy_coding && effort >= 1) {
+  TileEncoder(const ImageView& img, const Rect& r, int effort, bool entropy_coding, unsigned ans_min_saving_percent)
+      : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort), ans_(entropy_coding && effort >= 1),
+        ans_min_saving_percent_(effort >= 2 ? 0 : ans_min_saving_percent) {
     const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
     pixels_.resize(std::size_t(w_) * h_ * ch_);
     for (int y = 0; y < h_; ++y)
@@ -122,7 +123,7 @@ private:
     std::vector<std::uint8_t> index(plane_);
     for (std::size_t i = 0; i < plane_; ++i) index[i] = table.index[table.slot(ColourTable::pack(&pixels_[i * ch_], ch_))];
     TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
-                              Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_);
+                              Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_, ans_min_saving_percent_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
     std::vector<std::uint8_t> inner = index_encoder.encode();
     if ((inner[0] & 3) != core::kTileCoded) return {};
@@ -398,11 +399,19 @@ private:
         if (runs != rice_runs && effort_ < 2) break;
         params_.run_mode = runs;
         std::vector<std::uint8_t> ans = ans_tile();
-        if (ans.size() < best.size()) best = std::move(ans);
+        if (ans_pays(ans.size(), best.size())) best = std::move(ans);
       }
       params_.run_mode = rice_runs;
     }
     return best;
+  }
+
+  // Whether an entropy-coded form of `ans` bytes replaces `best` bytes: it
+  // must be smaller, and at effort 1 by the share the options ask, since its
+  // rows take the CPU about twice as long to decode (spec §12).
+  bool ans_pays(std::size_t ans, std::size_t best) const {
+    if (ans_min_saving_percent_ == 0) return ans < best;
+    return ans * 100 <= best * (100 - std::min(ans_min_saving_percent_, 100u));
   }
 
   // The entropy-coded form of the tile (spec §4.5, §7.4): the same residual
@@ -518,6 +527,7 @@ private:
 
   int w_, h_, ch_, effort_;
   bool ans_;  // try entropy-coded tiles (spec §4.5)
+  unsigned ans_min_saving_percent_;  // EncodeOptions::entropy_min_saving_percent; 0 at effort 2
   bool allow_palette_ = true;
   std::size_t plane_ = 0;  // samples per plane
   std::vector<std::uint8_t> pixels_;
@@ -576,7 +586,7 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
   auto encode_tile = [&](std::uint32_t i) {
     const core::TileRect t = grid.tile(i);
     const Rect r{t.x, t.y, t.width, t.height};
-    tiles[i] = TileEncoder(image, r, options.effort, options.entropy_coding).encode();
+    tiles[i] = TileEncoder(image, r, options.effort, options.entropy_coding, options.entropy_min_saving_percent).encode();
   };
   parallel_for(count, options.threads, [&](std::uint64_t i) { encode_tile(static_cast<std::uint32_t>(i)); });
 

@@ -52,6 +52,12 @@ struct EncodeOptions {
   // false: a version 2 stream, which decoders older than version 3 read, and
   // about half the CPU decode time of rANS tiles (bench/results/codec-v2.md).
   bool entropy_coding = true;
+  // At effort 1, a tile is entropy-coded only when that saves at least this
+  // share of its Rice-coded bytes, in percent: rANS tiles cost the CPU decoder
+  // about twice the time per sample, so the default spends it where it buys
+  // the most bytes (spec/codec.md §12). Effort 2 (density) entropy-codes every
+  // tile where it is smaller; 0 does so at effort 1 too.
+  unsigned entropy_min_saving_percent = 10;
 };
 
 struct DecodeOptions {
