@@ -1,0 +1,531 @@
+// One tile's encoder (spec/codec.md §4-§7): constant and raw tiles short-
+// circuit; otherwise a colour transform and a predictor per plane, residuals
+// and contexts computed exactly as the decoder will (the shared core's
+// functions), the Rice parameter of each context bucket and whether the
+// zero-run mode pays, by exact bit counts, one stream per row; a palette
+// form (§4.4) and an entropy-coded form (§4.5) where they pay. encoder.cpp
+// validates the image, runs this per tile and writes the stream.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "encoder_bits.hpp"
+#include "l3/codec/codec.hpp"
+#include "l3/codec/tile_core.hpp"
+
+namespace l3::encoder {
+
+// The pixels of one tile, and per-sample planes, residuals and contexts.
+class TileEncoder {
+public:
+  TileEncoder(const ImageView& img, const Rect& r, int effort, bool entropy_coding, unsigned ans_min_saving_percent)
+      : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort), ans_(entropy_coding && effort >= 1),
+        ans_min_saving_percent_(effort >= 2 ? 0 : ans_min_saving_percent) {
+    const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
+    pixels_.resize(std::size_t(w_) * h_ * ch_);
+    for (int y = 0; y < h_; ++y)
+      std::memcpy(&pixels_[std::size_t(y) * w_ * ch_], img.data + (r.y + y) * stride + std::size_t(r.x) * ch_,
+                  std::size_t(w_) * ch_);
+    const std::size_t n = std::size_t(w_) * h_ * ch_;
+    plane_ = std::size_t(w_) * h_;
+    value_.resize(n);
+    sym_.resize(n);
+    bucket_.resize(n);
+  }
+
+  std::vector<std::uint8_t> encode() {
+    if (is_constant()) return constant_tile();
+    params_.width = w_;
+    params_.height = h_;
+    params_.channels = ch_;
+    std::vector<std::uint8_t> coded;
+    if (effort_ >= 2 && ch_ >= 3) {
+      // Density: code the tile under every transform (each with the
+      // predictors its estimate prefers) and keep the smallest.
+      for (std::uint8_t t : {core::kTransformYCoCgR, core::kTransformSubtractGreen, core::kTransformNone}) {
+        transform_planes(t);
+        params_.transform = t;
+        set_predictors(predictors_for_transform().second);
+        compute_residuals();
+        std::vector<std::uint8_t> candidate = coded_tile();
+        if (coded.empty() || candidate.size() < coded.size()) coded = std::move(candidate);
+      }
+    } else {
+      choose_transform_and_predictors();
+      compute_residuals();
+      coded = coded_tile();
+    }
+    if (effort_ >= 1 && allow_palette_) {
+      std::vector<std::uint8_t> indexed = palette_tile();
+      if (!indexed.empty() && indexed.size() < coded.size()) coded = std::move(indexed);
+    }
+    const std::size_t raw_size = 1 + pixels_.size();
+    if (coded.size() >= raw_size) return raw_tile();
+    return coded;
+  }
+
+private:
+  // Pixels are interleaved; plane values, residual codes and buckets are
+  // planar (plane p's sample (r, c) at pat(p, r, c)) so that the per-plane
+  // loops below run over contiguous memory and vectorise.
+  std::size_t pat(int p, int r, int c) const { return std::size_t(p) * plane_ + std::size_t(r) * w_ + c; }
+
+  bool is_constant() const {
+    for (std::size_t i = ch_; i < pixels_.size(); i += ch_)
+      if (std::memcmp(&pixels_[i], &pixels_[0], ch_) != 0) return false;
+    return true;
+  }
+  // Kind byte, then bytes of the pixels (written with memcpy: GCC 12 warns
+  // wrongly about vector::insert after an initializer-list vector here).
+  std::vector<std::uint8_t> tile_of(std::uint8_t kind, std::size_t bytes) const {
+    std::vector<std::uint8_t> out(1 + bytes);
+    out[0] = kind;
+    std::memcpy(out.data() + 1, pixels_.data(), bytes);
+    return out;
+  }
+  std::vector<std::uint8_t> constant_tile() const { return tile_of(core::kTileConstant, std::size_t(ch_)); }
+  // A tile of at most 256 colours as a palette and one plane of indices
+  // (spec §4.4), the indices coded as a one-channel tile; empty when the tile
+  // has more colours or its indices do not code (a raw index tile).
+  std::vector<std::uint8_t> palette_tile() const {
+    ColourTable table;
+    std::vector<std::uint32_t> colours;
+    if (!table.collect(pixels_.data(), plane_, ch_, colours)) return {};
+    if (ch_ == 1) {
+      // Gray: indices differ from the values only when the values are
+      // sparse in their range; otherwise skip the second encode.
+      const auto [lo, hi] = std::minmax_element(colours.begin(), colours.end());
+      if (colours.size() * 2 > std::size_t(*hi - *lo + 1)) return {};
+    }
+    // Sorted by brightness (sum of the channels), so that neighbouring
+    // indices tend to be similar colours and predictions of indices work.
+    auto key = [&](std::uint32_t v) {
+      std::uint32_t sum = 0;
+      for (int k = 0; k < ch_; ++k) sum += (v >> (8 * k)) & 255;
+      return (std::uint64_t{sum} << 32) | v;
+    };
+    std::sort(colours.begin(), colours.end(), [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); });
+    for (std::size_t j = 0; j < colours.size(); ++j) table.index[table.slot(colours[j])] = std::uint8_t(j);
+    std::vector<std::uint8_t> index(plane_);
+    for (std::size_t i = 0; i < plane_; ++i) index[i] = table.index[table.slot(ColourTable::pack(&pixels_[i * ch_], ch_))];
+    TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
+                              Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_, ans_min_saving_percent_);
+    index_encoder.allow_palette_ = false;  // indices are not indexed again
+    std::vector<std::uint8_t> inner = index_encoder.encode();
+    if ((inner[0] & 3) != core::kTileCoded) return {};
+    // Mode byte with the palette bit, u8 (colours - 1), the mask of channels
+    // that are the same in every colour (an opaque alpha) and their values,
+    // the colours' other channels, then the index tile's parameters, row
+    // table and rows (spec §4.4).
+    std::uint8_t mask = 0;
+    for (int k = 0; k < ch_; ++k) {
+      bool same = true;
+      for (std::uint32_t v : colours) same = same && ((v ^ colours[0]) >> (8 * k) & 255) == 0;
+      if (same) mask = std::uint8_t(mask | 1 << k);
+    }
+    std::vector<std::uint8_t> out{std::uint8_t(inner[0] | core::kModePalette), std::uint8_t(colours.size() - 1), mask};
+    out.reserve(3 + colours.size() * std::size_t(ch_) + inner.size());
+    for (int k = 0; k < ch_; ++k)
+      if (mask >> k & 1) out.push_back(std::uint8_t(colours[0] >> (8 * k)));
+    for (std::uint32_t v : colours)
+      for (int k = 0; k < ch_; ++k)
+        if (!(mask >> k & 1)) out.push_back(std::uint8_t(v >> (8 * k)));
+    const std::size_t head = out.size();
+    out.resize(head + inner.size() - 1);
+    std::memcpy(out.data() + head, inner.data() + 1, inner.size() - 1);
+    return out;
+  }
+
+  std::vector<std::uint8_t> raw_tile() const { return tile_of(core::kTileRaw, pixels_.size()); }
+
+  void transform_planes(std::uint8_t transform) {
+    int px[core::kMaxChannels];
+    for (std::size_t i = 0; i < plane_; ++i) {
+      core::forward_transform(transform, ch_, &pixels_[i * ch_], px);
+      for (int p = 0; p < ch_; ++p) value_[std::size_t(p) * plane_ + i] = px[p];
+    }
+    for (int p = 0; p < ch_; ++p) params_.plane[p].range = core::plane_range(transform, p);
+    mark_constant_planes();
+  }
+
+  // A plane with one value in the whole tile is coded as that value alone
+  // (spec §4.3): opaque alpha, the colour differences of gray stored as RGB.
+  // Its midpoint becomes the value, so predictions and residuals computed
+  // below come out as the decoder's (every prediction exact, codes 0).
+  void mark_constant_planes() {
+    for (int p = 0; p < ch_; ++p) {
+      const int* v = &value_[std::size_t(p) * plane_];
+      const int first = v[0];
+      bool same = true;
+      for (std::size_t i = 1; same && i < plane_; ++i) same = v[i] == first;
+      core::PlaneParams& pp = params_.plane[p];
+      pp.constant = same;
+      if (same) pp.range.mid = first;
+    }
+  }
+
+  // W, N and NW of sample (r, c) of one plane (`a`, row-major), with the
+  // decoder's edge rules (spec §6.3); `mid` stands in at the tile's first
+  // pixel (the plane's midpoint for values, 0 for residual codes).
+  template <class T>
+  void around(const T* a, int r, int c, T mid, T& w, T& n, T& nw) const {
+    const std::size_t i = std::size_t(r) * w_ + c;
+    if (r > 0 && c > 0) {
+      w = a[i - 1];
+      n = a[i - w_];
+      nw = a[i - w_ - 1];
+    } else if (r > 0) {
+      n = w = nw = a[i - w_];
+    } else if (c > 0) {
+      w = n = nw = a[i - 1];
+    } else {
+      w = n = nw = mid;
+    }
+  }
+
+  // Sums of absolute residuals of plane p under each of the first n_pred
+  // predictors, in one pass: a cheap proxy for the coded size, used to
+  // choose transform and predictor.
+  void plane_costs(int p, std::uint8_t n_pred, std::array<std::uint64_t, core::kPredCount>& cost) const {
+    const core::PlaneRange range = params_.plane[p].range;
+    const int* v = &value_[pat(p, 0, 0)];
+    // Per row sums fit in 32 bits (256 * 1020). Edge pixels (row 0,
+    // column 0) go through around(); the interior is a branch-free loop.
+    auto add = [&](std::uint32_t* acc, int x, int w, int n, int nw) __attribute__((always_inline)) {
+      const int grad = w + n - nw;
+      acc[core::kPredMED] += std::uint32_t(core::iabs(x - core::imin(core::imax(w, n), core::imax(core::imin(w, n), grad))));
+      acc[core::kPredW] += std::uint32_t(core::iabs(x - w));
+      acc[core::kPredN] += std::uint32_t(core::iabs(x - n));
+      acc[core::kPredAvg] += std::uint32_t(core::iabs(x - ((w + n) >> 1)));
+      acc[core::kPredGrad] += std::uint32_t(core::iabs(x - core::imin(range.hi, core::imax(range.lo, grad))));
+    };
+    for (int r = 0; r < h_; ++r) {
+      std::uint32_t acc[core::kPredCount] = {};
+      int w, n, nw;
+      around(v, r, 0, range.mid, w, n, nw);
+      add(acc, v[pat(0, r, 0)], w, n, nw);
+      const int* row = v + std::size_t(r) * w_;
+      if (r == 0) {
+        for (int c = 1; c < w_; ++c) add(acc, row[c], row[c - 1], row[c - 1], row[c - 1]);
+      } else {
+        const int* up = row - w_;
+        for (int c = 1; c < w_; ++c) add(acc, row[c], row[c - 1], up[c], up[c - 1]);
+      }
+      for (int k = 0; k < (n_pred == 1 ? 1 : int(core::kPredCount)); ++k) cost[k] += acc[k];
+    }
+  }
+
+  // The best predictor per plane, unless one predictor shared by all planes
+  // costs at most 1% more: the decoder has faster paths for shared ones.
+  std::pair<std::uint64_t, std::array<std::uint8_t, core::kMaxChannels>> choose_predictors(
+      const std::array<std::array<std::uint64_t, core::kPredCount>, core::kMaxChannels>& cost, std::uint8_t n_pred) const {
+    std::array<std::uint8_t, core::kMaxChannels> per_plane{};
+    std::uint64_t per_plane_total = 0;
+    for (int p = 0; p < ch_; ++p) {
+      for (std::uint8_t k = 1; k < n_pred; ++k)
+        if (cost[p][k] < cost[p][per_plane[p]]) per_plane[p] = k;
+      per_plane_total += cost[p][per_plane[p]];
+    }
+    std::uint64_t shared_total = std::numeric_limits<std::uint64_t>::max();
+    std::uint8_t shared = 0;
+    for (std::uint8_t k = 0; k < n_pred; ++k) {
+      std::uint64_t total = 0;
+      for (int p = 0; p < ch_; ++p) total += cost[p][k];
+      if (total < shared_total) { shared_total = total; shared = k; }
+    }
+    if (shared_total <= per_plane_total + per_plane_total / 100) {
+      std::array<std::uint8_t, core::kMaxChannels> same{};
+      same.fill(shared);
+      return {shared_total, same};
+    }
+    return {per_plane_total, per_plane};
+  }
+
+  // The estimated cost and the predictors of the planes under the current transform.
+  std::pair<std::uint64_t, std::array<std::uint8_t, core::kMaxChannels>> predictors_for_transform() const {
+    std::array<std::array<std::uint64_t, core::kPredCount>, core::kMaxChannels> cost{};
+    const std::uint8_t n_pred = effort_ <= 0 ? 1 : core::kPredCount;
+    for (int p = 0; p < ch_; ++p)
+      if (!params_.plane[p].constant) plane_costs(p, n_pred, cost[p]);
+    return choose_predictors(cost, n_pred);
+  }
+  void set_predictors(const std::array<std::uint8_t, core::kMaxChannels>& pred) {
+    for (int p = 0; p < ch_; ++p) params_.plane[p].pred = pred[p];
+  }
+
+  void choose_transform_and_predictors() {
+    std::vector<std::uint8_t> transforms;
+    if (ch_ < 3) transforms = {core::kTransformNone};
+    else if (effort_ <= 0) transforms = {core::kTransformYCoCgR};
+    else transforms = {core::kTransformYCoCgR, core::kTransformSubtractGreen, core::kTransformNone};
+    std::uint64_t best_total = std::numeric_limits<std::uint64_t>::max();
+    std::array<std::uint8_t, core::kMaxChannels> best_pred{};
+    for (std::uint8_t t : transforms) {
+      transform_planes(t);
+      const auto [total, pred] = predictors_for_transform();
+      if (total < best_total) {
+        best_total = total;
+        params_.transform = t;
+        best_pred = pred;
+      }
+    }
+    transform_planes(params_.transform);
+    set_predictors(best_pred);
+  }
+
+  // Residuals, magnitudes and context buckets of every sample, in the
+  // decoder's order so contexts see exactly what the decoder will see.
+  void compute_residuals() {
+    zero_.assign(plane_, 1);
+    for (int p = 0; p < ch_; ++p) {
+      const core::PlaneParams& pp = params_.plane[p];
+      const int* v = &value_[pat(p, 0, 0)];
+      std::uint32_t* u = &sym_[pat(p, 0, 0)];
+      std::uint8_t* bucket = &bucket_[pat(p, 0, 0)];
+      auto code = [&](std::size_t i, int w, int n, int nw, std::uint32_t uw, std::uint32_t un,
+                      std::uint32_t unw) __attribute__((always_inline)) {
+        u[i] = core::zigzag(v[i] - core::predict(pp.pred, w, n, nw, pp.range.lo, pp.range.hi));
+        bucket[i] = std::uint8_t(core::bucket_of(core::activity(int(uw), int(un), int(unw))));
+        zero_[i] &= std::uint8_t(u[i] == 0);
+      };
+      for (int r = 0; r < h_; ++r) {
+        // Column 0 (and the tile's first row) with the edge rules; the
+        // interior without branches.
+        const std::size_t row = std::size_t(r) * w_;
+        int w, n, nw;
+        std::uint32_t uw, un, unw;
+        around(v, r, 0, pp.range.mid, w, n, nw);
+        around(static_cast<const std::uint32_t*>(u), r, 0, 0u, uw, un, unw);
+        code(row, w, n, nw, uw, un, unw);
+        if (r == 0) {
+          for (std::size_t i = 1; i < std::size_t(w_); ++i) code(i, v[i - 1], v[i - 1], v[i - 1], u[i - 1], u[i - 1], u[i - 1]);
+        } else {
+          const std::size_t up = std::size_t(w_);
+          for (std::size_t i = row + 1; i < row + std::size_t(w_); ++i)
+            code(i, v[i - 1], v[i - up], v[i - up - 1], u[i - 1], u[i - up], u[i - up - 1]);
+        }
+      }
+    }
+  }
+
+  bool pixel_is_zero(int r, int c) const { return zero_[std::size_t(r) * w_ + c] != 0; }
+  // Whether the codes of W, N and NW are all zero, after the edge rules
+  // (spec §6.3, §6.4): the condition for reading a run length.
+  bool run_context(int r, int c) const {
+    if (r > 0 && c > 0) return pixel_is_zero(r, c - 1) && pixel_is_zero(r - 1, c) && pixel_is_zero(r - 1, c - 1);
+    if (r > 0) return pixel_is_zero(r - 1, c);
+    if (c > 0) return pixel_is_zero(r, c - 1);
+    return true;
+  }
+
+  // Walks row r through the run state machine of spec §6.4, calling
+  // run(len) for each run symbol and pixel(c) for each pixel coded normally.
+  template <class OnRun, class OnPixel>
+  void walk_row(int r, bool run_mode, OnRun&& run, OnPixel&& pixel) const {
+    bool blocked = false;
+    for (int c = 0; c < w_;) {
+      if (run_mode && !blocked && run_context(r, c)) {
+        int len = 0;
+        while (c + len < w_ && pixel_is_zero(r, c + len)) ++len;
+        run(len);
+        if (len > 0) {
+          c += len;
+          blocked = true;
+          continue;
+        }
+      }
+      pixel(c);
+      blocked = false;
+      ++c;
+    }
+  }
+
+  std::uint64_t plan(bool run_mode, std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels>& k,
+                     std::uint8_t& run_k) const {
+    std::array<KCosts, core::kMaxChannels> costs{};
+    RunCosts run_costs;
+    for (int r = 0; r < h_; ++r)
+      walk_row(r, run_mode, [&](int len) { run_costs.add(std::uint32_t(len)); },
+               [&](int c) {
+                 for (int p = 0; p < ch_; ++p)
+                   if (!params_.plane[p].constant) costs[p].add(bucket_[pat(p, r, c)], sym_[pat(p, r, c)]);
+               });
+    std::uint64_t total = 0;
+    for (int p = 0; p < ch_; ++p) total += costs[p].choose(k[p].data());
+    run_k = 0;
+    if (run_mode) total += run_costs.choose(run_k) + 8;
+    return total;
+  }
+
+  std::vector<std::uint8_t> coded_tile() {
+    std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels> k_plain{}, k_run{};
+    std::uint8_t run_k = 0, unused = 0;
+    const std::uint64_t plain_bits = plan(false, k_plain, unused);
+    const std::uint64_t run_bits = plan(true, k_run, run_k);
+    params_.run_mode = run_bits < plain_bits;
+    params_.run_k = run_k;
+    const auto& k = params_.run_mode ? k_run : k_plain;
+
+    std::vector<std::vector<std::uint8_t>> rows(h_);
+    for (int r = 0; r < h_; ++r) {
+      BitWriter bw;
+      walk_row(r, params_.run_mode, [&](int len) { write_rice(bw, std::uint32_t(len), run_k); },
+               [&](int c) {
+                 for (int p = 0; p < ch_; ++p)
+                   if (!params_.plane[p].constant) write_rice(bw, sym_[pat(p, r, c)], k[p][bucket_[pat(p, r, c)]]);
+               });
+      rows[r] = std::move(bw.finish());
+    }
+    std::vector<std::uint8_t> best = assemble(k, rows);
+    if (ans_) {
+      // The Rice plan's run mode; at effort 2 (density) the other one too:
+      // rANS codes zeros cheaply, so runs pay less often.
+      const bool rice_runs = params_.run_mode;
+      for (bool runs : {rice_runs, !rice_runs}) {
+        if (runs != rice_runs && effort_ < 2) break;
+        params_.run_mode = runs;
+        std::vector<std::uint8_t> ans = ans_tile();
+        if (ans_pays(ans.size(), best.size())) best = std::move(ans);
+      }
+      params_.run_mode = rice_runs;
+    }
+    return best;
+  }
+
+  // Whether an entropy-coded form of `ans` bytes replaces `best` bytes: it
+  // must be smaller, and at effort 1 by the share the options ask, since its
+  // rows take the CPU about twice as long to decode (spec §12).
+  bool ans_pays(std::size_t ans, std::size_t best) const {
+    if (ans_min_saving_percent_ == 0) return ans < best;
+    return ans * 100 <= best * (100 - std::min(ans_min_saving_percent_, 100u));
+  }
+
+  // The entropy-coded form of the tile (spec §4.5, §7.4): the same residual
+  // codes and run lengths (the run mode the Rice plan chose) as tokens with
+  // frequency tables per plane and bucket group, rANS-coded row by row.
+  std::vector<std::uint8_t> ans_tile() const {
+    using encoder::AnsFreqs;
+    using encoder::ans_token;
+    const bool run_mode = params_.run_mode;  // assemble() writes it in the mode byte
+    auto context = [&](int p, int r, int c) {
+      return p * core::kAnsGroups + core::ans_group_of_bucket(bucket_[pat(p, r, c)]);
+    };
+    // Values of each row in decode order, as (context, value).
+    std::vector<std::vector<std::pair<int, std::uint32_t>>> values(h_);
+    std::array<encoder::AnsHist, core::kAnsContexts> hist{};
+    for (int r = 0; r < h_; ++r) {
+      auto& row = values[r];
+      walk_row(r, run_mode, [&](int len) { row.emplace_back(core::kAnsRunContext, std::uint32_t(len)); },
+               [&](int c) {
+                 for (int p = 0; p < ch_; ++p)
+                   if (!params_.plane[p].constant) row.emplace_back(context(p, r, c), sym_[pat(p, r, c)]);
+               });
+      for (const auto& [x, u] : row) ++hist[x][ans_token(u).token];
+    }
+    std::array<AnsFreqs, core::kAnsContexts> freq;
+    std::array<std::array<std::uint32_t, core::kAnsTokens>, core::kAnsContexts> start{};
+    for (int x = 0; x < core::kAnsContexts; ++x) {
+      freq[x] = encoder::ans_quantise(hist[x]);
+      for (int t = 1; t < core::kAnsTokens; ++t) start[x][t] = start[x][t - 1] + freq[x][t - 1];
+    }
+    std::vector<std::vector<std::uint8_t>> rows(h_);
+    for (int r = 0; r < h_; ++r) {
+      encoder::AnsWriter w;
+      for (auto it = values[r].rbegin(); it != values[r].rend(); ++it) {
+        const encoder::AnsToken t = ans_token(it->second);
+        if (t.raw_bits) w.put_raw(t.raw, t.raw_bits);
+        w.put_token(start[it->first][t.token], freq[it->first][t.token]);
+      }
+      rows[r] = w.finish();
+    }
+    // Each coded plane's tables after its predictor, the run lengths' table
+    // instead of run_k (spec §4.5).
+    return assemble(
+        core::kModeAns, rows,
+        [&](std::vector<std::uint8_t>& out, int p) {
+          encoder::LsbWriter bits(out);
+          for (int g = 0; g < core::kAnsGroups; ++g) encoder::ans_write_table(freq[p * core::kAnsGroups + g], &bits);
+        },
+        [&](std::vector<std::uint8_t>& out) {
+          encoder::LsbWriter bits(out);
+          encoder::ans_write_table(freq[core::kAnsRunContext], &bits);
+        });
+  }
+
+  // A Rice-coded tile: each coded plane's k table, then run_k.
+  std::vector<std::uint8_t> assemble(const std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels>& k,
+                                     const std::vector<std::vector<std::uint8_t>>& rows) const {
+    return assemble(
+        0, rows,
+        [&](std::vector<std::uint8_t>& out, int p) {
+          for (std::uint32_t b = 0; b < core::kBuckets; b += 2) out.push_back(std::uint8_t(k[p][b] | k[p][b + 1] << 4));
+        },
+        [&](std::vector<std::uint8_t>& out) { out.push_back(params_.run_k); });
+  }
+
+  // spec §4.3: mode byte (with `mode_bits`), plane entries (a constant
+  // plane's value, or the predictor and what plane_params appends), what
+  // run_params appends in run mode, the row-length table and the rows.
+  template <class PlaneParams, class RunParams>
+  std::vector<std::uint8_t> assemble(std::uint8_t mode_bits, const std::vector<std::vector<std::uint8_t>>& rows,
+                                     PlaneParams&& plane_params, RunParams&& run_params) const {
+    std::vector<std::uint8_t> out;
+    out.push_back(std::uint8_t(core::kTileCoded | params_.transform << 2 | (params_.run_mode ? 1 : 0) << 4 | mode_bits));
+    for (int p = 0; p < ch_; ++p) {
+      const core::PlaneParams& pp = params_.plane[p];
+      if (pp.constant) {
+        const auto v = std::uint16_t(std::int16_t(pp.range.mid));  // i16 LE
+        out.insert(out.end(), {core::kPlaneConstant, std::uint8_t(v), std::uint8_t(v >> 8)});
+        continue;
+      }
+      out.push_back(pp.pred);
+      plane_params(out, p);
+    }
+    if (params_.run_mode) run_params(out);
+    append_rows(out, rows);
+    return out;
+  }
+
+  // The row-length table and the row streams (spec §4.3 items 3-4).
+  void append_rows(std::vector<std::uint8_t>& out, const std::vector<std::vector<std::uint8_t>>& rows) const {
+    if (h_ > 1) {
+      std::size_t base = rows[0].size(), top = 0;
+      for (int r = 0; r + 1 < h_; ++r) base = std::min(base, rows[r].size());
+      for (int r = 0; r + 1 < h_; ++r) top = std::max(top, rows[r].size() - base);
+      for (std::size_t v = base;; v >>= 7) {
+        out.push_back(std::uint8_t((v & 0x7f) | (v >= 0x80 ? 0x80 : 0)));
+        if (v < 0x80) break;
+      }
+      const int nbits = top ? 32 - core::clz32(std::uint32_t(top)) : 0;
+      out.push_back(std::uint8_t(nbits));
+      std::vector<std::uint8_t> packed((std::size_t(h_ - 1) * nbits + 7) / 8, 0);
+      for (int r = 0; r + 1 < h_; ++r) {
+        const std::size_t delta = rows[r].size() - base;
+        for (int i = 0; i < nbits; ++i) {
+          const std::size_t bit = std::size_t(r) * nbits + i;
+          packed[bit >> 3] |= std::uint8_t(((delta >> i) & 1) << (bit & 7));
+        }
+      }
+      out.insert(out.end(), packed.begin(), packed.end());
+    }
+    for (const auto& row : rows) out.insert(out.end(), row.begin(), row.end());
+  }
+
+  int w_, h_, ch_, effort_;
+  bool ans_;  // try entropy-coded tiles (spec §4.5)
+  unsigned ans_min_saving_percent_;  // EncodeOptions::entropy_min_saving_percent; 0 at effort 2
+  bool allow_palette_ = true;
+  std::size_t plane_ = 0;  // samples per plane
+  std::vector<std::uint8_t> pixels_;
+  std::vector<int> value_;
+  std::vector<std::uint32_t> sym_;
+  std::vector<std::uint8_t> bucket_;
+  std::vector<std::uint8_t> zero_;  // per pixel: every plane's residual code is 0
+  core::CodedTileParams params_{};
+};
+
+}  // namespace l3::encoder
