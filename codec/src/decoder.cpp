@@ -81,11 +81,22 @@ template <int N>
 L3_DECODE_INLINE bool indices_to_pixels(const std::uint32_t* words, std::uint32_t size, const V4* vals, int x0, int x1,
                                         std::uint8_t* out) {
   std::uint32_t bad = 0;
-  for (int c = x0; c < x1; ++c, out += N) {
+  // 3 channels: a 4-byte store but for the last pixel (its 4th byte is the
+  // next pixel's first, written next): one store instead of two.
+  constexpr int kStore = N == 3 ? 4 : N;
+  const int last = x1 - (N == 3 ? 1 : 0);
+  int c = x0;
+  for (; c < last; ++c, out += N) {
     const std::uint32_t i = std::uint32_t(vals[c][0]);  // negative values wrap to large ones
     bad |= i >= size;
     const std::uint32_t w = words[i < size ? i : 0];
-    std::memcpy(out, &w, N);  // little-endian: channel k is byte k
+    std::memcpy(out, &w, kStore);  // little-endian: channel k is byte k
+  }
+  for (; c < x1; ++c, out += N) {
+    const std::uint32_t i = std::uint32_t(vals[c][0]);
+    bad |= i >= size;
+    const std::uint32_t w = words[i < size ? i : 0];
+    std::memcpy(out, &w, N);
   }
   return bad == 0;
 }
