@@ -17,9 +17,11 @@
 
 namespace l3test {
 
-// A fresh, empty directory under the build tree for one test.
+// A fresh, empty directory under the build tree for one test, apart for each
+// test program: two programs built from one source (test_reader_batch_emu and
+// its _tsan twin) run at the same time under `ctest -j`.
 inline std::filesystem::path reader_dir(const std::string& name) {
-  auto dir = std::filesystem::path(L3_BINARY_DIR) / "test_reader_tmp" / name;
+  auto dir = std::filesystem::path(L3_BINARY_DIR) / "test_reader_tmp" / L3_TEST_NAME / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
