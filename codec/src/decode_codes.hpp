@@ -1,0 +1,415 @@
+// The CPU decoder's row loops, part 1 (decoder.cpp, spec/codec.md §6-§7):
+// what both passes share (a tile's output, the x86-64-v3 clones, the vector
+// type) and pass 1, the residual codes of a row: Rice codes (§7.2) or rANS
+// tokens (§7.4), zero runs (§6.4), rows of entropy-coded tiles in pairs.
+// decode_rows.hpp is pass 2 and the tile loop. Included by decoder.cpp only:
+// its functions keep internal linkage (an unnamed namespace), as the
+// target_clones of decode_rows.hpp want.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "l3/codec/tile_core.hpp"
+#include "l3/common/target_clones.hpp"
+
+namespace l3 {
+namespace {  // one includer: see above
+
+using core::CodedTileParams;
+using core::LaneState;
+
+// Where decoded pixels of one tile go: the pixels of tile-local rectangle
+// [x0, x1) x [y0, y1) are written at `out` (which addresses tile pixel (x0, y0)).
+struct TileOutput {
+  std::uint8_t* out;
+  std::size_t stride;
+  int x0, y0, x1, y1;
+};
+
+// The decode loop is shift- and count-leading-zeros-heavy: on x86-64 a second
+// copy built for x86-64-v3 (BMI2 shlx/shrx, lzcnt) is picked at load time when
+// the CPU has them. The attribute goes on each row loop instantiation: a callee
+// of a cloned function that is not inlined is built for the baseline only.
+// Where clones are not built (sanitizers, Clang: the fuzzers' build has the
+// baseline loop alone): l3/common/target_clones.hpp.
+#if L3_HAVE_TARGET_CLONES
+#define L3_DECODE_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define L3_DECODE_CLONES
+#endif
+
+// Helpers of the row loops are forced inline so that they get the clone's target.
+#define L3_DECODE_INLINE inline __attribute__((always_inline))
+
+// The planes of one pixel as a 4-lane vector (lanes >= channels unused): the
+// prediction step computes all planes at once (GCC/Clang vector extensions;
+// SSE2 in the baseline build, AVX2-era min/max in the x86-64-v3 clone).
+typedef int V4 __attribute__((vector_size(16)));
+
+L3_DECODE_INLINE V4 vmin(V4 a, V4 b) { return a < b ? a : b; }
+L3_DECODE_INLINE V4 vmax(V4 a, V4 b) { return a > b ? a : b; }
+
+// Loops over the planes of a pixel must unroll: the neighbour arrays then
+// live in registers.
+#if defined(__clang__)
+#define L3_PLANES _Pragma("unroll")
+#elif defined(__GNUC__)
+#define L3_PLANES _Pragma("GCC unroll 4")
+#else
+#define L3_PLANES
+#endif
+
+// Rice decode (spec §7.2) for the CPU row loop; the same values as
+// core::read_rice, in fewer instructions on the common path.
+L3_DECODE_INLINE std::uint32_t read_rice_cpu(core::BitReader& br, int k) {
+  if (br.avail < int(core::kEscapeZeros + core::kEscapeBits)) br.refill();  // a symbol is at most 30 bits
+  // `| 1` keeps the count defined (no zero test) and changes nothing: a count
+  // of 63 or 64 is an escape either way.
+  const int q = core::clz64(br.buf | 1);
+  if (q < int(core::kEscapeZeros)) [[likely]] {
+    // buf << q starts with the terminating one, then the k low bits: shifting
+    // k + 1 bits down gives (1 << k) + low, and (q - 1) << k (mod 2^32)
+    // turns that into (q << k) + low.
+    const std::uint32_t u = std::uint32_t((br.buf << q) >> (63 - k)) + ((std::uint32_t(q) - 1u) << k);
+    br.consume(q + 1 + k);
+    return u;
+  }
+  const std::uint32_t u = std::uint32_t((br.buf << core::kEscapeZeros) >> (64 - core::kEscapeBits));
+  br.consume(int(core::kEscapeZeros + core::kEscapeBits));
+  return u;
+}
+
+// Entropy-coded tiles (spec §4.5, §7.4) on the CPU: the token of every
+// 12-bit slot of every context, filled once per tile, so that finding a
+// token is one load on the row's dependency chain instead of the five of
+// core::ans_search. Unused contexts share a row of token 31, whose frequency
+// is 0 there (core::ans_decode_token then flags the tile). Per thread: 70 KB.
+struct AnsSlots {
+  std::uint8_t token[core::kAnsContexts][core::kAnsTotal];
+  const std::uint8_t* row[core::kAnsContexts];
+};
+
+struct UnusedSlots {
+  std::uint8_t token[core::kAnsTotal];
+  UnusedSlots() { std::memset(token, core::kAnsCumSize - 2, sizeof token); }
+};
+
+const AnsSlots& ans_slots(const CodedTileParams& t) {
+  static const UnusedSlots unused;
+  thread_local AnsSlots slots;
+  for (int x = 0; x < core::kAnsContexts; ++x) {
+    const std::uint16_t* cum = t.ans_cum[x];
+    if (cum[core::kAnsCumSize - 1] == 0) {
+      slots.row[x] = unused.token;
+      continue;
+    }
+    for (int k = 0; k < core::kAnsTokens; ++k)
+      std::memset(slots.token[x] + cum[k], k, std::size_t(cum[k + 1] - cum[k]));
+    slots.row[x] = slots.token[x];
+  }
+  return slots;
+}
+
+// A 16-bit renormalisation without a branch (spec §7.4; the bits are there:
+// ans_read_cpu refills first).
+L3_DECODE_INLINE std::uint32_t ans_renorm_cpu(LaneState& s, std::uint32_t x) {
+  const bool need = x < core::kAnsLow;
+  const int n = need ? 16 : 0;
+  x = need ? (x << 16) | std::uint32_t(s.br.buf >> 48) : x;
+  s.br.buf <<= n;
+  s.br.avail -= n;
+  return x;
+}
+
+// core::ans_read's value in context x, for the CPU row loop: the token from
+// the slot table, and no data-dependent branch (whether a renormalisation
+// happens, or raw bits follow, is close to random on photos).
+L3_DECODE_INLINE std::uint32_t ans_read_cpu(LaneState& s, const CodedTileParams& t, const AnsSlots& slots, int x) {
+  s.br.refill();  // >= 56 bits: the two renormalisations below take at most 32
+  const std::uint16_t* cum = t.ans_cum[x];
+  std::uint32_t a = s.ans;
+  const std::uint32_t slot = a & (core::kAnsTotal - 1);
+  const int tok = slots.row[x][slot];
+  const std::uint32_t lo = cum[tok], f = std::uint32_t(cum[tok + 1]) - lo;
+  s.error |= f == 0;  // an unused context
+  a = ans_renorm_cpu(s, f * (a >> core::kAnsPrecisionBits) + slot - lo);
+  const int raw_bits = tok < core::kAnsDirect ? 0 : 3 + ((tok - core::kAnsDirect) >> 1);
+  const std::uint32_t raw = a & ((1u << raw_bits) - 1);
+  a = ans_renorm_cpu(s, a >> raw_bits);
+  s.ans = a;
+  return tok < core::kAnsDirect ? std::uint32_t(tok) : ((2u | std::uint32_t(tok & 1)) << raw_bits) | raw;
+}
+
+// The CPU decodes a row in two passes (the CUDA decoder and core::decode_pixel
+// do it in one): residual codes depend only on the bit stream and on other
+// codes (Rice parameters and zero runs, spec §6.2 and §6.4), never on plane
+// values, so
+//   1. decode_row_codes walks the row stream and writes the codes, a serial
+//      scalar loop with few live values;
+//   2. reconstruct_row turns codes into plane values (prediction, spec §6.1),
+//      all planes of a pixel at once in vector lanes.
+// Code rows have CS ints per pixel: 3 planes are padded to 4 so that a pixel's
+// codes load as one vector.
+template <int CH>
+inline constexpr int kCodeStride = CH == 3 ? 4 : CH;
+
+// The codes of one row. Column 0 of `code` and `pix_or` stands for x = -1
+// and holds a copy of column 0 (the edge rule of spec §6.3); the others are
+// indexed by column.
+template <int CH>
+struct CodeRow {
+  static constexpr int kCols = 1 << core::kMaxTileWidthLog2;
+  static constexpr int CS = kCodeStride<CH>;
+  int code[kCols + 1][CS];  // this row's codes, at index c + 1
+  int pix_or[kCols + 1];    // OR of the planes' codes of each pixel, at index c + 1
+};
+
+// What the row below needs of a row's codes (spec §6.2, §6.4), prepared in
+// one vectorisable pass per row.
+template <int CH>
+struct UpContext {
+  static constexpr int kCols = 1 << core::kMaxTileWidthLog2;
+  static constexpr int CS = kCodeStride<CH>;
+  int ctx[kCols][CS];  // u(N) + (u(NW) >> 1): the activity of the row below, less its W term
+  int any[kCols];      // nonzero when a code of N or NW (any plane) is, for the row below
+  int first[CS];       // the codes of column 0: W's of the row below at its column 0
+};
+
+// After a row is decoded: fills in its column -1 and prepares ctx / any for
+// the row below (any: only in tiles with zero runs).
+template <int CH>
+L3_DECODE_INLINE void prepare_up_context(CodeRow<CH>& row, UpContext<CH>& up, bool run_mode, int x1) {
+  constexpr int CS = CodeRow<CH>::CS;
+  for (int p = 0; p < CS; ++p) row.code[0][p] = up.first[p] = row.code[1][p];
+  row.pix_or[0] = row.pix_or[1];
+  const int* u = &row.code[1][0];
+  int* ctx = &up.ctx[0][0];
+  for (int i = 0; i < x1 * CS; ++i) ctx[i] = u[i] + (u[i - CS] >> 1);
+  if (!run_mode) return;
+  for (int c = 0; c < x1; ++c) up.any[c] = row.pix_or[c + 1] | row.pix_or[c];
+}
+
+// Codes of pixels [c, c + n) of a row: zero (a zero run).
+template <int CH>
+L3_DECODE_INLINE void zero_codes(CodeRow<CH>& row, int c, int n) {
+  __builtin_memset(&row.code[c + 1][0], 0, sizeof(int) * CodeRow<CH>::CS * std::size_t(n));
+  __builtin_memset(&row.pix_or[c + 1], 0, sizeof(int) * std::size_t(n));
+}
+
+// Pass 1: the residual codes of columns [0, x1) of one row, the CPU
+// counterpart of the code half of core::decode_pixel. kFirstRow: the tile's
+// first row, where N = NW = W (spec §6.3), so the activity is
+// u(W) + u(W) + (u(W) >> 1) and only W's codes decide a run. kRunMode: the
+// tile has zero runs (t.run_mode); without, no pixel starts one and pix_or
+// is not needed. kAns: an entropy-coded tile (spec §4.5, §7.4), whose values
+// are rANS tokens read with core::ans_read in the context that
+// k_for_activity names, instead of Rice codes: the second way of reading a
+// residual, the rest of the loop shared.
+template <int CH, bool kFirstRow, bool kConstantPlanes, bool kRunMode, bool kAns>
+L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane, const UpContext<CH>& up,
+                                       CodeRow<CH>& row, int x1, const AnsSlots* slots) {
+  // A local copy of the lane: kept in registers through the loop (the
+  // caller's lanes are an array in memory).
+  LaneState s = lane;
+  // W's codes at column 0: a copy of N's (zero at the tile's first pixel).
+  int uw[CH];
+  int or_w = 0;
+  L3_PLANES for (int p = 0; p < CH; ++p) {
+    uw[p] = kFirstRow ? 0 : up.first[p];
+    or_w |= uw[p];
+  }
+  for (int c = 0; c < x1; ++c) {
+    // Zero runs (spec §6.4). The sum of the neighbours' codes is zero
+    // exactly when their OR is (codes are >= 0).
+    const bool zero = kRunMode && core::zero_run_step(
+        t, s, c, [&]() __attribute__((always_inline)) { return (or_w | (kFirstRow ? 0 : up.any[c])) == 0; },
+        [&](core::BitReader& br, int k) __attribute__((always_inline)) {
+          if constexpr (kAns) return ans_read_cpu(s, t, *slots, core::kAnsRunContext);
+          else return read_rice_cpu(br, k);
+        });
+    if constexpr (kRunMode && CH == 1) {
+      // Pixel c is in a zero run with more than 8 pixels to go: the rest of
+      // the run (in the row) at once, as core::zero_run_step would do it
+      // pixel by pixel (shorter runs: faster that way). One plane only
+      // (palette tiles, gray): 8% slower on 3-plane photos.
+      if (zero && s.run_left > 8) [[unlikely]] {
+        const int n = std::min(s.run_left, x1 - 1 - c);
+        zero_codes(row, c, n + 1);
+        s.run_left -= n;
+        if (s.run_left == 0) s.blocked = true;
+        L3_PLANES for (int p = 0; p < CH; ++p) uw[p] = 0;
+        or_w = 0;
+        c += n;
+        continue;
+      }
+    }
+    int or_c = 0;
+    L3_PLANES for (int p = 0; p < CH; ++p) {
+      // Refills at fixed points, every second symbol: whether a symbol finds
+      // fewer than 30 bits left depends on the data, and that branch was
+      // mispredicted often; after these, read_rice_cpu rarely needs its own.
+      if (!kAns && p % 2 == 0 && !zero) {
+        s.br.refill();
+        // refill() leaves at least 56 bits (avail | 56 on its fast path):
+        // telling the compiler drops the next read's own check.
+        if (s.br.avail < 56) __builtin_unreachable();
+      }
+      const int a = kFirstRow ? uw[p] + uw[p] + (uw[p] >> 1) : uw[p] + up.ctx[c][p];
+      std::uint32_t u = 0;
+      // Constant planes read nothing (spec §4.3); tiles without any (most)
+      // take a copy of the loop without the test: 1-2% faster on photos.
+      if (!zero && (!kConstantPlanes || !t.plane[p].constant)) {
+        if constexpr (kAns) u = ans_read_cpu(s, t, *slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a));
+        else u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a));
+      }
+      row.code[c + 1][p] = int(u);
+      uw[p] = int(u);
+      or_c |= int(u);
+    }
+    if constexpr (kRunMode) {
+      row.pix_or[c + 1] = or_c;
+      if (!zero) s.blocked = false;
+      or_w = or_c;
+    }
+  }
+  lane = s;
+}
+
+// The variant of the code pass for a tile (entropy-coded tiles: one, with
+// the constant-plane test).
+template <int CH, bool kFirstRow>
+L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool constant_planes, const AnsSlots* slots,
+                                       LaneState& lane, const UpContext<CH>& up, CodeRow<CH>& row, int x1) {
+  if (t.ans) {
+    if (t.run_mode) decode_row_codes<CH, kFirstRow, true, true, true>(t, lane, up, row, x1, slots);
+    else decode_row_codes<CH, kFirstRow, true, false, true>(t, lane, up, row, x1, slots);
+  } else if (t.run_mode) {
+    if (constant_planes) decode_row_codes<CH, kFirstRow, true, true, false>(t, lane, up, row, x1, slots);
+    else decode_row_codes<CH, kFirstRow, false, true, false>(t, lane, up, row, x1, slots);
+  } else {
+    if (constant_planes) decode_row_codes<CH, kFirstRow, true, false, false>(t, lane, up, row, x1, slots);
+    else decode_row_codes<CH, kFirstRow, false, false, false>(t, lane, up, row, x1, slots);
+  }
+}
+
+template <int CH>
+L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool first_row, bool constant_planes,
+                                       const AnsSlots* slots, LaneState& lane, const UpContext<CH>& up,
+                                       CodeRow<CH>& row, int x1) {
+  if (first_row) decode_row_codes<CH, true>(t, constant_planes, slots, lane, up, row, x1);
+  else decode_row_codes<CH, false>(t, constant_planes, slots, lane, up, row, x1);
+}
+
+// Entropy-coded tiles: the code pass of two rows in lockstep, the second one
+// column behind the first (spec §8's wavefront on one core). A rANS value is
+// a long serial chain (slot -> token -> state -> renormalisation -> next
+// context), so the core overlaps the two rows' chains: measured faster than
+// row by row. (Rice codes are a short chain, and the two rows' state does not
+// fit the registers: row by row is faster there.) The row above's codes are
+// read directly (index 0: its column -1), not through UpContext.
+template <int CH>
+struct AnsRowState {
+  LaneState s;
+  int uw[CH];  // W's codes
+  int or_w;    // their OR
+};
+
+// The codes of pixel c of one row of an entropy-coded tile (the code half of
+// core::decode_pixel, as decode_row_codes).
+template <int CH, bool kFirstRow, bool kRunMode>
+L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& slots, AnsRowState<CH>& st,
+                                    const CodeRow<CH>& up, CodeRow<CH>& row, int c) {
+  LaneState& s = st.s;
+  const bool zero = kRunMode && core::zero_run_step(
+      t, s, c,
+      [&]() __attribute__((always_inline)) {
+        return (st.or_w | (kFirstRow ? 0 : up.pix_or[c + 1] | up.pix_or[c])) == 0;
+      },
+      [&](core::BitReader&, int) __attribute__((always_inline)) {
+        return ans_read_cpu(s, t, slots, core::kAnsRunContext);
+      });
+  int or_c = 0;
+  L3_PLANES for (int p = 0; p < CH; ++p) {
+    // Activity u(W) + u(N) + (u(NW) >> 1) (spec §6.2).
+    const int a = kFirstRow ? st.uw[p] + st.uw[p] + (st.uw[p] >> 1)
+                            : st.uw[p] + up.code[c + 1][p] + (up.code[c][p] >> 1);
+    std::uint32_t u = 0;
+    if (!zero && !t.plane[p].constant)
+      u = ans_read_cpu(s, t, slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a));
+    row.code[c + 1][p] = int(u);
+    st.uw[p] = int(u);
+    or_c |= int(u);
+  }
+  row.pix_or[c + 1] = or_c;
+  if constexpr (kRunMode) {
+    if (!zero) s.blocked = false;
+    st.or_w = or_c;
+  }
+}
+
+// Row I of the pair at step s decodes column s - I (when in [0, x1)):
+// rows[I] is the row above it, rows[I + 1] its own.
+template <int CH, bool kFirstPair, bool kRunMode, int I>
+L3_DECODE_INLINE void ans_code_step_checked(const CodedTileParams& t, const AnsSlots& slots, AnsRowState<CH>* st,
+                                            CodeRow<CH>* const* rows, int s, int x1) {
+  constexpr bool kFirstRow = kFirstPair && I == 0;
+  const int c = s - I;
+  if (c < 0 || c >= x1) return;
+  if (c == 0) {
+    // W's codes at column 0: a copy of N's (zero on the tile's first row).
+    st[I].or_w = 0;
+    L3_PLANES for (int p = 0; p < CH; ++p) {
+      st[I].uw[p] = kFirstRow ? 0 : rows[I]->code[1][p];
+      st[I].or_w |= st[I].uw[p];
+    }
+  }
+  ans_code_step<CH, kFirstRow, kRunMode>(t, slots, st[I], *rows[I], *rows[I + 1], c);
+  if (c == 0) {
+    for (int p = 0; p < CodeRow<CH>::CS; ++p) rows[I + 1]->code[0][p] = rows[I + 1]->code[1][p];
+    rows[I + 1]->pix_or[0] = rows[I + 1]->pix_or[1];
+  }
+}
+
+// The code pass of G <= 2 rows of an entropy-coded tile, columns [0, x1):
+// rows[0] holds the codes of the row above (unused when kFirstPair: the
+// tile's first row is row 0 of the pair), rows[1..G] receive the rows'.
+template <int CH, int G, bool kFirstPair, bool kRunMode>
+L3_DECODE_CLONES void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, LaneState* lanes,
+                                       CodeRow<CH>* const* rows, int x1) {
+  AnsRowState<CH> st[G] = {};  // uw, or_w: set at each row's column 0
+  for (int i = 0; i < G; ++i) st[i].s = lanes[i];
+  int s = 0;
+  for (; s < G; ++s) {  // the columns 0
+    ans_code_step_checked<CH, kFirstPair, kRunMode, 0>(t, slots, st, rows, s, x1);
+    if constexpr (G == 2) ans_code_step_checked<CH, kFirstPair, kRunMode, 1>(t, slots, st, rows, s, x1);
+  }
+  for (; s < x1; ++s) {  // both rows have a column in [1, x1)
+    ans_code_step<CH, kFirstPair, kRunMode>(t, slots, st[0], *rows[0], *rows[1], s);
+    if constexpr (G == 2) ans_code_step<CH, false, kRunMode>(t, slots, st[1], *rows[1], *rows[2], s - 1);
+  }
+  // The second row's last column (its column 0 was in the first loop when x1 = 1).
+  if constexpr (G == 2)
+    if (x1 >= 2) ans_code_step<CH, false, kRunMode>(t, slots, st[1], *rows[1], *rows[2], x1 - 1);
+  for (int i = 0; i < G; ++i) lanes[i] = st[i].s;
+}
+
+template <int CH>
+void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, int g, bool first, LaneState* lanes,
+                      CodeRow<CH>* const* rows, int x1) {
+  const auto run = [&]<int G>() {
+    if (first) {
+      if (t.run_mode) ans_decode_codes<CH, G, true, true>(t, slots, lanes, rows, x1);
+      else ans_decode_codes<CH, G, true, false>(t, slots, lanes, rows, x1);
+    } else {
+      if (t.run_mode) ans_decode_codes<CH, G, false, true>(t, slots, lanes, rows, x1);
+      else ans_decode_codes<CH, G, false, false>(t, slots, lanes, rows, x1);
+    }
+  };
+  if (g == 2) run.template operator()<2>();
+  else run.template operator()<1>();
+}
+
+}  // namespace
+}  // namespace l3
