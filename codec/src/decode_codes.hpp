@@ -135,11 +135,11 @@ L3_DECODE_INLINE std::uint32_t ans_read_cpu(LaneState& s, const CodedTileParams&
   const std::uint32_t lo = cum[tok], f = std::uint32_t(cum[tok + 1]) - lo;
   s.error |= f == 0;  // an unused context
   a = ans_renorm_cpu(s, f * (a >> core::kAnsPrecisionBits) + slot - lo);
-  const int raw_bits = tok < core::kAnsDirect ? 0 : 3 + ((tok - core::kAnsDirect) >> 1);
+  const int raw_bits = core::ans_raw_bits(tok);
   const std::uint32_t raw = a & ((1u << raw_bits) - 1);
   a = ans_renorm_cpu(s, a >> raw_bits);
   s.ans = a;
-  return tok < core::kAnsDirect ? std::uint32_t(tok) : ((2u | std::uint32_t(tok & 1)) << raw_bits) | raw;
+  return core::ans_value(tok, raw);
 }
 
 // The CPU decodes a row in two passes (the CUDA decoder and core::decode_pixel

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "l3/common/error.hpp"
+#include "l3/common/file_io.hpp"
 #include "l3/storage/storage.hpp"
 #include "l3/common/text.hpp"
 
@@ -237,8 +238,7 @@ struct ShardCache::BlockWriter::Impl {
   }
   void open_temp() {
     temp = cache.unique_temp_for(final_path);
-    f.fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (f.fd < 0) io_fail("cannot create", temp);
+    f.fd = file_io::create_for_write(temp);
     run_size = static_cast<std::size_t>(std::min<std::uint64_t>(kWriteRun, length));
     run.reset(new std::uint8_t[run_size]);  // not zeroed: only written bytes are read
   }
@@ -253,16 +253,8 @@ struct ShardCache::BlockWriter::Impl {
     }
   }
   void flush() {
-    write_all({run.get(), run_used});
+    file_io::write_all(f.fd, {run.get(), run_used}, temp);
     run_used = 0;
-  }
-  void write_all(std::span<const std::uint8_t> rest) {
-    while (!rest.empty()) {
-      const ssize_t n = ::write(f.fd, rest.data(), rest.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) io_fail("cannot write", temp);
-      rest = rest.subspan(static_cast<std::size_t>(n));
-    }
   }
 };
 
@@ -295,7 +287,7 @@ fs::path ShardCache::BlockWriter::commit() {
   w.run.reset();
   std::uint8_t tail[kBlockHashSize];
   store_le64(tail, XXH3_64bits_digest(&w.state));
-  w.write_all(tail);
+  file_io::write_all(w.f.fd, tail, w.temp);
   const int fd = std::exchange(w.f.fd, -1);
   if (::close(fd) != 0) io_fail("cannot write", w.temp);
   fs::path temp = std::move(w.temp);

@@ -62,6 +62,15 @@ L3_HD int parse_ans_tables(const std::uint8_t* tile, std::uint32_t size, std::ui
   return kOk;
 }
 
+// Hybrid-integer tokens (spec §7.4): a token below kAnsDirect is its value;
+// a larger token t carries its value's top two bits, and ans_raw_bits(t) low
+// bits follow it raw. The decoders' one definition of the mapping (the
+// encoder's inverse is encoder::ans_token).
+L3_HD constexpr int ans_raw_bits(int t) { return t < kAnsDirect ? 0 : 3 + ((t - kAnsDirect) >> 1); }
+L3_HD constexpr std::uint32_t ans_value(int t, std::uint32_t raw) {
+  return t < kAnsDirect ? std::uint32_t(t) : ((2u | std::uint32_t(t & 1)) << ans_raw_bits(t)) | raw;
+}
+
 // The token whose interval of cumulative frequencies `cum` holds `slot`
 // (spec §7.4): a branch-free binary search over the 32 padded entries.
 L3_HD int ans_search(const std::uint16_t* cum, std::uint32_t slot) {

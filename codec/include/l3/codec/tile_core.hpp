@@ -269,18 +269,20 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   }
   t.run_k = 0;
   if (t.ans) {
-    // Contexts of absent planes are unused; run lengths have their own table.
-    for (int x = channels * kAnsGroups; x < kAnsRunContext; ++x)
+    // Contexts of absent and constant planes are unused (all zeros), and so is
+    // the run lengths' without run mode.
+    auto unused = [&](int x) {
       for (int i = 0; i < kAnsCumSize; ++i) t.ans_cum[x][i] = 0;
+    };
+    for (int x = channels * kAnsGroups; x < kAnsRunContext; ++x) unused(x);
     for (int p = 0; p < channels; ++p)
       if (t.plane[p].constant)
-        for (int x = p * kAnsGroups; x < (p + 1) * kAnsGroups; ++x)
-          for (int i = 0; i < kAnsCumSize; ++i) t.ans_cum[x][i] = 0;
+        for (int x = p * kAnsGroups; x < (p + 1) * kAnsGroups; ++x) unused(x);
     if (t.run_mode) {
       const int st = parse_ans_tables(tile, size, pos, t.ans_cum + kAnsRunContext, 1);
       if (st != kOk) return st;
     } else {
-      for (int i = 0; i < kAnsCumSize; ++i) t.ans_cum[kAnsRunContext][i] = 0;
+      unused(kAnsRunContext);
     }
   } else if (t.run_mode) {
     if (size - pos < 1) return kTruncated;
@@ -441,11 +443,11 @@ L3_HD std::uint32_t ans_decode_token(LaneState& s, const std::uint16_t* cum, int
   ans_renorm(s);
   if (t < kAnsDirect) return std::uint32_t(t);
   // Token 16 + 2 (n - 4) + b: the value has n + 1 bits, 1 b then n - 1 raw bits.
-  const int raw_bits = 3 + ((t - kAnsDirect) >> 1);
+  const int raw_bits = ans_raw_bits(t);
   const std::uint32_t raw = s.ans & ((1u << raw_bits) - 1);
   s.ans >>= raw_bits;
   ans_renorm(s);
-  return ((2u | std::uint32_t(t & 1)) << raw_bits) | raw;
+  return ans_value(t, raw);
 }
 
 // Decodes one value in the context of cumulative frequencies `cum`.
