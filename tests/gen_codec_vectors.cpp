@@ -38,6 +38,8 @@ struct Image {
   Bytes px;
 };
 
+const int kColours[4][4] = {{200, 30, 40, 255}, {10, 220, 90, 255}, {60, 70, 250, 255}, {240, 240, 10, 255}};
+
 // Deterministic pixels: a smooth gradient plus a little structure, so tiles
 // are coded (not constant or raw) and use the run mode in flat parts.
 Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
@@ -59,18 +61,35 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
         if (pattern == 7) v = (x + y) % 2 ? 255 : 0;                                        // 1-pixel chessboard
         if (pattern == 8) v = int(x / 2 + y / 3 + k * 30) + int(seed >> 31);                // smooth, a little noise
         if (pattern == 9) v = int(x / 3 + y / 5 + k * 30) + ((seed >> 27) == 0 ? 1 : 0);    // smooth, rare noise: runs
+        if (pattern == 10) v = int(x / 3 + y / 5 + k * 30) + ((seed >> 28) == 0 ? 1 : 0);    // pattern 9, zero rows below
+        if (pattern == 11) v = kColours[(x / 3 + y / 4) % 4][k];                             // 4 colours in row blocks
+        if (pattern == 12) v = int(x * 3 + y * 2) + int(seed >> 30);                         // pattern 0, zero rows below
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
+  if (pattern == 10 || pattern == 12) {
+    // Zero rows (spec §4.3): rows that repeat the row above (at even and odd
+    // positions of the decoder's row pairs, and each 8- or 32-row tile's last
+    // row) and a mid-gray first row, which every predictor reproduces from
+    // the tile's midpoints (pattern 10: the first tile row; 12: every other).
+    const std::size_t row = std::size_t(w) * c;
+    for (std::uint32_t y = 0; y < h; ++y) {
+      std::uint8_t* p = &im.px[y * row];
+      if (pattern == 10 ? y == 0 : y % 16 == 0) std::memset(p, 128, row);
+      else if (y % 5 == 1 || y % 7 == 4 || y % 8 == 7) std::memcpy(p, p - row, row);
+    }
+  }
   return im;
 }
 
-// Rice-coded (version 2) streams unless `ans`: the vectors of §4.3-§4.4 keep
-// the byte layout their mutations assume.
-Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false) {
+// Rice-coded (version 2) streams unless `ans`, without zero rows unless
+// `zero_rows`: the vectors of §4.3-§4.4 keep the byte layout their mutations
+// assume.
+Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false) {
   l3::EncodeOptions o;
   o.tile_width = tw;
   o.tile_height = th;
   o.entropy_coding = ans;
+  o.zero_rows = zero_rows;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -110,6 +129,36 @@ std::size_t row_table(const Bytes& b, std::uint32_t tile, std::uint32_t channels
   std::size_t pos = t + 1 + channels * 9;
   if (b[t] & 0x10) ++pos;  // run parameter
   return pos;
+}
+
+// The zero rows (spec §4.3, version 4) of a stream's coded tiles, by kind of
+// tile, and how many are a tile's first or last row.
+struct ZeroRows {
+  int rice = 0, ans = 0, palette = 0, first = 0, last = 0;
+};
+ZeroRows zero_rows_in(const Bytes& b) {
+  const l3::ImageInfo info = l3::read_info(b);
+  ZeroRows z;
+  for (std::uint32_t i = 0; i < tile_count(b); ++i) {
+    const std::size_t t = tile_offset(b, i);
+    if ((b[t] & 3) != l3::core::kTileCoded) continue;
+    const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
+    const int w = int(std::min(info.tile_width, info.width - tx * info.tile_width));
+    const int h = int(std::min(info.tile_height, info.height - ty * info.tile_height));
+    l3::core::CodedTileParams p;
+    if (l3::core::parse_coded_tile(b.data() + t, tile_size(b, i), w, h, int(info.channels), int(info.version), p) !=
+        l3::core::kOk) {
+      std::fprintf(stderr, "tile %u does not parse\n", i);
+      std::exit(1);
+    }
+    for (int r = 0; r < h; ++r) {
+      if (!l3::core::is_zero_row(p, r)) continue;
+      ++((b[t] & l3::core::kModePalette) ? z.palette : p.ans ? z.ans : z.rice);
+      z.first += r == 0;
+      z.last += r == h - 1;
+    }
+  }
+  return z;
 }
 
 // Recomputes the header checksum after a mutation (spec §2, computed here from
@@ -199,7 +248,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-4", base, errc::unsupported_version, [](Bytes& b) { b[4] = 4; });
+  v.mutate("version-5", base, errc::unsupported_version, [](Bytes& b) { b[4] = 5; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -406,6 +455,36 @@ int main(int argc, char** argv) {
     v.mutate("ans-final-state", smooth_bytes, errc::corrupt_tile, [&](Bytes& b) { b[last + 3] ^= 1; });
     v.mutate("ans-row-byte-changed", smooth_bytes, errc::corrupt_tile,
              [&](Bytes& b) { b[t + params.row_offset[31] + params.row_length[31] - 1] ^= 0x10; });
+  }
+  {
+    // Zero rows (version 4, spec §4.3): empty row streams in Rice-coded,
+    // entropy-coded and palette tiles, a tile's first and last rows among them.
+    auto expect = [](bool ok, const char* what) {
+      if (!ok) { std::fprintf(stderr, "zero rows: %s expected\n", what); std::exit(1); }
+    };
+    const Bytes rice_bytes = encode(flat, 16, 8, false, true);
+    const ZeroRows rice = zero_rows_in(rice_bytes);
+    expect(rice_bytes[4] == l3::core::kVersionZeroRows && rice.rice > 0 && rice.last > 0 && rice.ans + rice.palette == 0,
+           "version 4, Rice tiles with zero last rows");
+    v.valid("valid-rgb-zero-rows-40x16", flat, rice_bytes);
+    const Image gray_zero = make_image(37, 19, 1, 12);
+    const Bytes gray_zero_bytes = encode(gray_zero, 16, 8, false, true);
+    const ZeroRows g = zero_rows_in(gray_zero_bytes);
+    expect(g.rice > 0 && g.first > 0 && g.last > 0, "gray Rice tiles with zero first and last rows");
+    v.valid("valid-gray-zero-first-last-37x19", gray_zero, gray_zero_bytes);
+    const Image smooth_zero = make_image(64, 64, 3, 10);
+    const Bytes ans_bytes = encode(smooth_zero, 64, 32, true, true);
+    const ZeroRows a = zero_rows_in(ans_bytes);
+    expect(a.ans > 0 && a.first > 0 && a.last > 0 && a.rice == 0, "entropy-coded tiles with zero first and last rows");
+    v.valid("valid-rgb-ans-zero-rows-64x64", smooth_zero, ans_bytes);
+    const Image stripes = make_image(48, 16, 3, 11);
+    const Bytes palette_bytes = encode(stripes, 16, 8, false, true);
+    expect(zero_rows_in(palette_bytes).palette > 0, "palette tiles with zero rows");
+    v.valid("valid-rgb-palette-zero-rows-48x16", stripes, palette_bytes);
+    // In versions 1-3 an empty row stream is an ordinary row, which fails
+    // the end check of §7.3.
+    v.mutate("zero-row-in-v3", rice_bytes, errc::corrupt_tile, [](Bytes& b) { b[4] = 3; });
+    v.mutate("zero-row-in-v3-ans", ans_bytes, errc::corrupt_tile, [](Bytes& b) { b[4] = 3; });
   }
   const Bytes raw_bytes = encode(noise);
   v.mutate("raw-tile-short", raw_bytes, errc::truncated, [&](Bytes& b) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "l3/codec/codec.hpp"
+#include "l3/codec/tile_core.hpp"
 #include "l3/imageio/image_io.hpp"
 
 namespace {
@@ -82,6 +83,17 @@ Bytes crop(const Image& im, const l3::Rect& r) {
   return out;
 }
 
+// decode_region of each rectangle equals the crop of the source pixels.
+void check_crops(const Bytes& enc, const Image& im, std::initializer_list<l3::Rect> rects) {
+  for (const l3::Rect& r : rects) {
+    Bytes out(std::size_t(r.width) * r.height * im.c);
+    l3::decode_region(enc, r, {out.data(), r.width, r.height, im.c, 0});
+    CAPTURE(r.x);
+    CAPTURE(r.y);
+    CHECK(out == crop(im, r));
+  }
+}
+
 Bytes read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -98,6 +110,45 @@ l3::errc error_of(F&& f) {
 }
 
 const fs::path kSourceDir = L3_SOURCE_DIR;
+
+// Rows the encoder can store as zero rows (spec §4.3, version 4): rows that
+// repeat the row above, at even and odd positions of the CPU decoder's row
+// pairs and groups, each 32-row tile's last row, and every 64th row mid-gray
+// (a tile's first row: every predictor reproduces it from the midpoints).
+Image with_zero_rows(Image im) {
+  const std::size_t row = std::size_t(im.w) * im.c;
+  for (std::uint32_t y = 0; y < im.h; ++y) {
+    std::uint8_t* p = &im.px[y * row];
+    if (y % 64 == 0) std::memset(p, 128, row);
+    else if (y % 5 == 1 || y % 7 == 4 || y % 32 == 31) std::memcpy(p, p - row, row);
+  }
+  return im;
+}
+
+// The zero rows of a stream's coded tiles, by kind of tile.
+struct ZeroRows {
+  int rice = 0, ans = 0, palette = 0;
+};
+ZeroRows zero_rows_of(const Bytes& enc) {
+  const l3::ImageInfo info = l3::read_info(enc);
+  ZeroRows z;
+  std::size_t at = l3::core::kHeaderSize + 4 * std::size_t(info.tiles_x) * info.tiles_y;
+  for (std::uint32_t i = 0; i < info.tiles_x * info.tiles_y; ++i) {
+    std::uint32_t size;
+    std::memcpy(&size, &enc[l3::core::kHeaderSize + 4 * std::size_t(i)], 4);
+    const std::uint8_t* tile = &enc[at];
+    at += size;
+    if ((tile[0] & 3) != l3::core::kTileCoded) continue;
+    const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
+    const int w = int(std::min(info.tile_width, info.width - tx * info.tile_width));
+    const int h = int(std::min(info.tile_height, info.height - ty * info.tile_height));
+    l3::core::CodedTileParams t;
+    REQUIRE(l3::core::parse_coded_tile(tile, size, w, h, int(info.channels), int(info.version), t) == l3::core::kOk);
+    for (int r = 0; r < h; ++r)
+      if (l3::core::is_zero_row(t, r)) ++((tile[0] & l3::core::kModePalette) ? z.palette : t.ans ? z.ans : z.rice);
+  }
+  return z;
+}
 
 }  // namespace
 
@@ -286,14 +337,7 @@ TEST_CASE("entropy-coded tiles (v3): rANS tokens where smaller than Rice codes, 
     CHECK(decode(dense) == im.px);
     // Crops ending 1 or 2 columns into a tile and 1-3 rows into a group of
     // 4 (the CPU decoder reads entropy-coded rows in pairs, one column apart).
-    for (const l3::Rect r : {l3::Rect{37, 11, 301, 50}, l3::Rect{0, 0, 1, 1}, l3::Rect{0, 0, 2, 2},
-                             l3::Rect{250, 5, 7, 3}, l3::Rect{255, 2, 2, 5}, l3::Rect{100, 30, 157, 33}}) {
-      Bytes out(std::size_t(r.width) * r.height * im.c);
-      l3::decode_region(ans, r, {out.data(), r.width, r.height, im.c, 0});
-      CAPTURE(r.x);
-      CAPTURE(r.y);
-      CHECK(out == crop(im, r));
-    }
+    check_crops(ans, im, {{37, 11, 301, 50}, {0, 0, 1, 1}, {0, 0, 2, 2}, {250, 5, 7, 3}, {255, 2, 2, 5}, {100, 30, 157, 33}});
   }
   // Chosen per tile only where smaller: never larger than Rice codes alone,
   // on a real photo too; effort 0 writes no entropy-coded tile.
@@ -338,6 +382,79 @@ TEST_CASE("entropy_min_saving_percent: effort 1 spends rANS decode time only whe
   CHECK(decode(every) == p.px);
   CHECK(decode(fallback) == p.px);
   CHECK(with(100, 2) == with(0, 2));
+}
+
+TEST_CASE("zero rows (v4): rows whose codes are all zero cost no bytes; round trips, crops, threads") {
+  // spec/codec.md §4.3: an empty row stream is a zero row in a version 4
+  // stream, in Rice-coded, entropy-coded and palette tiles alike.
+  l3::EncodeOptions rice, every, dense;
+  rice.entropy_coding = false;
+  every.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller
+  dense.effort = 2;
+  Image labels = make(300, 130, 1, Pattern::labels, 61);  // 8 RGB colours: palette tiles
+  labels.c = 3;
+  Bytes rgb(labels.px.size() * 3);
+  for (std::size_t i = 0; i < labels.px.size(); ++i)
+    for (int k = 0; k < 3; ++k) rgb[3 * i + std::size_t(k)] = std::uint8_t(labels.px[i] * 37 * (k + 1) + 11 * k);
+  labels.px = std::move(rgb);
+  std::vector<Image> images = {with_zero_rows(labels)};
+  for (std::uint32_t c = 1; c <= 4; ++c) images.push_back(with_zero_rows(make(300, 130, c, Pattern::smooth_noise, 60 + c)));
+  ZeroRows total;
+  for (const Image& im : images)
+    for (const l3::EncodeOptions& on : {l3::EncodeOptions{}, rice, every, dense}) {
+      l3::EncodeOptions off = on;
+      off.zero_rows = false;
+      const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
+      CAPTURE(im.c);
+      CAPTURE(on.entropy_coding);
+      CAPTURE(on.effort);
+      CHECK(l3::read_info(with).version == 4);
+      CHECK(l3::read_info(without).version <= 3);  // readable by version 3 decoders
+      CHECK(with.size() < without.size());
+      CHECK(decode(with) == im.px);
+      CHECK(decode(with, 4) == im.px);
+      CHECK(decode(without) == im.px);
+      const ZeroRows z = zero_rows_of(with);
+      CHECK(z.rice + z.ans + z.palette > 0);
+      CHECK(zero_rows_of(without).rice + zero_rows_of(without).ans + zero_rows_of(without).palette == 0);
+      if (!on.entropy_coding) CHECK(z.ans == 0);
+      total.rice += z.rice;
+      total.ans += z.ans;
+      total.palette += z.palette;
+      // Crops that end inside row pairs and groups, above and below zero rows.
+      check_crops(with, im, {{37, 11, 201, 50}, {0, 0, 1, 1}, {0, 0, 300, 2}, {250, 5, 7, 3}, {255, 30, 2, 5}, {100, 62, 157, 68}});
+    }
+  MESSAGE("zero rows: " << total.rice << " in Rice-coded tiles, " << total.ans << " in entropy-coded tiles, "
+                        << total.palette << " in palette tiles");
+  CHECK(total.rice > 0);
+  CHECK(total.ans > 0);
+  CHECK(total.palette > 0);
+  // A smooth gradient stored as rows that repeat: one row in 32 costs bytes.
+  Image ramp{512, 256, 1, Bytes(512 * 256)};
+  for (std::uint32_t y = 0; y < ramp.h; ++y)
+    for (std::uint32_t x = 0; x < ramp.w; ++x) ramp.px[y * ramp.w + x] = std::uint8_t(x / 2);
+  l3::EncodeOptions no_zero_rows;
+  no_zero_rows.zero_rows = false;
+  const Bytes ramp_with = encode(ramp), ramp_without = l3::encode(ramp.view(), no_zero_rows);
+  MESSAGE("horizontal ramp 512x256: " << ramp_with.size() << " bytes with zero rows, " << ramp_without.size() << " without");
+  CHECK(ramp_with.size() * 2 < ramp_without.size());
+  CHECK(decode(ramp_with) == ramp.px);
+}
+
+TEST_CASE("zero rows: an image without them is written as before, version 3 or 2") {
+  // spec/codec.md §11: the lowest version the tiles need.
+  const Image im = make(300, 130, 3, Pattern::smooth_noise, 70);
+  l3::EncodeOptions every, rice;
+  every.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller
+  rice.entropy_coding = false;
+  l3::EncodeOptions off = every, rice_off = rice;
+  off.zero_rows = false;
+  rice_off.zero_rows = false;
+  const Bytes with = l3::encode(im.view(), every), plain = l3::encode(im.view(), rice);
+  CHECK(l3::read_info(with).version == 3);
+  CHECK(l3::read_info(plain).version == 2);
+  CHECK(with == l3::encode(im.view(), off));
+  CHECK(plain == l3::encode(im.view(), rice_off));
 }
 
 TEST_CASE("palette tiles (v2): few-colour images code as indices") {

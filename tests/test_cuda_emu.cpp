@@ -79,6 +79,13 @@ Img structured_image(int kind, std::uint32_t w, std::uint32_t h, std::uint32_t c
   return im;
 }
 
+// Adds 1 to a sample where a seeded LCG's top bits above `shift` are zero
+// (1 in 4 samples for 30, 1 in 8 for 29): rANS tiles pay on such images.
+Img with_rare_noise(Img im, std::uint32_t seed, int shift) {
+  for (auto& v : im.px) v = std::uint8_t(v + ((seed = seed * 1664525u + 1013904223u) >> shift == 0 ? 1 : 0));
+  return im;
+}
+
 // Decodes with both decoders and checks pixels (or the error) are equal.
 void check_same(const std::vector<std::uint8_t>& enc, const std::string& what) {
   INFO(what);
@@ -105,6 +112,22 @@ void check_same(const std::vector<std::uint8_t>& enc, const std::string& what) {
   Pixels out(ref.size(), 0xAB);
   REQUIRE_NOTHROW(emu::decode_image_wavefront(enc, {out.data(), info.width, info.height, info.channels, 0}));
   CHECK(out == ref);
+}
+
+// check_same on every codec vector (spec/vectors/codec/) whose file name
+// `wanted` accepts, valid or not; returns how many.
+template <class Wanted> int check_vectors(Wanted&& wanted) {
+  const std::filesystem::path dir = std::filesystem::path(L3_SOURCE_DIR) / "spec" / "vectors" / "codec";
+  int vectors = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".l3i" || !wanted(name)) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    check_same(bytes, name);
+    ++vectors;
+  }
+  return vectors;
 }
 
 std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th, int effort = 1) {
@@ -171,9 +194,7 @@ TEST_CASE("emulated wavefront equals l3::decode on entropy-coded tiles (spec/cod
   int ans_streams = 0;
   for (int kind = 1; kind < 6; ++kind)
     for (std::uint32_t ch = 1; ch <= 4; ++ch) {
-      Img im = structured_image(kind, 300, 70, ch);
-      std::uint32_t seed = 7;
-      for (auto& v : im.px) v = std::uint8_t(v + ((seed = seed * 1664525u + 1013904223u) >> 30 == 0 ? 1 : 0));
+      const Img im = with_rare_noise(structured_image(kind, 300, 70, ch), 7, 30);
       for (std::uint32_t th : {5u, 32u}) {
         // Effort 2 entropy-codes every tile where that is smaller (effort 1
         // only where it saves 10%: EncodeOptions::entropy_min_saving_percent).
@@ -184,17 +205,47 @@ TEST_CASE("emulated wavefront equals l3::decode on entropy-coded tiles (spec/cod
     }
   MESSAGE(ans_streams << " of 40 streams have entropy-coded tiles");
   CHECK(ans_streams >= 20);
-  const std::filesystem::path dir = std::filesystem::path(L3_SOURCE_DIR) / "spec" / "vectors" / "codec";
-  int vectors = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.path().extension() != ".l3i" || (name.rfind("ans-", 0) != 0 && name.find("-ans-") == std::string::npos)) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    check_same(bytes, name);
-    ++vectors;
-  }
-  CHECK(vectors >= 12);
+  CHECK(check_vectors([](const std::string& name) {
+          return name.rfind("ans-", 0) == 0 || name.find("-ans-") != std::string::npos;
+        }) >= 12);
+}
+
+TEST_CASE("emulated wavefront equals l3::decode on zero rows (spec/codec.md §4.3, version 4)") {
+  // Rows that repeat the row above and mid-gray first rows: empty row streams
+  // in Rice-coded, entropy-coded and palette tiles; whole images, crops, and
+  // the zero-row vectors (valid, and version 3 streams that must fail).
+  std::mt19937 rng(321);
+  int v4 = 0;
+  for (int kind = 1; kind < 6; ++kind)
+    for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+      Img im = with_rare_noise(structured_image(kind, 150, 70, ch), 11, 29);
+      const std::size_t row = std::size_t(im.w) * ch;
+      for (std::uint32_t y = 0; y < im.h; ++y) {
+        std::uint8_t* p = &im.px[y * row];
+        if (y % 32 == 0) std::memset(p, 128, row);
+        else if (y % 5 == 1 || y % 7 == 4 || y % 32 == 31) std::memcpy(p, p - row, row);
+      }
+      for (int effort : {1, 2}) {
+        const auto e = enc(im, 64, 32, effort);
+        v4 += l3::read_info(e).version == 4;
+        check_same(e, "kind " + std::to_string(kind) + " zero rows " + shape(im, 64, 32));
+        const Pixels full = l3::decode(e);
+        for (int k = 0; k < 6; ++k) {
+          l3::Rect r;
+          r.x = std::uniform_int_distribution<std::uint32_t>(0, im.w - 1)(rng);
+          r.y = std::uniform_int_distribution<std::uint32_t>(0, im.h - 1)(rng);
+          r.width = std::uniform_int_distribution<std::uint32_t>(1, im.w - r.x)(rng);
+          r.height = std::uniform_int_distribution<std::uint32_t>(1, im.h - r.y)(rng);
+          INFO("crop " << r.x << "," << r.y << " " << r.width << "x" << r.height << " ch " << ch);
+          Pixels got(std::size_t(r.width) * r.height * ch, 0x33);
+          emu::decode_region_wavefront(e, r, {got.data(), r.width, r.height, ch, 0});
+          CHECK(got == crop_of(full, im.w, ch, r));
+        }
+      }
+    }
+  MESSAGE(v4 << " of 40 streams have zero rows");
+  CHECK(v4 >= 30);
+  CHECK(check_vectors([](const std::string& name) { return name.find("zero-") != std::string::npos; }) >= 6);
 }
 
 TEST_CASE("frequency tables (spec/codec.md §4.5) are read inside the tile only") {

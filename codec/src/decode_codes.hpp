@@ -198,6 +198,14 @@ L3_DECODE_INLINE void zero_codes(CodeRow<CH>& row, int c, int n) {
   __builtin_memset(&row.pix_or[c + 1], 0, sizeof(int) * std::size_t(n));
 }
 
+// A zero row (version 4, spec §4.3): every code of columns [-1, x1) is 0,
+// column -1 included (the row below reads it as NW at its column 0). Nothing
+// is read: the row's stream is empty.
+template <int CH>
+L3_DECODE_INLINE void zero_row_codes(CodeRow<CH>& row, int x1) {
+  zero_codes(row, -1, x1 + 1);
+}
+
 // Pass 1: the residual codes of columns [0, x1) of one row, the CPU
 // counterpart of the code half of core::decode_pixel. kFirstRow: the tile's
 // first row, where N = NW = W (spec §6.3), so the activity is
@@ -409,6 +417,22 @@ void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, int g, bo
   };
   if (g == 2) run.template operator()<2>();
   else run.template operator()<1>();
+}
+
+// The code pass of rows r and r + 1 (g = 2) or of row r alone (g = 1) of an
+// entropy-coded tile: in lockstep, or, when one of them is a zero row (spec
+// §4.3), that one as zeros and the other alone. rows as for ans_decode_codes.
+template <int CH>
+void ans_decode_rows(const CodedTileParams& t, const AnsSlots& slots, int g, int r, LaneState* lanes,
+                     CodeRow<CH>* const* rows, int x1) {
+  const bool zero0 = core::is_zero_row(t, r), zero1 = g == 2 && core::is_zero_row(t, r + 1);
+  if (!zero0 && !zero1) return ans_decode_codes<CH>(t, slots, g, r == 0, lanes, rows, x1);
+  if (zero0) zero_row_codes(*rows[1], x1);
+  else ans_decode_codes<CH>(t, slots, 1, r == 0, lanes, rows, x1);
+  if (g < 2) return;
+  // The second row, below the first: rows + 1 = {the first row, its own}.
+  if (zero1) zero_row_codes(*rows[2], x1);
+  else ans_decode_codes<CH>(t, slots, 1, false, lanes + 1, rows + 1, x1);
 }
 
 }  // namespace

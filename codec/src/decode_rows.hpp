@@ -229,19 +229,22 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
       core::palette_word(tile, t, int(i), palette[i]);
   for (int r0 = 0; r0 < o.y1; r0 += kGroupRows) {
     const int g = std::min(kGroupRows, o.y1 - r0);
-    // Pass 1: row by row, or by pairs in entropy-coded tiles.
+    // Pass 1: row by row, or by pairs in entropy-coded tiles; zero rows
+    // (spec §4.3) as zeros.
     LaneState lane[kGroupRows];
     for (int i = 0; i < g; ++i) core::lane_begin(lane[i], tile, t, r0 + i);
     if (t.ans) {
       for (int i = 0; i < g; i += 2) {
         // rows: the row above the pair (the previous group's last row at i = 0), then the pair's.
         CodeRow<CH>* rows[3] = {&code[(i + kGroupRows - 1) % kGroupRows], &code[i], &code[i + 1 < g ? i + 1 : i]};
-        ans_decode_codes<CH>(t, *slots, std::min(2, g - i), r0 + i == 0, &lane[i], rows, o.x1);
+        ans_decode_rows<CH>(t, *slots, std::min(2, g - i), r0 + i, &lane[i], rows, o.x1);
       }
     } else {
       for (int i = 0; i < g; ++i) {
         const int r = r0 + i;
-        decode_row_codes<CH>(t, r == 0, constant_planes, slots, lane[i], up_context, code[i], o.x1);
+        // A zero row (version 4, spec §4.3): its codes are all 0, its lane reads nothing.
+        if (core::is_zero_row(t, r)) zero_row_codes(code[i], o.x1);
+        else decode_row_codes<CH>(t, r == 0, constant_planes, slots, lane[i], up_context, code[i], o.x1);
         if (r + 1 < o.y1) prepare_up_context<CH>(code[i], up_context, t.run_mode, o.x1);
       }
     }
@@ -273,8 +276,8 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
       if (full) {
         const int status = core::lane_end(s, t.row_length[r]);
         if (status != core::kOk) return status;
-      } else if (s.error || s.br.past > 8) {
-        return core::kCorruptTile;  // a valid stream never reads further past its end
+      } else if (const int status = core::lane_end_partial(s, t.row_length[r]); status != core::kOk) {
+        return status;
       }
     }
   }

@@ -1,6 +1,7 @@
 // Encoder (spec/codec.md): validates the image, encodes its tiles in
 // parallel (tile_encoder.hpp: one tile), then writes the header, the tile
 // table and the tiles (§2, §3).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,6 +42,23 @@ void check_image(const ImageView& image) {
     throw_error(errc::invalid_argument, "stride smaller than a row");
 }
 
+// The lowest format version that has what an encoded tile uses (spec §11):
+// 4 with a zero row (an empty row stream, §4.3), else 3 when it is
+// entropy-coded (mode bit 6, §4.5), else 2. The tile is parsed as the decoder
+// will parse it, which finds its row lengths.
+std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::TileRect& r, std::uint32_t channels) {
+  if ((tile[0] & 3) != core::kTileCoded) return 2;
+  core::CodedTileParams t;
+  // Every tile the encoder writes parses (the round-trip tests and fuzzer
+  // decode them); were one not to, the newest version is the safe answer.
+  if (core::parse_coded_tile(tile.data(), std::uint32_t(tile.size()), int(r.width), int(r.height), int(channels),
+                             core::kVersion, t) != core::kOk)
+    return core::kVersion;
+  for (std::uint32_t row = 0; row < r.height; ++row)
+    if (core::is_zero_row(t, int(row))) return core::kVersionZeroRows;
+  return t.ans ? core::kVersionAns : 2;
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& options) {
@@ -63,17 +81,19 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
   const std::uint32_t count = std::uint32_t(grid.tile_count());  // < 2^30 pixels: no overflow
 
   std::vector<std::vector<std::uint8_t>> tiles(count);
+  std::vector<std::uint8_t> versions(count);
   auto encode_tile = [&](std::uint32_t i) {
     const core::TileRect t = grid.tile(i);
     const Rect r{t.x, t.y, t.width, t.height};
-    tiles[i] = TileEncoder(image, r, options.effort, options.entropy_coding, options.entropy_min_saving_percent).encode();
+    tiles[i] = TileEncoder(image, r, options.effort, options.entropy_coding, options.entropy_min_saving_percent,
+                           options.zero_rows)
+                   .encode();
+    versions[i] = tile_version(tiles[i], t, image.channels);
   };
   parallel_for(count, options.threads, [&](std::uint64_t i) { encode_tile(static_cast<std::uint32_t>(i)); });
 
-  // Version 2 unless a tile is entropy-coded (mode bit 6 of a coded tile, spec §11).
-  info.version = 2;
-  for (const auto& t : tiles)
-    if ((t[0] & 3) == core::kTileCoded && (t[0] & core::kModeAns)) info.version = core::kVersionAns;
+  // The lowest version the tiles need (spec §11).
+  info.version = *std::max_element(versions.begin(), versions.end());
   std::vector<std::uint8_t> out;
   detail::write_header(out, info, tw_log2);
   for (const auto& t : tiles) {

@@ -34,7 +34,8 @@ ImageInfo parse_header(std::span<const std::uint8_t> b, const Limits& limits, st
   if (b[4] < core::kOldestVersion || b[4] > core::kVersion)
     throw_error(errc::unsupported_version, "format version " + std::to_string(b[4]) + " (this build reads versions " +
                                                std::to_string(core::kOldestVersion) + " to " +
-                                               std::to_string(core::kVersion) + ")");
+                                               std::to_string(core::kVersion) +
+                                               "; decode it with a newer l3, or re-encode the source pixels)");
   ImageInfo info;
   info.version = b[4];
   info.channels = b[5];

@@ -2,7 +2,8 @@
 // circuit; otherwise a colour transform and a predictor per plane, residuals
 // and contexts computed exactly as the decoder will (the shared core's
 // functions), the Rice parameter of each context bucket and whether the
-// zero-run mode pays, by exact bit counts, one stream per row; a palette
+// zero-run mode pays, by exact bit counts, one stream per row (an empty one
+// for a row whose codes are all zero: a zero row, §4.3, version 4); a palette
 // form (§4.4) and an entropy-coded form (§4.5) where they pay. encoder.cpp
 // validates the image, runs this per tile and writes the stream.
 #pragma once
@@ -22,9 +23,10 @@ namespace l3::encoder {
 // The pixels of one tile, and per-sample planes, residuals and contexts.
 class TileEncoder {
 public:
-  TileEncoder(const ImageView& img, const Rect& r, int effort, bool entropy_coding, unsigned ans_min_saving_percent)
+  TileEncoder(const ImageView& img, const Rect& r, int effort, bool entropy_coding, unsigned ans_min_saving_percent,
+              bool zero_rows)
       : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort), ans_(entropy_coding && effort >= 1),
-        ans_min_saving_percent_(effort >= 2 ? 0 : ans_min_saving_percent) {
+        ans_min_saving_percent_(effort >= 2 ? 0 : ans_min_saving_percent), zero_rows_(zero_rows) {
     const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
     pixels_.resize(std::size_t(w_) * h_ * ch_);
     for (int y = 0; y < h_; ++y)
@@ -113,7 +115,8 @@ private:
     std::vector<std::uint8_t> index(plane_);
     for (std::size_t i = 0; i < plane_; ++i) index[i] = table.index[table.slot(ColourTable::pack(&pixels_[i * ch_], ch_))];
     TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
-                              Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_, ans_min_saving_percent_);
+                              Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_, ans_min_saving_percent_,
+                              zero_rows_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
     std::vector<std::uint8_t> inner = index_encoder.encode();
     if ((inner[0] & 3) != core::kTileCoded) return {};
@@ -215,7 +218,13 @@ private:
         const int* up = row - w_;
         for (int c = 1; c < w_; ++c) add(acc, row[c], row[c - 1], up[c], up[c - 1]);
       }
-      for (int k = 0; k < (n_pred == 1 ? 1 : int(core::kPredCount)); ++k) cost[k] += acc[k];
+      // A row a predictor reproduces exactly can become a zero row (spec
+      // §4.3), which costs nothing; any other row costs its stream's
+      // overhead on top (at least a byte, 4 in an entropy-coded tile): 8
+      // in these units, measured best on the corpus's graphics (32: better
+      // on synthetic images, worse on the others; photos have no such rows).
+      const std::uint32_t row_cost = zero_rows_ ? kRowCost : 0;
+      for (int k = 0; k < (n_pred == 1 ? 1 : int(core::kPredCount)); ++k) cost[k] += acc[k] + (acc[k] ? row_cost : 0);
     }
   }
 
@@ -310,7 +319,19 @@ private:
         }
       }
     }
+    zero_row_.assign(std::size_t(h_), 0);
+    if (!zero_rows_) return;
+    for (int r = 0; r < h_; ++r) {
+      const std::uint8_t* z = &zero_[std::size_t(r) * w_];
+      zero_row_[r] = std::uint8_t(std::all_of(z, z + w_, [](std::uint8_t b) { return b != 0; }));
+    }
   }
+
+  // A row whose codes are all zero in every plane is stored as an empty
+  // stream, a zero row (spec §4.3, version 4): no run lengths, no codes, no
+  // rANS state. Every size the encoder compares (run mode or not, Rice or
+  // rANS, palette or not, transforms at effort 2) is counted without them.
+  bool zero_row(int r) const { return zero_row_[r] != 0; }
 
   bool pixel_is_zero(int r, int c) const { return zero_[std::size_t(r) * w_ + c] != 0; }
   // Whether the codes of W, N and NW are all zero, after the edge rules
@@ -349,11 +370,12 @@ private:
     std::array<KCosts, core::kMaxChannels> costs{};
     RunCosts run_costs;
     for (int r = 0; r < h_; ++r)
-      walk_row(r, run_mode, [&](int len) { run_costs.add(std::uint32_t(len)); },
-               [&](int c) {
-                 for (int p = 0; p < ch_; ++p)
-                   if (!params_.plane[p].constant) costs[p].add(bucket_[pat(p, r, c)], sym_[pat(p, r, c)]);
-               });
+      if (!zero_row(r))
+        walk_row(r, run_mode, [&](int len) { run_costs.add(std::uint32_t(len)); },
+                 [&](int c) {
+                   for (int p = 0; p < ch_; ++p)
+                     if (!params_.plane[p].constant) costs[p].add(bucket_[pat(p, r, c)], sym_[pat(p, r, c)]);
+                 });
     std::uint64_t total = 0;
     for (int p = 0; p < ch_; ++p) total += costs[p].choose(k[p].data());
     run_k = 0;
@@ -372,6 +394,7 @@ private:
 
     std::vector<std::vector<std::uint8_t>> rows(h_);
     for (int r = 0; r < h_; ++r) {
+      if (zero_row(r)) continue;  // an empty stream
       BitWriter bw;
       walk_row(r, params_.run_mode, [&](int len) { write_rice(bw, std::uint32_t(len), run_k); },
                [&](int c) {
@@ -419,6 +442,7 @@ private:
     std::array<encoder::AnsHist, core::kAnsContexts> hist{};
     for (int r = 0; r < h_; ++r) {
       auto& row = values[r];
+      if (zero_row(r)) continue;
       walk_row(r, run_mode, [&](int len) { row.emplace_back(core::kAnsRunContext, std::uint32_t(len)); },
                [&](int c) {
                  for (int p = 0; p < ch_; ++p)
@@ -434,6 +458,7 @@ private:
     }
     std::vector<std::vector<std::uint8_t>> rows(h_);
     for (int r = 0; r < h_; ++r) {
+      if (zero_row(r)) continue;  // an empty stream, without even the rANS state
       encoder::AnsWriter w;
       for (auto it = values[r].rbegin(); it != values[r].rend(); ++it) {
         const encoder::AnsToken t = ans_token(it->second);
@@ -515,9 +540,14 @@ private:
     for (const auto& row : rows) out.insert(out.end(), row.begin(), row.end());
   }
 
+  // The estimated cost of a row's stream in plane_costs' units (sums of
+  // absolute residuals), charged to rows that cannot be zero rows.
+  static constexpr std::uint32_t kRowCost = 8;
+
   int w_, h_, ch_, effort_;
   bool ans_;  // try entropy-coded tiles (spec §4.5)
   unsigned ans_min_saving_percent_;  // EncodeOptions::entropy_min_saving_percent; 0 at effort 2
+  bool zero_rows_;  // EncodeOptions::zero_rows: write zero rows (spec §4.3, version 4)
   bool allow_palette_ = true;
   std::size_t plane_ = 0;  // samples per plane
   std::vector<std::uint8_t> pixels_;
@@ -525,6 +555,7 @@ private:
   std::vector<std::uint32_t> sym_;
   std::vector<std::uint8_t> bucket_;
   std::vector<std::uint8_t> zero_;  // per pixel: every plane's residual code is 0
+  std::vector<std::uint8_t> zero_row_;  // per row: a zero row (every pixel zero, zero_rows_ set)
   core::CodedTileParams params_{};
 };
 

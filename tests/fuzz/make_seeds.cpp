@@ -2,6 +2,7 @@
 // creates OUT_DIR/<target>/ files. The committed corpora (tests/fuzz/corpus/)
 // are these seeds plus JPEG/PNG variants (gen_seeds.sh), minimised with
 // libFuzzer's -merge=1.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -41,8 +42,18 @@ void put(const std::string& target, const std::string& name, const Bytes& b) {
 // 4: smooth with opaque alpha (4 channels) or gray stored as RGB (3):
 // version 2's constant planes (spec/codec.md §4.3); 5: few colours (palette
 // tiles, §4.4); 6: smooth with a little noise (version 3 entropy-coded tiles,
-// §4.5).
+// §4.5); 7: pattern 6 with rows that repeat the row above and a mid-gray
+// first row (version 4 zero rows, §4.3).
 Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
+  if (pattern == 7) {
+    Bytes px = pixels(w, h, c, 6);
+    const std::size_t row = std::size_t(w) * c;
+    for (std::uint32_t y = 0; y < h; ++y) {
+      if (y == 0) std::fill(px.begin(), px.begin() + std::ptrdiff_t(row), std::uint8_t(128));
+      else if (y % 3 != 2) std::copy_n(px.begin() + std::ptrdiff_t((y - 1) * row), row, px.begin() + std::ptrdiff_t(y * row));
+    }
+    return px;
+  }
   Bytes px(std::size_t(w) * h * c);
   std::uint32_t seed = 12345 + w * 7 + h * 13 + c;
   for (std::uint32_t y = 0; y < h; ++y)
@@ -105,6 +116,14 @@ void codec_seeds() {
   put("decode", "v2_palette_gray", encode(70, 20, 1, 5, 32, 8));
   put("decode", "v3_ans_rgb", encode(80, 40, 3, 6, 64, 32));
   put("decode", "v3_ans_rgba", encode(96, 40, 4, 6, 64, 32));
+  put("decode", "v4_zero_rows_rgb", encode(80, 40, 3, 7, 64, 32, 2));
+  put("decode", "v4_zero_rows_gray", encode(70, 20, 1, 7, 32, 8));
+  put("region", "v4_zero_rows_rgb", [] {
+    Bytes r = {3, 0, 5, 0, 40, 0, 20, 0};
+    const Bytes e = encode(80, 40, 3, 7, 64, 32, 2);
+    r.insert(r.end(), e.begin(), e.end());
+    return r;
+  }());
   put("region", "v3_ans_rgb", [] {
     Bytes r = {3, 0, 5, 0, 40, 0, 20, 0};
     const Bytes e = encode(80, 40, 3, 6, 64, 32);

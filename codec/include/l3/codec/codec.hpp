@@ -49,7 +49,8 @@ struct EncodeOptions {
                                   // The output does not depend on it.
   // Entropy-coded tiles (spec/codec.md §4.5, version 3) where smaller than Rice
   // codes (effort >= 1; effort 2 also tries them with the other run mode).
-  // false: a version 2 stream, which decoders older than version 3 read, and
+  // false: a version 2 stream (4 with zero rows, see zero_rows), which
+  // decoders older than version 3 read, and
   // about half the CPU decode time of rANS tiles (bench/results/codec-v2.md).
   bool entropy_coding = true;
   // At effort 1, a tile is entropy-coded only when that saves at least this
@@ -58,6 +59,12 @@ struct EncodeOptions {
   // the most bytes (spec/codec.md §12). Effort 2 (density) entropy-codes every
   // tile where it is smaller; 0 does so at effort 1 too.
   unsigned entropy_min_saving_percent = 10;
+  // Zero rows (spec/codec.md §4.3, version 4): a tile row whose residual codes
+  // are all zero (the row above repeated, a flat or horizontally constant
+  // area) is stored as an empty stream. The stream is version 4 only when a
+  // tile has one. false: no zero rows, a stream of version 3 or lower that
+  // decoders older than version 4 read.
+  bool zero_rows = true;
 };
 
 struct DecodeOptions {
@@ -70,7 +77,7 @@ struct DecodeOptions {
 };
 
 struct ImageInfo {
-  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1, 2 or 3
+  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1 to 4
   std::uint32_t width = 0;
   std::uint32_t height = 0;
   std::uint32_t channels = 0;

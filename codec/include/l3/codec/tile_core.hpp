@@ -176,6 +176,9 @@ struct CodedTileParams {
   // run lengths. Entries past a context's alphabet are kAnsTotal; an unused
   // context is all zeros (a symbol read in it fails, spec §7.4).
   bool ans;
+  // Version 4 (spec §4.3): a row stream of length 0 is a zero row, every
+  // residual code of the row 0 and no bits read (is_zero_row).
+  bool zero_rows;
   std::uint16_t ans_cum[kAnsContexts][kAnsCumSize];
   PlaneParams plane[kMaxChannels];
   // Byte offset of each row's stream inside the tile, and its length.
@@ -196,7 +199,8 @@ struct RowTable {
 // table: every field validated, the table's bytes inside [0, size). With
 // expand_k, also fills each plane's k_of_activity (the GPU fills it with
 // the whole warp instead: cuda/include/l3/cuda/wavefront.hpp).
-// `version` is the image header's (1 or 2): constant planes are version 2's.
+// `version` is the image header's (1..4): constant planes and palettes are
+// version 2's, entropy-coded tiles version 3's, zero rows version 4's.
 L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int width, int height, int channels,
                              int version, CodedTileParams& t, RowTable& rt, bool expand_k = true) {
   const std::uint8_t mode = tile[0];
@@ -207,6 +211,7 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   t.run_mode = (mode >> 4) & 1;
   const bool palette = (mode & kModePalette) != 0;
   t.ans = (mode & kModeAns) != 0;
+  t.zero_rows = version >= kVersionZeroRows;
   if ((mode >> 7) || (palette && version < 2) || (t.ans && version < kVersionAns)) return kReservedBits;
   if (t.transform == 3 || ((channels < 3 || palette) && t.transform != kTransformNone)) return kCorruptTile;
   std::uint32_t pos = 1;
@@ -416,12 +421,28 @@ L3_HD void ans_renorm(LaneState& s) {
   }
 }
 
+// Whether row `row` of a parsed coded tile is a zero row (version 4, spec
+// §4.3): its stream is empty, and every residual code of every plane of the
+// row is 0. In versions 1-3 an empty stream is an ordinary row (which fails
+// §7.3 unless it reads no bits at all).
+L3_HD bool is_zero_row(const CodedTileParams& t, int row) { return t.zero_rows && t.row_length[row] == 0; }
+
+// A zero row runs as one zero run longer than any row (spec §6.4 step 1:
+// every pixel a run pixel, no bits read, run_left never reaches 0), so the
+// per-pixel decode (decode_pixel, the GPU wavefront) needs no case of its
+// own; lane_end then finds nothing read from an empty stream, as §7.3 asks.
+inline constexpr int kZeroRowRun = 1 << 30;
+
 L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTileParams& t, int row) {
   s.br.init(tile + t.row_offset[row], tile + t.row_offset[row] + t.row_length[row]);
   s.run_left = 0;
   s.blocked = false;
   s.error = false;
   s.ans = 0;
+  if (is_zero_row(t, row)) {
+    s.run_left = kZeroRowRun;  // no rANS state either: the stream is empty (spec §4.3)
+    return;
+  }
   if (t.ans) {
     // The row's initial state: its first 32 bits, at least 2^16 (spec §7.4).
     s.br.refill();
@@ -538,7 +559,9 @@ L3_HD std::uint8_t shared_predictor(const CodedTileParams& t) {
 // After the last pixel of a row: the stream must end exactly in its last byte,
 // with zero padding bits (spec §7.3). Returns kOk or kCorruptTile.
 // An entropy-coded row also ends with the encoder's initial state, 2^16 (spec
-// §7.4); s.ans is 0 only in a Rice-coded tile (a valid rANS state never is).
+// §7.4); s.ans is 0 only in a Rice-coded tile (a valid rANS state never is)
+// or a zero row, which reads nothing from its empty stream and so passes
+// (spec §4.3: no end check for it).
 L3_HD int lane_end(LaneState& s, std::uint32_t row_length) {
   if (s.error || (s.ans != 0 && s.ans != kAnsLow)) return kCorruptTile;
   s.br.refill();  // makes the padding bits visible; does not change consumed_bits
@@ -546,6 +569,16 @@ L3_HD int lane_end(LaneState& s, std::uint32_t row_length) {
   if (used > std::uint64_t(row_length) * 8 || (used + 7) / 8 != row_length) return kCorruptTile;
   const int pad = int((8 - used % 8) % 8);
   if (pad && (s.br.buf >> (64 - pad)) != 0) return kCorruptTile;
+  return kOk;
+}
+
+// After the last pixel a crop needs of a row (spec §9.2), whose end §7.3
+// cannot check: a valid stream has not been read past its end, so a row that
+// was is corrupt. Counted in bits consumed, which every decoder of this core
+// agrees on (how many bytes a refill fetched past the end depends on when it
+// refills: the CPU row loop refills earlier than the wavefront).
+L3_HD int lane_end_partial(const LaneState& s, std::uint32_t row_length) {
+  if (s.error || s.br.consumed_bits(s.br.end - row_length) > std::uint64_t(row_length) * 8) return kCorruptTile;
   return kOk;
 }
 

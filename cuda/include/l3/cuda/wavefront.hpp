@@ -122,7 +122,7 @@ struct TileTask {
   std::uint32_t size = 0;              // >= 1 (the tile table rejects size 0)
   int width = 0, height = 0;           // tile size, clipped at the image edge
   int channels = 0;                    // 1..4
-  int version = 0;                     // the image header's format version (1 or 2)
+  int version = 0;                     // the image header's format version (1..4)
   int x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // tile-local rectangle to output, non-empty
   std::uint8_t* base = nullptr;
   std::uint64_t row_stride = 0, pixel_stride = 0, plane_stride = 0;
@@ -313,8 +313,8 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
     if (l >= rows) return;
     if (full) {
       if (core::lane_end(st[l], t.row_length[l]) != core::kOk) bad[l] = 1;
-    } else if (st[l].error || st[l].br.past > 8) {
-      bad[l] = 1;  // a valid stream never reads further past its end
+    } else if (core::lane_end_partial(st[l], t.row_length[l]) != core::kOk) {
+      bad[l] = 1;
     }
   });
   return warp.any(bad) ? core::kCorruptTile : core::kOk;
