@@ -269,19 +269,40 @@ def read_manifest(corpus):
 
 
 IN_PROCESS = [Codec("png6", "PNG 6", where="C++ in-process"), Codec("png9", "PNG 9", where="C++ in-process"),
-              Codec("l3", "l3 v1", where="C++ in-process")]
+              Codec("l3", "l3", where="C++ in-process")]
 
 
 _WORK = {}  # args, images, codecs and manifest for measure_one (shared with forked workers)
 
 
-def cache_path(args, path):
+def cache_path(args, path, l3_binaries):
     """Per-image cache file: results survive an interrupted run and merge runs of other codecs.
-    Keyed by the image's path, size and mtime and the l3pack / bench_inproc binaries' mtimes."""
+    Keyed by the image's path, size and mtime and --min-time; the l3 rows (png6, png9, l3, l3_cli:
+    bench_inproc and l3pack) also by the binaries' mtimes, so that a rebuilt l3 remeasures l3 and
+    PNG but reuses the peers' rows, which do not depend on it."""
     st = os.stat(path)
-    key = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}|{os.stat(args.l3pack).st_mtime_ns}|" \
-          f"{os.stat(args.bench_inproc).st_mtime_ns}|{args.min_time}"
+    key = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}|{args.min_time}"
+    if l3_binaries:
+        key += f"|{os.stat(args.l3pack).st_mtime_ns}|{os.stat(args.bench_inproc).st_mtime_ns}|l3"
     return os.path.join(args.cache, hashlib.sha256(key.encode()).hexdigest()[:24] + ".pickle")
+
+
+L3_KEYS = ("png6", "png9", "l3", "l3_cli")
+
+
+def load_cache(cfile):
+    if not os.path.exists(cfile):
+        return {}
+    with open(cfile, "rb") as f:
+        return pickle.load(f)
+
+
+def store_cache(cfile, res):
+    """Merges `res` into cfile (another run may have added codecs meanwhile: keep them)."""
+    merged = {**load_cache(cfile), **res}
+    with open(cfile + f".{os.getpid()}.tmp", "wb") as f:
+        pickle.dump(merged, f)
+    os.replace(cfile + f".{os.getpid()}.tmp", cfile)
 
 
 def measure_one(i):
@@ -290,13 +311,12 @@ def measure_one(i):
     args, (cls, name, path) = _WORK["args"], _WORK["images"][i]
     cached = {}
     if args.cache:
-        cfile = cache_path(args, path)
-        if os.path.exists(cfile):
-            with open(cfile, "rb") as f:
-                cached = pickle.load(f)
+        l3_file, peer_file = cache_path(args, path, True), cache_path(args, path, False)
+        cached = {**{k: v for k, v in load_cache(peer_file).items() if k not in L3_KEYS},
+                  **{k: v for k, v in load_cache(l3_file).items() if k in L3_KEYS}}
     src = load(path)
-    res = {k: v for k, v in cached.items() if k in ("png6", "png9", "l3", "l3_cli")}
-    if len(res) < 4:
+    res = {k: v for k, v in cached.items() if k in L3_KEYS}
+    if len(res) < len(L3_KEYS):
         raw, res = run_inproc(args.bench_inproc, [path], args.min_time)[path]
         if raw != src.size:
             raise SystemExit(f"peers: {path}: bench_inproc read {raw} bytes, Pillow {src.size}")
@@ -308,7 +328,7 @@ def measure_one(i):
         if not cli.ok:
             res["l3"].error = "CLI: " + cli.error
     for c in _WORK["codecs"]:
-        if c.key in cached and not c.key.startswith("test_"):
+        if c.key in cached:
             res[c.key] = cached[c.key]
         elif args.cached_only:
             res[c.key] = Result(skipped=True)
@@ -316,12 +336,9 @@ def measure_one(i):
             res[c.key] = run_codec(c, src, args.min_time)
     if args.cache:
         os.makedirs(args.cache, exist_ok=True)
-        if os.path.exists(cfile):  # another run may have added codecs meanwhile: keep them
-            with open(cfile, "rb") as f:
-                cached = {**pickle.load(f), **cached}
-        with open(cfile + f".{os.getpid()}.tmp", "wb") as f:
-            pickle.dump({**cached, **{k: v for k, v in res.items() if not v.skipped}}, f)
-        os.replace(cfile + f".{os.getpid()}.tmp", cfile)
+        kept = {k: v for k, v in res.items() if not v.skipped}
+        store_cache(l3_file, {k: v for k, v in kept.items() if k in L3_KEYS})
+        store_cache(peer_file, {k: v for k, v in kept.items() if k not in L3_KEYS})
     shape = "x".join(map(str, src.shape[1::-1] + ((src.shape[2],) if src.ndim == 3 else (1,))))
     fmt = _WORK["manifest"].get((cls, name), ("", ""))[0]
     return dict(cls=cls, name=name, path=path, shape=shape, raw=src.size, source=fmt, res=res)
@@ -484,8 +501,8 @@ def bar_section(rows, manifest):
     def status(v, target):
         return "reached" if v <= target else f"NOT reached (+{v - target:.3f})"
 
-    out = ["## Issue 12 bars against today's l3 v1", "",
-           "| bar | target | l3 v1 | status | WebP z6 | JXL e7 | HTJ2K |", "|---|---|---:|---|---:|---:|---:|"]
+    out = ["## Issue 12 bars against today's l3 (default encoder)", "",
+           "| bar | target | l3 | status | WebP z6 | JXL e7 | HTJ2K |", "|---|---|---:|---|---:|---:|---:|"]
     for label, cls, target in (("JPEG-sourced photos (jpeg_photos)", ("jpeg_photos",), 0.72),
                                ("other photos (photos)", ("photos",), 0.70),
                                ("graphics (graphics + synthetic)", GRAPHIC_CLASSES, 0.70)):
@@ -518,7 +535,7 @@ def bar_section(rows, manifest):
     out += ["", "Speed bars: bench_inproc's single-thread timings on this run's machine (header); "
             "the machine may be shared, see the load average.", ""]
     if over:
-        out += [f"### Images where l3 v1 is above 1.05x PNG ({len(over)})", "",
+        out += [f"### Images where l3 is above 1.05x PNG ({len(over)})", "",
                 "| image | size | l3 bytes | PNG 6 bytes | l3 x PNG | WebP z6 x PNG |", "|---|---|---:|---:|---:|---:|"]
         for r in over:
             l3, png, wp = r["res"]["l3"].bytes, r["res"]["png6"].bytes, r["res"].get("webp_z6")
@@ -591,7 +608,7 @@ def report(args, rows, codecs, versions, wall):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     groups = class_groups(rows)
     load_avg = " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
-    lines = ["# Lossless codecs side by side: l3 v1 and its peers", "",
+    lines = ["# Lossless codecs side by side: l3 and its peers", "",
              f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
              f"- Commit: {args.commit or git_commit(root)}",
              f"- Command: `{os.environ.get('L3_PEERS_COMMAND') or ' '.join(sys.argv)}`",
@@ -601,7 +618,7 @@ def report(args, rows, codecs, versions, wall):
              "- PNG (the denominator): libpng at zlib level 6 (its default), default adaptive filters, "
              "through bench_inproc (this repository's build against Debian's libpng and zlib; the same "
              "bytes as bench_codec's PNG column). PNG 9: the same at zlib level 9.",
-             "- l3 v1: l3::encode defaults; bytes and the exactness check also through "
+             "- l3: l3::encode defaults (the stream version the default encoder writes); bytes and the exactness check also through "
              "`l3pack encode` + `l3pack decode` (CLI), which must agree with the in-process bytes.",
              f"- Corpus: {args.corpus if not args.images else 'files given with --images'} "
              f"({len(rows)} images; bench/make_corpus.py; manifest.tsv has every source)", ""]
