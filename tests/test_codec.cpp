@@ -457,6 +457,41 @@ TEST_CASE("zero rows: an image without them is written as before, version 3 or 2
   CHECK(plain == l3::encode(im.view(), rice_off));
 }
 
+TEST_CASE("set_entropy_mode: the users' spelling of the entropy setting (l3pack --entropy, Python entropy=)") {
+  const Image p = make(256, 64, 3, Pattern::gradient, 43);
+  auto encode_with = [&](const char* mode) {
+    l3::EncodeOptions o;
+    l3::set_entropy_mode(o, mode);
+    const std::string name = mode;
+    CHECK(l3::entropy_mode(o) == (name == "10" ? "auto" : name == "0" ? "max" : name));
+    return l3::encode(p.view(), o);
+  };
+  l3::EncodeOptions rice, every;
+  rice.entropy_coding = false;
+  every.entropy_min_saving_percent = 0;
+  CHECK(encode_with("auto") == encode(p));
+  CHECK(encode_with("off") == l3::encode(p.view(), rice));
+  CHECK(l3::read_info(encode_with("off")).version != 3);  // no entropy-coded tile (v2, or v4 with zero rows)
+  CHECK(encode_with("max") == l3::encode(p.view(), every));
+  CHECK(encode_with("0") == encode_with("max"));
+  CHECK(encode_with("10") == encode_with("auto"));
+  l3::EncodeOptions o;
+  l3::set_entropy_mode(o, "25");
+  CHECK(o.entropy_coding);
+  CHECK(o.entropy_min_saving_percent == 25);
+  CHECK(l3::entropy_mode(o) == "25");
+  for (const char* bad : {"", "on", "101", "-1", "10%", " 5", "1e1"}) {
+    CAPTURE(bad);
+    l3::EncodeOptions untouched;
+    CHECK_THROWS_WITH_AS(l3::set_entropy_mode(untouched, bad),
+                         doctest::Contains("must be auto, off, max or a percentage 0..100"), l3::Error);
+    CHECK(l3::entropy_mode(untouched) == "auto");
+  }
+  l3::EncodeOptions too_much;
+  too_much.entropy_min_saving_percent = 101;
+  CHECK_THROWS_AS(l3::encode(p.view(), too_much), l3::Error);
+}
+
 TEST_CASE("palette tiles (v2): few-colour images code as indices") {
   // spec/codec.md §4.4. An RGB label mask of 8 colours: one plane of indices
   // instead of three planes of colour jumps at every boundary.

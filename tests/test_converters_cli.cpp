@@ -81,16 +81,18 @@ TEST_CASE("info reports the header, tiles and bits per pixel; --json agrees") {
   l3::test::TempDir dir;
   saved_image(dir, "in.png", 100, 70, 3);
   REQUIRE(l3pack(dir, "encode " + quoted(dir / "in.png") + " " + quoted(dir / "x.l3i") +
-                          " --tile-width 32 --tile-height 16").exit_code == 0);
+                          " --tile-width 32 --tile-height 16 --entropy off").exit_code == 0);
   Run text = l3pack(dir, "info " + quoted(dir / "x.l3i"));
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("100 x 70") != std::string::npos);
   CHECK(text.out.find("32 x 16") != std::string::npos);
   CHECK(text.out.find("4 x 5 = 20") != std::string::npos);
+  CHECK(text.out.find(".l3i version 2") != std::string::npos);  // --entropy off: Rice codes only
   Run json = l3pack(dir, "info --json " + quoted(dir / "x.l3i"));
   REQUIRE(json.exit_code == 0);
   auto info = nlohmann::json::parse(json.out);
   const auto bytes = std::filesystem::file_size(dir / "x.l3i");
+  CHECK(info["version"] == 2);
   CHECK(info["width"] == 100);
   CHECK(info["height"] == 70);
   CHECK(info["channels"] == 3);
@@ -149,6 +151,10 @@ TEST_CASE("bad input images and bad options") {
   CHECK(tile.exit_code == 2);
   CHECK(one_error_line(tile, ""));
   CHECK(l3pack(dir, "encode " + quoted(dir / "in.png")).exit_code == 2);
+  Run entropy = l3pack(dir, "encode " + quoted(dir / "in.png") + " " + quoted(dir / "x.l3i") + " --entropy fast");
+  CHECK(entropy.exit_code == 2);
+  CHECK(one_error_line(entropy, "--entropy: must be auto, off, max or a percentage 0..100"));
+  CHECK(!std::filesystem::exists(dir / "x.l3i"));
   CHECK(l3pack(dir, "frobnicate").exit_code == 2);
   CHECK(l3pack(dir, "").exit_code == 2);
 

@@ -2,8 +2,10 @@
 // parallel (tile_encoder.hpp: one tile), then writes the header, the tile
 // table and the tiles (§2, §3).
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "header.hpp"
@@ -68,6 +70,9 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
   if (th > core::kMaxTileHeight) throw_error(errc::invalid_argument, "tile height " + std::to_string(th) + " (must be 1..32)");
   if (options.effort < 0 || options.effort > 2)
     throw_error(errc::invalid_argument, "effort " + std::to_string(options.effort) + " (must be 0, 1 or 2)");
+  if (options.entropy_min_saving_percent > 100)
+    throw_error(errc::invalid_argument, "entropy_min_saving_percent " + std::to_string(options.entropy_min_saving_percent) +
+                                            " (must be 0..100)");
 
   ImageInfo info;
   info.width = image.width;
@@ -103,6 +108,25 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
   for (const auto& t : tiles) out.insert(out.end(), t.begin(), t.end());
   detail::seal(out);
   return out;
+}
+
+void set_entropy_mode(EncodeOptions& options, std::string_view mode) {
+  const unsigned default_share = EncodeOptions{}.entropy_min_saving_percent;
+  unsigned share = 0;
+  const auto [end, ec] = std::from_chars(mode.data(), mode.data() + mode.size(), share);
+  const bool percentage = !mode.empty() && ec == std::errc{} && end == mode.data() + mode.size() && share <= 100;
+  if (mode != "auto" && mode != "off" && mode != "max" && !percentage)
+    throw_error(errc::invalid_argument,
+                "entropy mode '" + std::string(mode) + "' (must be auto, off, max or a percentage 0..100)");
+  options.entropy_coding = mode != "off";
+  options.entropy_min_saving_percent = mode == "max" ? 0u : percentage ? share : default_share;
+}
+
+std::string entropy_mode(const EncodeOptions& options) {
+  if (!options.entropy_coding) return "off";
+  if (options.entropy_min_saving_percent == EncodeOptions{}.entropy_min_saving_percent) return "auto";
+  if (options.entropy_min_saving_percent == 0) return "max";
+  return std::to_string(options.entropy_min_saving_percent);
 }
 
 }  // namespace l3

@@ -416,8 +416,8 @@ void validate_convert_options(const ConvertOptions& options) {
   if (options.max_pixels == 0 || options.max_pixels > Limits{}.max_pixels)
     throw_error(errc::invalid_argument, "--max-pixels must be 1.." + std::to_string(Limits{}.max_pixels) +
                                             " (the codec's limit), got " + std::to_string(options.max_pixels));
-  if (options.encode.effort < 0 || options.encode.effort > 1)
-    throw_error(errc::invalid_argument, "--effort must be 0 or 1, got " + std::to_string(options.encode.effort));
+  if (options.encode.effort < 0 || options.encode.effort > 2)
+    throw_error(errc::invalid_argument, "--effort must be 0, 1 or 2, got " + std::to_string(options.encode.effort));
   // The codec is the one judge of tile sizes: encode one pixel with them.
   const std::uint8_t pixel = 0;
   try {

@@ -37,6 +37,7 @@ json options_json(const ConvertOptions& o) {
   return {{"tile_width", o.encode.tile_width},
           {"tile_height", o.encode.tile_height},
           {"effort", o.encode.effort},
+          {"entropy", entropy_mode(o.encode)},
           {"shard_size", o.shard_size},
           {"shuffle_seed", o.shuffle_seed ? json(*o.shuffle_seed) : json()},
           {"part_index", o.part_index},

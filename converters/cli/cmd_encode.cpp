@@ -45,7 +45,8 @@ void add_encode_command(CLI::App& app) {
                       "0: fixed transform and predictor; 1: chosen per tile (default); 2: smallest of every "
                       "transform (slower, denser)")
       ->check(CLI::Range(0, 2));
-  command->footer("Example:\n  l3pack encode photo.png photo.l3i --tile-width 64 --effort 1");
+  add_entropy_option(*command, args->options);
+  command->footer("Example:\n  l3pack encode photo.png photo.l3i --tile-width 64 --effort 1 --entropy off");
   command->callback([args] { run_encode(*args); });
 }
 

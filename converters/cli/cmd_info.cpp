@@ -29,6 +29,7 @@ struct InfoReport {
 nlohmann::ordered_json to_json(const std::filesystem::path& file, const InfoReport& report) {
   const ImageInfo& info = report.info;
   return {{"file", file.string()},
+          {"version", info.version},
           {"width", info.width},
           {"height", info.height},
           {"channels", info.channels},
@@ -46,6 +47,7 @@ nlohmann::ordered_json to_json(const std::filesystem::path& file, const InfoRepo
 void print_text(const std::filesystem::path& file, const InfoReport& report) {
   const ImageInfo& info = report.info;
   std::printf("file:            %s\n", file.c_str());
+  std::printf("format:          .l3i version %u\n", info.version);
   std::printf("dimensions:      %u x %u\n", info.width, info.height);
   std::printf("channels:        %u (%u-bit)\n", info.channels, info.bit_depth);
   std::printf("tile size:       %u x %u\n", info.tile_width, info.tile_height);

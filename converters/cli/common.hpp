@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "l3/codec/codec.hpp"
 #include "l3/common/error.hpp"
 #include "l3/imageio/image_io.hpp"
 #include "l3/common/parallel.hpp"
@@ -68,6 +69,11 @@ void print_failures(std::vector<RecordFailure> failures, std::size_t limit = 10)
 
 // `l3pack info DIR`: the dataset summary (records, shards, classes, bytes, bpp, image stats).
 void run_dataset_info(const std::filesystem::path& dir, bool json);
+
+// `--entropy MODE` of encode and convert: sets options.entropy_coding and
+// entropy_min_saving_percent through l3::set_entropy_mode (its spelling, its
+// one-line error as a usage error).
+void add_entropy_option(CLI::App& command, EncodeOptions& options);
 
 // Subcommands: each adds itself to the app with its options, help and callback.
 void add_encode_command(CLI::App& app);

@@ -67,14 +67,18 @@ def _image_array(array: Any) -> np.ndarray:
 # ---- codec -------------------------------------------------------------------------
 
 
-def encode(array: Any, tile_width: int = 0, tile_height: int = 0, effort: int = 1, threads: int = 1) -> bytes:
+def encode(array: Any, tile_width: int = 0, tile_height: int = 0, effort: int = 1, threads: int = 1,
+           entropy: str = "auto") -> bytes:
     """Encodes a uint8 image, (H, W) or (H, W, C) with C in 1..4, to .l3i bytes.
 
     tile_width: 0 (default) or a power of two 16..256; tile_height: 0 (32) or 1..32;
-    effort: 0 fixed transform/predictor, 1 chosen per tile; threads: 0 = all cores.
+    effort: 0 fixed transform/predictor, 1 chosen per tile, 2 smallest of every transform
+    (slower, denser); threads: 0 = all cores. entropy: "auto" (rANS tiles where they save
+    at least 10% of a tile's bytes), "off" (Rice codes only: the fastest CPU decode, about
+    7% larger), "max" (rANS wherever smaller) or a percentage "0".."100" (l3pack --entropy).
     The output does not depend on `threads`.
     """
-    return _l3.encode(_image_array(array), tile_width, tile_height, effort, threads)
+    return _l3.encode(_image_array(array), tile_width, tile_height, effort, threads, str(entropy))
 
 
 def decode(data: BytesLike, threads: int = 1, verify_checksum: bool = True) -> np.ndarray:
@@ -210,10 +214,11 @@ class ShardWriter:
     """
 
     def __init__(self, path: PathLike, tile_width: int = 0, tile_height: int = 0, effort: int = 1,
-                 threads: int = 1):
+                 threads: int = 1, entropy: str = "auto"):
         self._path = os.fspath(path)
         self._w = _l3._ShardWriter(self._path)
-        self._enc = dict(tile_width=tile_width, tile_height=tile_height, effort=effort, threads=threads)
+        self._enc = dict(tile_width=tile_width, tile_height=tile_height, effort=effort, threads=threads,
+                         entropy=str(entropy))
         self.summary: Optional[dict] = None
         self.image_shapes: list = []  # (H, W, C) of each record, for the manifest's image_stats
 
@@ -302,14 +307,16 @@ class DatasetWriter:
     """
 
     def __init__(self, directory: PathLike, classes: Sequence[str] = (), shard_size: int = 256 << 20,
-                 tile_width: int = 0, tile_height: int = 0, effort: int = 1, threads: int = 1):
+                 tile_width: int = 0, tile_height: int = 0, effort: int = 1, threads: int = 1,
+                 entropy: str = "auto"):
         self._dir = os.fspath(directory)
         os.makedirs(self._dir, exist_ok=True)
         if os.path.exists(os.path.join(self._dir, "manifest.json")):
             raise FileExistsError(f"{self._dir} already holds a committed dataset (manifest.json)")
         self._classes = [str(c) for c in classes]
         self._shard_size = int(shard_size)
-        self._enc = dict(tile_width=tile_width, tile_height=tile_height, effort=effort, threads=threads)
+        self._enc = dict(tile_width=tile_width, tile_height=tile_height, effort=effort, threads=threads,
+                         entropy=str(entropy))
         self._writer: Optional[ShardWriter] = None
         self._shards: list = []
         self._shapes: list = []
@@ -370,7 +377,7 @@ def convert(src: PathLike, out: PathLike, shard_size: int = 256 << 20, threads: 
             layout: str = "auto", base: Optional[PathLike] = None, allow_empty: bool = False,
             convert_16bit: bool = False, strict_jpeg: bool = False, part: Optional[Tuple[int, int]] = None,
             shared_output: bool = False, engine: str = "local", parts: Optional[int] = None,
-            ray_address: Optional[str] = None, max_retries: int = 3) -> dict:
+            ray_address: Optional[str] = None, max_retries: int = 3, effort: int = 1, entropy: str = "auto") -> dict:
     """`l3pack convert SRC OUT`: a folder of class folders, a flat folder or a list file
     (path,label lines; integer labels or class names) becomes a dataset directory.
 
@@ -384,10 +391,11 @@ def convert(src: PathLike, out: PathLike, shard_size: int = 256 << 20, threads: 
     write into the same OUT and commit_parts(OUT) commits it (spec/format.md §8.4.1).
     engine="ray" runs parts=n such parts as Ray tasks (retried up to max_retries times),
     then commits (l3.ray_convert); ray_address joins a cluster, else one is started on
-    127.0.0.1; threads is then per task."""
+    127.0.0.1; threads is then per task. effort and entropy are the codec's (see encode():
+    entropy="off" gives the fastest decode, "max" the smallest shards)."""
     options = dict(shard_size=shard_size, threads=threads, strict=strict, shuffle_seed=shuffle_seed,
                    max_pixels=max_pixels, layout=layout, base=base, allow_empty=allow_empty,
-                   convert_16bit=convert_16bit, strict_jpeg=strict_jpeg)
+                   convert_16bit=convert_16bit, strict_jpeg=strict_jpeg, effort=effort, entropy=entropy)
     if engine == "ray":
         if part is not None or shared_output or resume:
             raise ValueError("engine='ray' runs the parts itself (each resumable): no part, shared_output or resume")
@@ -403,7 +411,7 @@ def convert(src: PathLike, out: PathLike, shard_size: int = 256 << 20, threads: 
     return _l3.convert(os.fspath(src), os.fspath(out), int(shard_size), int(threads), bool(strict), bool(resume),
                        -1 if shuffle_seed is None else int(shuffle_seed), int(max_pixels), str(layout),
                        "" if base is None else os.fspath(base), bool(allow_empty), bool(convert_16bit),
-                       bool(strict_jpeg), index, count, bool(shared_output))
+                       bool(strict_jpeg), index, count, bool(shared_output), int(effort), str(entropy))
 
 
 def commit_parts(out: PathLike) -> int:

@@ -134,6 +134,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-pixels", type=int, default=None)
     p.add_argument("--layout", default="auto", choices=("auto", "classes", "flat"))
     p.add_argument("--base", default=None)
+    p.add_argument("--effort", type=int, default=1)
+    p.add_argument("--entropy", default="auto")
     for flag in ("--strict", "--strict-jpeg", "--convert-16bit", "--allow-empty"):
         p.add_argument(flag, action="store_true")
     a = p.parse_args(argv)
@@ -141,7 +143,8 @@ def main(argv=None) -> int:
 
     options = dict(shard_size=a.shard_size, shuffle_seed=a.shuffle_seed, threads=a.threads, layout=a.layout,
                    base=a.base, strict=a.strict, strict_jpeg=a.strict_jpeg, convert_16bit=a.convert_16bit,
-                   allow_empty=a.allow_empty, max_pixels=a.max_pixels if a.max_pixels is not None else l3.MAX_PIXELS)
+                   allow_empty=a.allow_empty, max_pixels=a.max_pixels if a.max_pixels is not None else l3.MAX_PIXELS,
+                   effort=a.effort, entropy=a.entropy)
     try:
         r = convert(a.src, a.out, a.parts, address=a.address, max_retries=a.max_retries, **options)
     except (OSError, ValueError) as e:

@@ -46,7 +46,8 @@ namespace {
 
 // image: a C-contiguous uint8 array (H, W, C) checked by the Python layer.
 nb::bytes encode(nb::ndarray<const std::uint8_t, nb::ndim<3>, nb::c_contig, nb::device::cpu> image,
-                 std::uint32_t tile_width, std::uint32_t tile_height, int effort, unsigned threads) {
+                 std::uint32_t tile_width, std::uint32_t tile_height, int effort, unsigned threads,
+                 const std::string& entropy) {
   auto shape_u32 = [](std::size_t v, const char* what) {
     if (v > 0xffffffffu) l3::throw_error(l3::errc::limit_exceeded, std::string(what) + " too large");
     return static_cast<std::uint32_t>(v);
@@ -58,12 +59,14 @@ nb::bytes encode(nb::ndarray<const std::uint8_t, nb::ndim<3>, nb::c_contig, nb::
   opt.tile_height = tile_height;
   opt.effort = effort;
   opt.threads = threads;
+  l3::set_entropy_mode(opt, entropy);
   std::vector<std::uint8_t> out = without_gil([&] { return l3::encode(view, opt); });
   return nb::bytes(reinterpret_cast<const char*>(out.data()), out.size());
 }
 
 nb::dict info_dict(const l3::ImageInfo& i) {
   nb::dict d;
+  d["version"] = i.version;  // of the stream's format (spec/codec.md §11)
   d["width"] = i.width;
   d["height"] = i.height;
   d["channels"] = i.channels;
@@ -121,14 +124,15 @@ U8Array decode_image_bytes(nb::bytes data) {
 
 // PNG / JPEG / PNM file bytes -> .l3i bytes, without a round trip through Python.
 nb::bytes encode_file(const std::string& path, std::uint32_t tile_width, std::uint32_t tile_height, int effort,
-                      unsigned threads) {
+                      unsigned threads, const std::string& entropy) {
+  l3::EncodeOptions opt;
+  opt.tile_width = tile_width;
+  opt.tile_height = tile_height;
+  opt.effort = effort;
+  opt.threads = threads;
+  l3::set_entropy_mode(opt, entropy);
   std::vector<std::uint8_t> out = without_gil([&] {
     l3::Image img = l3::load_image(path);
-    l3::EncodeOptions opt;
-    opt.tile_width = tile_width;
-    opt.tile_height = tile_height;
-    opt.effort = effort;
-    opt.threads = threads;
     return l3::encode(img.view(), opt);
   });
   return nb::bytes(reinterpret_cast<const char*>(out.data()), out.size());
@@ -137,7 +141,8 @@ nb::bytes encode_file(const std::string& path, std::uint32_t tile_width, std::ui
 }  // namespace
 
 void bind_codec(nb::module_& m) {
-  m.def("encode", &encode, "image"_a, "tile_width"_a = 0, "tile_height"_a = 0, "effort"_a = 1, "threads"_a = 1);
+  m.def("encode", &encode, "image"_a, "tile_width"_a = 0, "tile_height"_a = 0, "effort"_a = 1, "threads"_a = 1,
+        "entropy"_a = "auto");
   m.def("decode", &decode, "data"_a, "threads"_a = 1, "verify_checksum"_a = true);
   m.def("decode_region", &decode_region, "data"_a, "x"_a, "y"_a, "width"_a, "height"_a, "threads"_a = 1,
         "verify_checksum"_a = true);
@@ -145,7 +150,7 @@ void bind_codec(nb::module_& m) {
   m.def("load_image", &load_image, "path"_a);
   m.def("decode_image_bytes", &decode_image_bytes, "data"_a);
   m.def("encode_file", &encode_file, "path"_a, "tile_width"_a = 0, "tile_height"_a = 0, "effort"_a = 1,
-        "threads"_a = 1);
+        "threads"_a = 1, "entropy"_a = "auto");
 }
 
 }  // namespace l3py

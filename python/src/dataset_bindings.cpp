@@ -169,8 +169,11 @@ l3::SourceLayout layout_of(const std::string& name) {
 nb::dict convert(const std::string& src, const std::string& out, std::uint64_t shard_size, unsigned threads,
                  bool strict, bool resume, std::int64_t shuffle_seed, std::uint64_t max_pixels,
                  const std::string& layout, const std::string& base, bool allow_empty, bool convert_16bit,
-                 bool strict_jpeg, std::uint32_t part_index, std::uint32_t part_count, bool shared_output) {
+                 bool strict_jpeg, std::uint32_t part_index, std::uint32_t part_count, bool shared_output,
+                 int effort, const std::string& entropy) {
   l3::ConvertOptions opt;
+  opt.encode.effort = effort;
+  l3::set_entropy_mode(opt.encode, entropy);
   opt.part_index = part_index;
   opt.part_count = part_count;
   opt.shared_output = shared_output;
@@ -214,7 +217,8 @@ void bind_dataset(nb::module_& m) {
         "extra_json"_a = "{}");
   m.def("convert", &convert, "src"_a, "out"_a, "shard_size"_a, "threads"_a, "strict"_a, "resume"_a,
         "shuffle_seed"_a, "max_pixels"_a, "layout"_a, "base"_a, "allow_empty"_a, "convert_16bit"_a,
-        "strict_jpeg"_a, "part_index"_a = 0, "part_count"_a = 1, "shared_output"_a = false);
+        "strict_jpeg"_a, "part_index"_a = 0, "part_count"_a = 1, "shared_output"_a = false, "effort"_a = 1,
+        "entropy"_a = "auto");
   m.def("commit_parts", [](const std::string& out) { return without_gil([&] { return l3::commit_parts(out); }); },
         "out"_a);
 

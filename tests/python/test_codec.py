@@ -81,3 +81,16 @@ def test_corrupt_streams_raise_data_error():
     assert issubclass(l3.DataError, ValueError)
     with pytest.raises(ValueError):  # callers may catch ValueError
         l3.info(b"")
+
+
+def test_encode_entropy_modes():
+    rng = np.random.default_rng(5)
+    img = np.cumsum(rng.integers(0, 3, (64, 256, 3)), axis=1).astype(np.uint8)  # gradients: rANS pays
+    off, auto, best = (l3.encode(img, entropy=e) for e in ("off", "auto", "max"))
+    assert l3.info(off)["version"] in (2, 4)  # no rANS tile (v2; v4 if it has zero rows)
+    assert len(best) <= len(auto) <= len(off)
+    assert l3.encode(img, entropy="10") == auto
+    for data in (off, auto, best):
+        np.testing.assert_array_equal(l3.decode(data), img)
+    with pytest.raises(ValueError, match="must be auto, off, max or a percentage"):
+        l3.encode(img, entropy="101")

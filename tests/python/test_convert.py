@@ -2,6 +2,7 @@
 import json
 import os
 
+import numpy as np
 import pytest
 
 import l3
@@ -48,3 +49,26 @@ def test_convert_options_are_checked_and_empty_is_refused(tmp_path):
         l3.convert(tmp_path / "junk", tmp_path / "none")
     report = l3.convert(tmp_path / "junk", tmp_path / "empty", allow_empty=True)
     assert report["images"] == 0 and len(l3.Dataset(tmp_path / "empty")) == 0
+
+
+def test_convert_effort_and_entropy(tmp_path):
+    """entropy="off" writes Rice-only (format version 2) records, the fastest to decode;
+    "max" is never larger; the manifest records the codec options; a bad spelling is a
+    ValueError naming the choices, before anything is written."""
+    src, files = _class_tree(tmp_path)
+    sizes = {}
+    for entropy in ("off", "auto", "max"):
+        out = tmp_path / entropy
+        l3.convert(src, out, threads=1, entropy=entropy, effort=2 if entropy == "max" else 1)
+        ds = l3.Dataset(out)
+        versions = {l3.info(ds.payload(i))["version"] for i in range(len(ds))}
+        assert versions <= ({2, 4} if entropy == "off" else {2, 3, 4})  # off: no rANS tile (v3 feature)
+        for i in range(len(ds)):
+            np.testing.assert_array_equal(ds[i][0], l3.load_image(SAMPLE / os.path.basename(ds.key(i))))
+        options = json.load(open(out / "manifest.json"))["extra"]["l3pack"]["options"]
+        assert options["entropy"] == entropy and options["effort"] == (2 if entropy == "max" else 1)
+        sizes[entropy] = sum(len(ds.payload(i)) for i in range(len(ds)))
+    assert sizes["max"] <= sizes["auto"] < sizes["off"]
+    with pytest.raises(ValueError, match="must be auto, off, max or a percentage"):
+        l3.convert(src, tmp_path / "bad", entropy="fast")
+    assert not (tmp_path / "bad").exists()

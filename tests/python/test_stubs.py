@@ -35,7 +35,8 @@ def test_package_is_marked_typed():
 def test_codec_functions_carry_their_defaults():
     fns = functions(stub_tree())
     assert defaults(fns["decode"]) == {"threads": 1, "verify_checksum": True}
-    assert defaults(fns["encode"]) == {"tile_width": 0, "tile_height": 0, "effort": 1, "threads": 1}
+    assert defaults(fns["encode"]) == {"tile_width": 0, "tile_height": 0, "effort": 1, "threads": 1,
+                                       "entropy": "auto"}
     assert [a.arg for a in fns["decode_region"].args.args][:5] == ["data", "x", "y", "width", "height"]
 
 

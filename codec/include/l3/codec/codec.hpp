@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "l3/common/error.hpp"
@@ -66,6 +68,17 @@ struct EncodeOptions {
   // decoders older than version 4 read.
   bool zero_rows = true;
 };
+
+// The one spelling of the entropy setting for users (l3pack --entropy, the
+// Python `entropy=` argument): "auto" (the default: rANS tiles where they save
+// at least 10%), "off" (Rice codes only: a version 2 stream, the fastest CPU
+// decode), "max" (rANS wherever smaller) or a percentage "0".."100" (rANS
+// where it saves at least that share of a tile's bytes; effort 2 ignores the
+// share). Sets entropy_coding and entropy_min_saving_percent; anything else:
+// invalid_argument naming the choices.
+void set_entropy_mode(EncodeOptions& options, std::string_view mode);
+// The inverse: "auto", "off", "max" or the percentage.
+std::string entropy_mode(const EncodeOptions& options);
 
 struct DecodeOptions {
   Limits limits{};
