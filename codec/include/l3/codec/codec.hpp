@@ -71,8 +71,8 @@ struct EncodeOptions {
 
 // The one spelling of the entropy setting for users (l3pack --entropy, the
 // Python `entropy=` argument): "auto" (the default: rANS tiles where they save
-// at least 10%), "off" (Rice codes only: a version 2 stream, the fastest CPU
-// decode), "max" (rANS wherever smaller) or a percentage "0".."100" (rANS
+// at least 10%), "off" (Rice codes only: a version 2 stream, or 4 with zero
+// rows, the fastest CPU decode), "max" (rANS wherever smaller) or a percentage "0".."100" (rANS
 // where it saves at least that share of a tile's bytes; effort 2 ignores the
 // share). Sets entropy_coding and entropy_min_saving_percent; anything else:
 // invalid_argument naming the choices.
