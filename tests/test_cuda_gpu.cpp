@@ -192,6 +192,46 @@ TEST_CASE("GPU: crops, device-resident inputs, caller output" * doctest::skip(no
   ok(cudaStreamDestroy(stream));
 }
 
+TEST_CASE("GPU: zero rows (spec/codec.md §4.3, version 4), whole images and crops" * doctest::skip(no_gpu())) {
+  // Rows that repeat the row above and a mid-gray first row: empty row
+  // streams in Rice-coded, entropy-coded (effort 2) and palette tiles.
+  std::mt19937 rng(23);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<std::optional<l3::Rect>> crops;
+  int v4 = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::uint32_t w = 90 + std::uint32_t(i) * 11, h = 40 + std::uint32_t(i) * 5, ch = std::uint32_t(i % 4) + 1;
+    Img im = make_image(rng, w, h, ch, 1 + i % 3);
+    const std::size_t row = std::size_t(w) * ch;
+    for (std::uint32_t y = 0; y < h; ++y) {
+      std::uint8_t* p = &im.px[y * row];
+      if (y % 32 == 0) std::fill(p, p + row, std::uint8_t(128));
+      else if (y % 5 == 1 || y % 7 == 4 || y % 32 == 31) std::copy(p - row, p, p);
+    }
+    l3::EncodeOptions o;
+    o.tile_width = 64;
+    o.effort = 1 + i % 2;
+    streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
+    v4 += l3::read_info(streams.back()).version == 4;
+    const l3::Rect r{std::uint32_t(i) % 7, std::uint32_t(i) % 5 + 3, w / 2 + std::uint32_t(i), h / 2};
+    crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
+  }
+  CHECK(v4 >= 12);
+  cudaStream_t stream;
+  ok(cudaStreamCreate(&stream));
+  l3::cuda::BatchDecoder dec;
+  std::vector<l3::cuda::HostImage> batch;
+  for (std::size_t i = 0; i < streams.size(); ++i) batch.push_back({streams[i], crops[i]});
+  for (Layout layout : {Layout::hwc, Layout::chw}) {
+    l3::cuda::BatchOptions opt;
+    opt.layout = layout;
+    const auto r = dec.decode(batch, opt, stream);
+    ok(cudaStreamSynchronize(stream));
+    check_batch(streams, crops, r, layout);
+  }
+  ok(cudaStreamDestroy(stream));
+}
+
 TEST_CASE("GPU: a corrupt image among good ones" * doctest::skip(no_gpu())) {
   std::mt19937 rng(17);
   std::vector<std::vector<std::uint8_t>> streams;
