@@ -44,6 +44,19 @@ U8Array decode_span(std::span<const std::uint8_t> data, unsigned threads, bool v
 
 namespace {
 
+// The encode options of l3.encode / l3.encode_file's keyword arguments
+// (entropy: l3::set_entropy_mode's spelling, invalid_argument -> ValueError).
+l3::EncodeOptions encode_options(std::uint32_t tile_width, std::uint32_t tile_height, int effort, unsigned threads,
+                                 const std::string& entropy) {
+  l3::EncodeOptions opt;
+  opt.tile_width = tile_width;
+  opt.tile_height = tile_height;
+  opt.effort = effort;
+  opt.threads = threads;
+  l3::set_entropy_mode(opt, entropy);
+  return opt;
+}
+
 // image: a C-contiguous uint8 array (H, W, C) checked by the Python layer.
 nb::bytes encode(nb::ndarray<const std::uint8_t, nb::ndim<3>, nb::c_contig, nb::device::cpu> image,
                  std::uint32_t tile_width, std::uint32_t tile_height, int effort, unsigned threads,
@@ -54,12 +67,7 @@ nb::bytes encode(nb::ndarray<const std::uint8_t, nb::ndim<3>, nb::c_contig, nb::
   };
   l3::ImageView view{image.data(), shape_u32(image.shape(1), "width"), shape_u32(image.shape(0), "height"),
                      shape_u32(image.shape(2), "channels"), 0};
-  l3::EncodeOptions opt;
-  opt.tile_width = tile_width;
-  opt.tile_height = tile_height;
-  opt.effort = effort;
-  opt.threads = threads;
-  l3::set_entropy_mode(opt, entropy);
+  const l3::EncodeOptions opt = encode_options(tile_width, tile_height, effort, threads, entropy);
   std::vector<std::uint8_t> out = without_gil([&] { return l3::encode(view, opt); });
   return nb::bytes(reinterpret_cast<const char*>(out.data()), out.size());
 }
@@ -125,12 +133,7 @@ U8Array decode_image_bytes(nb::bytes data) {
 // PNG / JPEG / PNM file bytes -> .l3i bytes, without a round trip through Python.
 nb::bytes encode_file(const std::string& path, std::uint32_t tile_width, std::uint32_t tile_height, int effort,
                       unsigned threads, const std::string& entropy) {
-  l3::EncodeOptions opt;
-  opt.tile_width = tile_width;
-  opt.tile_height = tile_height;
-  opt.effort = effort;
-  opt.threads = threads;
-  l3::set_entropy_mode(opt, entropy);
+  const l3::EncodeOptions opt = encode_options(tile_width, tile_height, effort, threads, entropy);
   std::vector<std::uint8_t> out = without_gil([&] {
     l3::Image img = l3::load_image(path);
     return l3::encode(img.view(), opt);
