@@ -61,10 +61,28 @@ L3_DECODE_INLINE V4 vmax(V4 a, V4 b) { return a > b ? a : b; }
 #define L3_PLANES
 #endif
 
+// BitReader::refill for the CPU row loops: the 8-byte load whenever the 8
+// bytes lie before `read_end` (the end of the tile's bytes), not only before
+// the row stream's end, so that a row's last bytes do not take the byte
+// loop (it was 2-3% of single-thread decode time on photos). Bytes past the
+// row's end then enter the buffer instead of zeros; the bits of a valid
+// stream never include them (its codes end inside the row), and
+// consumed_bits still counts every bit taken, so the end checks (§7.3,
+// core::lane_end, lane_end_partial) find an overrun exactly as before.
+L3_DECODE_INLINE void refill_cpu(core::BitReader& br, const std::uint8_t* read_end) {
+  if (read_end - br.p >= 8) [[likely]] {
+    br.buf |= core::load_be64(br.p) >> br.avail;
+    br.p += (63 - br.avail) >> 3;
+    br.avail |= 56;
+    return;
+  }
+  br.refill();
+}
+
 // Rice decode (spec §7.2) for the CPU row loop; the same values as
 // core::read_rice, in fewer instructions on the common path.
-L3_DECODE_INLINE std::uint32_t read_rice_cpu(core::BitReader& br, int k) {
-  if (br.avail < int(core::kEscapeZeros + core::kEscapeBits)) br.refill();  // a symbol is at most 30 bits
+L3_DECODE_INLINE std::uint32_t read_rice_cpu(core::BitReader& br, int k, const std::uint8_t* read_end) {
+  if (br.avail < int(core::kEscapeZeros + core::kEscapeBits)) refill_cpu(br, read_end);  // a symbol is at most 30 bits
   // `| 1` keeps the count defined (no zero test) and changes nothing: a count
   // of 63 or 64 is an escape either way.
   const int q = core::clz64(br.buf | 1);
@@ -126,8 +144,9 @@ L3_DECODE_INLINE std::uint32_t ans_renorm_cpu(LaneState& s, std::uint32_t x) {
 // core::ans_read's value in context x, for the CPU row loop: the token from
 // the slot table, and no data-dependent branch (whether a renormalisation
 // happens, or raw bits follow, is close to random on photos).
-L3_DECODE_INLINE std::uint32_t ans_read_cpu(LaneState& s, const CodedTileParams& t, const AnsSlots& slots, int x) {
-  s.br.refill();  // >= 56 bits: the two renormalisations below take at most 32
+L3_DECODE_INLINE std::uint32_t ans_read_cpu(LaneState& s, const CodedTileParams& t, const AnsSlots& slots, int x,
+                                            const std::uint8_t* read_end) {
+  refill_cpu(s.br, read_end);  // >= 56 bits: the two renormalisations below take at most 32
   const std::uint16_t* cum = t.ans_cum[x];
   std::uint32_t a = s.ans;
   const std::uint32_t slot = a & (core::kAnsTotal - 1);
@@ -217,7 +236,7 @@ L3_DECODE_INLINE void zero_row_codes(CodeRow<CH>& row, int x1) {
 // residual, the rest of the loop shared.
 template <int CH, bool kFirstRow, bool kConstantPlanes, bool kRunMode, bool kAns>
 L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane, const UpContext<CH>& up,
-                                       CodeRow<CH>& row, int x1, const AnsSlots* slots) {
+                                       CodeRow<CH>& row, int x1, const AnsSlots* slots, const std::uint8_t* read_end) {
   // A local copy of the lane: kept in registers through the loop (the
   // caller's lanes are an array in memory).
   LaneState s = lane;
@@ -234,8 +253,8 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
     const bool zero = kRunMode && core::zero_run_step(
         t, s, c, [&]() __attribute__((always_inline)) { return (or_w | (kFirstRow ? 0 : up.any[c])) == 0; },
         [&](core::BitReader& br, int k) __attribute__((always_inline)) {
-          if constexpr (kAns) return ans_read_cpu(s, t, *slots, core::kAnsRunContext);
-          else return read_rice_cpu(br, k);
+          if constexpr (kAns) return ans_read_cpu(s, t, *slots, core::kAnsRunContext, read_end);
+          else return read_rice_cpu(br, k, read_end);
         });
     if constexpr (kRunMode && CH == 1) {
       // Pixel c is in a zero run with more than 8 pixels to go: the rest of
@@ -259,7 +278,7 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
       // fewer than 30 bits left depends on the data, and that branch was
       // mispredicted often; after these, read_rice_cpu rarely needs its own.
       if (!kAns && p % 2 == 0 && !zero) {
-        s.br.refill();
+        refill_cpu(s.br, read_end);
         // refill() leaves at least 56 bits (avail | 56 on its fast path):
         // telling the compiler drops the next read's own check.
         if (s.br.avail < 56) __builtin_unreachable();
@@ -269,8 +288,10 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
       // Constant planes read nothing (spec §4.3); tiles without any (most)
       // take a copy of the loop without the test: 1-2% faster on photos.
       if (!zero && (!kConstantPlanes || !t.plane[p].constant)) {
-        if constexpr (kAns) u = ans_read_cpu(s, t, *slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a));
-        else u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a));
+        if constexpr (kAns)
+          u = ans_read_cpu(s, t, *slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a), read_end);
+        else
+          u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a), read_end);
       }
       row.code[c + 1][p] = int(u);
       uw[p] = int(u);
@@ -289,25 +310,26 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
 // the constant-plane test).
 template <int CH, bool kFirstRow>
 L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool constant_planes, const AnsSlots* slots,
+                                       const std::uint8_t* read_end,
                                        LaneState& lane, const UpContext<CH>& up, CodeRow<CH>& row, int x1) {
   if (t.ans) {
-    if (t.run_mode) decode_row_codes<CH, kFirstRow, true, true, true>(t, lane, up, row, x1, slots);
-    else decode_row_codes<CH, kFirstRow, true, false, true>(t, lane, up, row, x1, slots);
+    if (t.run_mode) decode_row_codes<CH, kFirstRow, true, true, true>(t, lane, up, row, x1, slots, read_end);
+    else decode_row_codes<CH, kFirstRow, true, false, true>(t, lane, up, row, x1, slots, read_end);
   } else if (t.run_mode) {
-    if (constant_planes) decode_row_codes<CH, kFirstRow, true, true, false>(t, lane, up, row, x1, slots);
-    else decode_row_codes<CH, kFirstRow, false, true, false>(t, lane, up, row, x1, slots);
+    if (constant_planes) decode_row_codes<CH, kFirstRow, true, true, false>(t, lane, up, row, x1, slots, read_end);
+    else decode_row_codes<CH, kFirstRow, false, true, false>(t, lane, up, row, x1, slots, read_end);
   } else {
-    if (constant_planes) decode_row_codes<CH, kFirstRow, true, false, false>(t, lane, up, row, x1, slots);
-    else decode_row_codes<CH, kFirstRow, false, false, false>(t, lane, up, row, x1, slots);
+    if (constant_planes) decode_row_codes<CH, kFirstRow, true, false, false>(t, lane, up, row, x1, slots, read_end);
+    else decode_row_codes<CH, kFirstRow, false, false, false>(t, lane, up, row, x1, slots, read_end);
   }
 }
 
 template <int CH>
 L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool first_row, bool constant_planes,
-                                       const AnsSlots* slots, LaneState& lane, const UpContext<CH>& up,
+                                       const AnsSlots* slots, const std::uint8_t* read_end, LaneState& lane, const UpContext<CH>& up,
                                        CodeRow<CH>& row, int x1) {
-  if (first_row) decode_row_codes<CH, true>(t, constant_planes, slots, lane, up, row, x1);
-  else decode_row_codes<CH, false>(t, constant_planes, slots, lane, up, row, x1);
+  if (first_row) decode_row_codes<CH, true>(t, constant_planes, slots, read_end, lane, up, row, x1);
+  else decode_row_codes<CH, false>(t, constant_planes, slots, read_end, lane, up, row, x1);
 }
 
 // Entropy-coded tiles: the code pass of two rows in lockstep, the second one
@@ -327,7 +349,7 @@ struct AnsRowState {
 // The codes of pixel c of one row of an entropy-coded tile (the code half of
 // core::decode_pixel, as decode_row_codes).
 template <int CH, bool kFirstRow, bool kRunMode>
-L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& slots, AnsRowState<CH>& st,
+L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end, AnsRowState<CH>& st,
                                     const CodeRow<CH>& up, CodeRow<CH>& row, int c) {
   LaneState& s = st.s;
   const bool zero = kRunMode && core::zero_run_step(
@@ -336,7 +358,7 @@ L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& sl
         return (st.or_w | (kFirstRow ? 0 : up.pix_or[c + 1] | up.pix_or[c])) == 0;
       },
       [&](core::BitReader&, int) __attribute__((always_inline)) {
-        return ans_read_cpu(s, t, slots, core::kAnsRunContext);
+        return ans_read_cpu(s, t, slots, core::kAnsRunContext, read_end);
       });
   int or_c = 0;
   L3_PLANES for (int p = 0; p < CH; ++p) {
@@ -345,7 +367,7 @@ L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& sl
                             : st.uw[p] + up.code[c + 1][p] + (up.code[c][p] >> 1);
     std::uint32_t u = 0;
     if (!zero && !t.plane[p].constant)
-      u = ans_read_cpu(s, t, slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a));
+      u = ans_read_cpu(s, t, slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a), read_end);
     row.code[c + 1][p] = int(u);
     st.uw[p] = int(u);
     or_c |= int(u);
@@ -360,7 +382,7 @@ L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& sl
 // Row I of the pair at step s decodes column s - I (when in [0, x1)):
 // rows[I] is the row above it, rows[I + 1] its own.
 template <int CH, bool kFirstPair, bool kRunMode, int I>
-L3_DECODE_INLINE void ans_code_step_checked(const CodedTileParams& t, const AnsSlots& slots, AnsRowState<CH>* st,
+L3_DECODE_INLINE void ans_code_step_checked(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end, AnsRowState<CH>* st,
                                             CodeRow<CH>* const* rows, int s, int x1) {
   constexpr bool kFirstRow = kFirstPair && I == 0;
   const int c = s - I;
@@ -373,7 +395,7 @@ L3_DECODE_INLINE void ans_code_step_checked(const CodedTileParams& t, const AnsS
       st[I].or_w |= st[I].uw[p];
     }
   }
-  ans_code_step<CH, kFirstRow, kRunMode>(t, slots, st[I], *rows[I], *rows[I + 1], c);
+  ans_code_step<CH, kFirstRow, kRunMode>(t, slots, read_end, st[I], *rows[I], *rows[I + 1], c);
   if (c == 0) {
     for (int p = 0; p < CodeRow<CH>::CS; ++p) rows[I + 1]->code[0][p] = rows[I + 1]->code[1][p];
     rows[I + 1]->pix_or[0] = rows[I + 1]->pix_or[1];
@@ -384,35 +406,35 @@ L3_DECODE_INLINE void ans_code_step_checked(const CodedTileParams& t, const AnsS
 // rows[0] holds the codes of the row above (unused when kFirstPair: the
 // tile's first row is row 0 of the pair), rows[1..G] receive the rows'.
 template <int CH, int G, bool kFirstPair, bool kRunMode>
-L3_DECODE_CLONES void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, LaneState* lanes,
+L3_DECODE_CLONES void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end, LaneState* lanes,
                                        CodeRow<CH>* const* rows, int x1) {
   AnsRowState<CH> st[G] = {};  // uw, or_w: set at each row's column 0
   for (int i = 0; i < G; ++i) st[i].s = lanes[i];
   int s = 0;
   for (; s < G; ++s) {  // the columns 0
-    ans_code_step_checked<CH, kFirstPair, kRunMode, 0>(t, slots, st, rows, s, x1);
-    if constexpr (G == 2) ans_code_step_checked<CH, kFirstPair, kRunMode, 1>(t, slots, st, rows, s, x1);
+    ans_code_step_checked<CH, kFirstPair, kRunMode, 0>(t, slots, read_end, st, rows, s, x1);
+    if constexpr (G == 2) ans_code_step_checked<CH, kFirstPair, kRunMode, 1>(t, slots, read_end, st, rows, s, x1);
   }
   for (; s < x1; ++s) {  // both rows have a column in [1, x1)
-    ans_code_step<CH, kFirstPair, kRunMode>(t, slots, st[0], *rows[0], *rows[1], s);
-    if constexpr (G == 2) ans_code_step<CH, false, kRunMode>(t, slots, st[1], *rows[1], *rows[2], s - 1);
+    ans_code_step<CH, kFirstPair, kRunMode>(t, slots, read_end, st[0], *rows[0], *rows[1], s);
+    if constexpr (G == 2) ans_code_step<CH, false, kRunMode>(t, slots, read_end, st[1], *rows[1], *rows[2], s - 1);
   }
   // The second row's last column (its column 0 was in the first loop when x1 = 1).
   if constexpr (G == 2)
-    if (x1 >= 2) ans_code_step<CH, false, kRunMode>(t, slots, st[1], *rows[1], *rows[2], x1 - 1);
+    if (x1 >= 2) ans_code_step<CH, false, kRunMode>(t, slots, read_end, st[1], *rows[1], *rows[2], x1 - 1);
   for (int i = 0; i < G; ++i) lanes[i] = st[i].s;
 }
 
 template <int CH>
-void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, int g, bool first, LaneState* lanes,
+void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end, int g, bool first, LaneState* lanes,
                       CodeRow<CH>* const* rows, int x1) {
   const auto run = [&]<int G>() {
     if (first) {
-      if (t.run_mode) ans_decode_codes<CH, G, true, true>(t, slots, lanes, rows, x1);
-      else ans_decode_codes<CH, G, true, false>(t, slots, lanes, rows, x1);
+      if (t.run_mode) ans_decode_codes<CH, G, true, true>(t, slots, read_end, lanes, rows, x1);
+      else ans_decode_codes<CH, G, true, false>(t, slots, read_end, lanes, rows, x1);
     } else {
-      if (t.run_mode) ans_decode_codes<CH, G, false, true>(t, slots, lanes, rows, x1);
-      else ans_decode_codes<CH, G, false, false>(t, slots, lanes, rows, x1);
+      if (t.run_mode) ans_decode_codes<CH, G, false, true>(t, slots, read_end, lanes, rows, x1);
+      else ans_decode_codes<CH, G, false, false>(t, slots, read_end, lanes, rows, x1);
     }
   };
   if (g == 2) run.template operator()<2>();
@@ -423,16 +445,16 @@ void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, int g, bo
 // entropy-coded tile: in lockstep, or, when one of them is a zero row (spec
 // §4.3), that one as zeros and the other alone. rows as for ans_decode_codes.
 template <int CH>
-void ans_decode_rows(const CodedTileParams& t, const AnsSlots& slots, int g, int r, LaneState* lanes,
+void ans_decode_rows(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end, int g, int r, LaneState* lanes,
                      CodeRow<CH>* const* rows, int x1) {
   const bool zero0 = core::is_zero_row(t, r), zero1 = g == 2 && core::is_zero_row(t, r + 1);
-  if (!zero0 && !zero1) return ans_decode_codes<CH>(t, slots, g, r == 0, lanes, rows, x1);
+  if (!zero0 && !zero1) return ans_decode_codes<CH>(t, slots, read_end, g, r == 0, lanes, rows, x1);
   if (zero0) zero_row_codes(*rows[1], x1);
-  else ans_decode_codes<CH>(t, slots, 1, r == 0, lanes, rows, x1);
+  else ans_decode_codes<CH>(t, slots, read_end, 1, r == 0, lanes, rows, x1);
   if (g < 2) return;
   // The second row, below the first: rows + 1 = {the first row, its own}.
   if (zero1) zero_row_codes(*rows[2], x1);
-  else ans_decode_codes<CH>(t, slots, 1, false, lanes + 1, rows + 1, x1);
+  else ans_decode_codes<CH>(t, slots, read_end, 1, false, lanes + 1, rows + 1, x1);
 }
 
 }  // namespace

@@ -204,7 +204,8 @@ inline constexpr int kGroupRows = 4;
 // them, so a crop stops early; a full decode also checks that every row
 // stream is consumed exactly.
 template <int CH, std::uint8_t kPred>
-L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTileParams& params, const TileOutput& o) {
+L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTileParams& params, const TileOutput& o,
+                                       const std::uint8_t* read_end) {
   // A local copy: the compiler then knows the row stores below cannot alias
   // the parameters, and keeps them in registers.
   const CodedTileParams t = params;
@@ -237,14 +238,14 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
       for (int i = 0; i < g; i += 2) {
         // rows: the row above the pair (the previous group's last row at i = 0), then the pair's.
         CodeRow<CH>* rows[3] = {&code[(i + kGroupRows - 1) % kGroupRows], &code[i], &code[i + 1 < g ? i + 1 : i]};
-        ans_decode_rows<CH>(t, *slots, std::min(2, g - i), r0 + i, &lane[i], rows, o.x1);
+        ans_decode_rows<CH>(t, *slots, read_end, std::min(2, g - i), r0 + i, &lane[i], rows, o.x1);
       }
     } else {
       for (int i = 0; i < g; ++i) {
         const int r = r0 + i;
         // A zero row (version 4, spec §4.3): its codes are all 0, its lane reads nothing.
         if (core::is_zero_row(t, r)) zero_row_codes(code[i], o.x1);
-        else decode_row_codes<CH>(t, r == 0, constant_planes, slots, lane[i], up_context, code[i], o.x1);
+        else decode_row_codes<CH>(t, r == 0, constant_planes, slots, read_end, lane[i], up_context, code[i], o.x1);
         if (r + 1 < o.y1) prepare_up_context<CH>(code[i], up_context, t.run_mode, o.x1);
       }
     }
@@ -287,14 +288,15 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
 // Tiles whose planes share a predictor (most of them: the encoder prefers
 // that) take a path with the predictor fixed at compile time.
 template <int CH>
-int decode_coded_tile(const std::uint8_t* tile, const CodedTileParams& t, const TileOutput& o) {
+int decode_coded_tile(const std::uint8_t* tile, const CodedTileParams& t, const TileOutput& o,
+                      const std::uint8_t* read_end) {
   switch (core::shared_predictor(t)) {
-    case core::kPredMED: return decode_coded_rows<CH, core::kPredMED>(tile, t, o);
-    case core::kPredW: return decode_coded_rows<CH, core::kPredW>(tile, t, o);
-    case core::kPredN: return decode_coded_rows<CH, core::kPredN>(tile, t, o);
-    case core::kPredAvg: return decode_coded_rows<CH, core::kPredAvg>(tile, t, o);
-    case core::kPredGrad: return decode_coded_rows<CH, core::kPredGrad>(tile, t, o);
-    default: return decode_coded_rows<CH, core::kPredPerPlane>(tile, t, o);
+    case core::kPredMED: return decode_coded_rows<CH, core::kPredMED>(tile, t, o, read_end);
+    case core::kPredW: return decode_coded_rows<CH, core::kPredW>(tile, t, o, read_end);
+    case core::kPredN: return decode_coded_rows<CH, core::kPredN>(tile, t, o, read_end);
+    case core::kPredAvg: return decode_coded_rows<CH, core::kPredAvg>(tile, t, o, read_end);
+    case core::kPredGrad: return decode_coded_rows<CH, core::kPredGrad>(tile, t, o, read_end);
+    default: return decode_coded_rows<CH, core::kPredPerPlane>(tile, t, o, read_end);
   }
 }
 

@@ -43,8 +43,10 @@ int decode_raw(const std::uint8_t* tile, std::uint32_t size, int w, int h, int c
   return core::kOk;
 }
 
+// read_end: where the readable bytes around the tile end (the encoded
+// stream's end): the row loops' refills may load up to there (refill_cpu).
 int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int channels, int version,
-                const TileOutput& o) {
+                const TileOutput& o, const std::uint8_t* read_end) {
   switch (tile[0] & 3) {
     case core::kTileConstant: return decode_constant(tile, size, channels, o);
     case core::kTileRaw: return decode_raw(tile, size, w, h, channels, o);
@@ -55,10 +57,10 @@ int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int 
   const int status = core::parse_coded_tile(tile, size, w, h, channels, version, t);
   if (status != core::kOk) return status;
   switch (t.channels) {  // coded planes: 1 in a palette tile
-    case 1: return decode_coded_tile<1>(tile, t, o);
-    case 2: return decode_coded_tile<2>(tile, t, o);
-    case 3: return decode_coded_tile<3>(tile, t, o);
-    default: return decode_coded_tile<4>(tile, t, o);
+    case 1: return decode_coded_tile<1>(tile, t, o, read_end);
+    case 2: return decode_coded_tile<2>(tile, t, o, read_end);
+    case 3: return decode_coded_tile<3>(tile, t, o, read_end);
+    default: return decode_coded_tile<4>(tile, t, o, read_end);
   }
 }
 
@@ -111,7 +113,7 @@ void decode_into(const detail::ParsedImage& img, const Rect& region, const Mutab
     TileOutput o{out.data + std::size_t(y0 - region.y) * stride + std::size_t(x0 - region.x) * info.channels, stride,
                  int(x0 - tr.x), int(y0 - tr.y), int(x1 - tr.x), int(y1 - tr.y)};
     return decode_tile(img.bytes.data() + img.tile_offset[i], img.tile_size(i), int(tr.width), int(tr.height),
-                       int(info.channels), int(info.version), o);
+                       int(info.channels), int(info.version), o, img.bytes.data() + img.bytes.size());
   };
   const auto [bad, status] = run_parallel(count, options.threads, job);
   if (status != core::kOk) throw_tile_error(img.grid.index(span.tx0 + bad % cols, span.ty0 + bad / cols), status);
