@@ -642,3 +642,58 @@ TEST_CASE("corrupt input: truncations, bit flips and random bytes never crash") 
     }
   }
 }
+
+// The CPU decoder's refills load 8 bytes at a time up to the end of the
+// encoded stream, so a row stream that is read past its end sees the next
+// rows' bytes, not zeros (spec §7.3). A row whose bytes are zeroed (its rANS
+// state kept) reads past its end: each such tile must still be rejected,
+// by a full decode and by a crop of its first rows, and never read outside
+// the stream (ASan), also in the stream's last row.
+TEST_CASE("a row stream read past its end is rejected whatever bytes follow it") {
+  l3::DecodeOptions unchecked;
+  unchecked.verify_checksum = false;
+  for (bool ans : {false, true})
+    for (std::uint32_t c : {1u, 3u}) {
+      const Image im = make(300, 70, c, Pattern::smooth_noise, 40 + c);
+      l3::EncodeOptions eo;
+      eo.entropy_coding = ans;
+      eo.entropy_min_saving_percent = 0;
+      const Bytes enc = l3::encode(im.view(), eo);
+      const l3::ImageInfo info = l3::read_info(enc);
+      std::size_t at = l3::core::kHeaderSize + 4 * std::size_t(info.tiles_x) * info.tiles_y;
+      int rows_tested = 0, ans_rows = 0;
+      for (std::uint32_t i = 0; i < info.tiles_x * info.tiles_y; ++i) {
+        std::uint32_t size;
+        std::memcpy(&size, &enc[l3::core::kHeaderSize + 4 * std::size_t(i)], 4);
+        const std::size_t tile_at = at;
+        at += size;
+        if ((enc[tile_at] & 3) != l3::core::kTileCoded) continue;
+        const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
+        const std::uint32_t w = std::min(info.tile_width, info.width - tx * info.tile_width);
+        const std::uint32_t h = std::min(info.tile_height, info.height - ty * info.tile_height);
+        l3::core::CodedTileParams t;
+        REQUIRE(l3::core::parse_coded_tile(&enc[tile_at], size, int(w), int(h), int(info.channels),
+                                           int(info.version), t) == l3::core::kOk);
+        for (std::uint32_t r : {0u, h / 2, h - 1}) {
+          if (t.row_length[r] < 8) continue;  // too short to be sure it overruns
+          Bytes bad = enc;
+          const std::size_t keep = t.ans ? 4 : 0;  // the row's initial rANS state (spec §7.4)
+          std::memset(&bad[tile_at + t.row_offset[r] + keep], 0, t.row_length[r] - keep);
+          CAPTURE(i);
+          CAPTURE(r);
+          CHECK(error_of([&] { (void)l3::decode(bad, nullptr, unchecked); }) == l3::errc::corrupt_tile);
+          // A crop down to that row, the tile's full width.
+          const l3::Rect region{tx * info.tile_width, ty * info.tile_height, w, r + 1};
+          Bytes out(std::size_t(region.width) * region.height * c);
+          CHECK(error_of([&] {
+                  l3::decode_region(bad, region, {out.data(), region.width, region.height, c, 0}, unchecked);
+                }) == l3::errc::corrupt_tile);
+          ++rows_tested;
+          ans_rows += t.ans;
+        }
+      }
+      CAPTURE(ans);
+      CHECK(rows_tested >= 6);
+      CHECK((ans_rows > 0) == ans);
+    }
+}
