@@ -69,8 +69,11 @@ L3_DECODE_INLINE V4 vmax(V4 a, V4 b) { return a > b ? a : b; }
 // stream never include them (its codes end inside the row), and
 // consumed_bits still counts every bit taken, so the end checks (§7.3,
 // core::lane_end, lane_end_partial) find an overrun exactly as before.
+// kCheck = false: the caller knows that every load of the row lies before
+// read_end (kRiceRowReach), and no test is made.
+template <bool kCheck = true>
 L3_DECODE_INLINE void refill_cpu(core::BitReader& br, const std::uint8_t* read_end) {
-  if (read_end - br.p >= 8) [[likely]] {
+  if (!kCheck || read_end - br.p >= 8) [[likely]] {
     br.buf |= core::load_be64(br.p) >> br.avail;
     br.p += (63 - br.avail) >> 3;
     br.avail |= 56;
@@ -81,8 +84,9 @@ L3_DECODE_INLINE void refill_cpu(core::BitReader& br, const std::uint8_t* read_e
 
 // Rice decode (spec §7.2) for the CPU row loop; the same values as
 // core::read_rice, in fewer instructions on the common path.
+template <bool kCheck>
 L3_DECODE_INLINE std::uint32_t read_rice_cpu(core::BitReader& br, int k, const std::uint8_t* read_end) {
-  if (br.avail < int(core::kEscapeZeros + core::kEscapeBits)) refill_cpu(br, read_end);  // a symbol is at most 30 bits
+  if (br.avail < int(core::kEscapeZeros + core::kEscapeBits)) refill_cpu<kCheck>(br, read_end);  // a symbol is at most 30 bits
   // `| 1` keeps the count defined (no zero test) and changes nothing: a count
   // of 63 or 64 is an escape either way.
   const int q = core::clz64(br.buf | 1);
@@ -234,7 +238,7 @@ L3_DECODE_INLINE void zero_row_codes(CodeRow<CH>& row, int x1) {
 // are rANS tokens read with core::ans_read in the context that
 // k_for_activity names, instead of Rice codes: the second way of reading a
 // residual, the rest of the loop shared.
-template <int CH, bool kFirstRow, bool kConstantPlanes, bool kRunMode, bool kAns>
+template <int CH, bool kFirstRow, bool kConstantPlanes, bool kRunMode, bool kAns, bool kCheck = true>
 L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane, const UpContext<CH>& up,
                                        CodeRow<CH>& row, int x1, const AnsSlots* slots, const std::uint8_t* read_end) {
   // A local copy of the lane: kept in registers through the loop (the
@@ -254,7 +258,7 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
         t, s, c, [&]() __attribute__((always_inline)) { return (or_w | (kFirstRow ? 0 : up.any[c])) == 0; },
         [&](core::BitReader& br, int k) __attribute__((always_inline)) {
           if constexpr (kAns) return ans_read_cpu(s, t, *slots, core::kAnsRunContext, read_end);
-          else return read_rice_cpu(br, k, read_end);
+          else return read_rice_cpu<kCheck>(br, k, read_end);
         });
     if constexpr (kRunMode && CH == 1) {
       // Pixel c is in a zero run with more than 8 pixels to go: the rest of
@@ -278,7 +282,7 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
       // fewer than 30 bits left depends on the data, and that branch was
       // mispredicted often; after these, read_rice_cpu rarely needs its own.
       if (!kAns && p % 2 == 0 && !zero) {
-        refill_cpu(s.br, read_end);
+        refill_cpu<kCheck>(s.br, read_end);
         // refill() leaves at least 56 bits (avail | 56 on its fast path):
         // telling the compiler drops the next read's own check.
         if (s.br.avail < 56) __builtin_unreachable();
@@ -291,7 +295,7 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
         if constexpr (kAns)
           u = ans_read_cpu(s, t, *slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a), read_end);
         else
-          u = read_rice_cpu(s.br, core::k_for_activity(t.plane[p], a), read_end);
+          u = read_rice_cpu<kCheck>(s.br, core::k_for_activity(t.plane[p], a), read_end);
       }
       row.code[c + 1][p] = int(u);
       uw[p] = int(u);
@@ -306,8 +310,28 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
   lane = s;
 }
 
+// How far past its first byte a Rice-coded row's refills may load: at most
+// a run length and CH values per pixel, each at most 30 bits (spec §6.4,
+// §7.2), buffered at most 8 bytes ahead, plus the 8 loaded.
+template <int CH>
+inline constexpr std::ptrdiff_t kRiceRowReach = (1 << core::kMaxTileWidthLog2) * (CH + 1) * 4 + 16;
+
 // The variant of the code pass for a tile (entropy-coded tiles: one, with
-// the constant-plane test).
+// the constant-plane test). Rice-coded rows that start at least
+// kRiceRowReach bytes before read_end (all but the stream's last few KB)
+// take a copy of the loop whose refills test nothing.
+template <int CH, bool kFirstRow, bool kCheck>
+L3_DECODE_INLINE void decode_rice_row_codes(const CodedTileParams& t, bool constant_planes, const std::uint8_t* read_end,
+                                            LaneState& lane, const UpContext<CH>& up, CodeRow<CH>& row, int x1) {
+  if (t.run_mode) {
+    if (constant_planes) decode_row_codes<CH, kFirstRow, true, true, false, kCheck>(t, lane, up, row, x1, nullptr, read_end);
+    else decode_row_codes<CH, kFirstRow, false, true, false, kCheck>(t, lane, up, row, x1, nullptr, read_end);
+  } else {
+    if (constant_planes) decode_row_codes<CH, kFirstRow, true, false, false, kCheck>(t, lane, up, row, x1, nullptr, read_end);
+    else decode_row_codes<CH, kFirstRow, false, false, false, kCheck>(t, lane, up, row, x1, nullptr, read_end);
+  }
+}
+
 template <int CH, bool kFirstRow>
 L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool constant_planes, const AnsSlots* slots,
                                        const std::uint8_t* read_end,
@@ -315,12 +339,10 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool constant_p
   if (t.ans) {
     if (t.run_mode) decode_row_codes<CH, kFirstRow, true, true, true>(t, lane, up, row, x1, slots, read_end);
     else decode_row_codes<CH, kFirstRow, true, false, true>(t, lane, up, row, x1, slots, read_end);
-  } else if (t.run_mode) {
-    if (constant_planes) decode_row_codes<CH, kFirstRow, true, true, false>(t, lane, up, row, x1, slots, read_end);
-    else decode_row_codes<CH, kFirstRow, false, true, false>(t, lane, up, row, x1, slots, read_end);
+  } else if (read_end - lane.br.p >= kRiceRowReach<CH>) {
+    decode_rice_row_codes<CH, kFirstRow, false>(t, constant_planes, read_end, lane, up, row, x1);
   } else {
-    if (constant_planes) decode_row_codes<CH, kFirstRow, true, false, false>(t, lane, up, row, x1, slots, read_end);
-    else decode_row_codes<CH, kFirstRow, false, false, false>(t, lane, up, row, x1, slots, read_end);
+    decode_rice_row_codes<CH, kFirstRow, true>(t, constant_planes, read_end, lane, up, row, x1);
   }
 }
 
