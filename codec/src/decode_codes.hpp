@@ -70,7 +70,7 @@ L3_DECODE_INLINE V4 vmax(V4 a, V4 b) { return a > b ? a : b; }
 // consumed_bits still counts every bit taken, so the end checks (§7.3,
 // core::lane_end, lane_end_partial) find an overrun exactly as before.
 // kCheck = false: the caller knows that every load of the row lies before
-// read_end (kRiceRowReach), and no test is made.
+// read_end (kRowReach), and no test is made.
 template <bool kCheck = true>
 L3_DECODE_INLINE void refill_cpu(core::BitReader& br, const std::uint8_t* read_end) {
   if (!kCheck || read_end - br.p >= 8) [[likely]] {
@@ -148,9 +148,10 @@ L3_DECODE_INLINE std::uint32_t ans_renorm_cpu(LaneState& s, std::uint32_t x) {
 // core::ans_read's value in context x, for the CPU row loop: the token from
 // the slot table, and no data-dependent branch (whether a renormalisation
 // happens, or raw bits follow, is close to random on photos).
+template <bool kCheck = true>
 L3_DECODE_INLINE std::uint32_t ans_read_cpu(LaneState& s, const CodedTileParams& t, const AnsSlots& slots, int x,
                                             const std::uint8_t* read_end) {
-  refill_cpu(s.br, read_end);  // >= 56 bits: the two renormalisations below take at most 32
+  refill_cpu<kCheck>(s.br, read_end);  // >= 56 bits: the two renormalisations below take at most 32
   const std::uint16_t* cum = t.ans_cum[x];
   std::uint32_t a = s.ans;
   const std::uint32_t slot = a & (core::kAnsTotal - 1);
@@ -310,15 +311,16 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
   lane = s;
 }
 
-// How far past its first byte a Rice-coded row's refills may load: at most
-// a run length and CH values per pixel, each at most 30 bits (spec §6.4,
-// §7.2), buffered at most 8 bytes ahead, plus the 8 loaded.
+// How far past the reader's position at its start a row's refills may load:
+// at most a run length and CH values per pixel (spec §6.4), each at most
+// 30 bits as a Rice code (§7.2) or 32 as a rANS value (two 16-bit
+// renormalisations, §7.4), buffered at most 8 bytes ahead, plus the 8 loaded.
 template <int CH>
-inline constexpr std::ptrdiff_t kRiceRowReach = (1 << core::kMaxTileWidthLog2) * (CH + 1) * 4 + 16;
+inline constexpr std::ptrdiff_t kRowReach = (1 << core::kMaxTileWidthLog2) * (CH + 1) * 4 + 16;
 
 // The variant of the code pass for a tile (entropy-coded tiles: one, with
 // the constant-plane test). Rice-coded rows that start at least
-// kRiceRowReach bytes before read_end (all but the stream's last few KB)
+// kRowReach bytes before read_end (all but the stream's last few KB)
 // take a copy of the loop whose refills test nothing.
 template <int CH, bool kFirstRow, bool kCheck>
 L3_DECODE_INLINE void decode_rice_row_codes(const CodedTileParams& t, bool constant_planes, const std::uint8_t* read_end,
@@ -339,7 +341,7 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool constant_p
   if (t.ans) {
     if (t.run_mode) decode_row_codes<CH, kFirstRow, true, true, true>(t, lane, up, row, x1, slots, read_end);
     else decode_row_codes<CH, kFirstRow, true, false, true>(t, lane, up, row, x1, slots, read_end);
-  } else if (read_end - lane.br.p >= kRiceRowReach<CH>) {
+  } else if (read_end - lane.br.p >= kRowReach<CH>) {
     decode_rice_row_codes<CH, kFirstRow, false>(t, constant_planes, read_end, lane, up, row, x1);
   } else {
     decode_rice_row_codes<CH, kFirstRow, true>(t, constant_planes, read_end, lane, up, row, x1);
@@ -370,7 +372,7 @@ struct AnsRowState {
 
 // The codes of pixel c of one row of an entropy-coded tile (the code half of
 // core::decode_pixel, as decode_row_codes).
-template <int CH, bool kFirstRow, bool kRunMode>
+template <int CH, bool kFirstRow, bool kRunMode, bool kCheck>
 L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end, AnsRowState<CH>& st,
                                     const CodeRow<CH>& up, CodeRow<CH>& row, int c) {
   LaneState& s = st.s;
@@ -380,7 +382,7 @@ L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& sl
         return (st.or_w | (kFirstRow ? 0 : up.pix_or[c + 1] | up.pix_or[c])) == 0;
       },
       [&](core::BitReader&, int) __attribute__((always_inline)) {
-        return ans_read_cpu(s, t, slots, core::kAnsRunContext, read_end);
+        return ans_read_cpu<kCheck>(s, t, slots, core::kAnsRunContext, read_end);
       });
   int or_c = 0;
   L3_PLANES for (int p = 0; p < CH; ++p) {
@@ -389,7 +391,7 @@ L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& sl
                             : st.uw[p] + up.code[c + 1][p] + (up.code[c][p] >> 1);
     std::uint32_t u = 0;
     if (!zero && !t.plane[p].constant)
-      u = ans_read_cpu(s, t, slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a), read_end);
+      u = ans_read_cpu<kCheck>(s, t, slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a), read_end);
     row.code[c + 1][p] = int(u);
     st.uw[p] = int(u);
     or_c |= int(u);
@@ -403,7 +405,7 @@ L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& sl
 
 // Row I of the pair at step s decodes column s - I (when in [0, x1)):
 // rows[I] is the row above it, rows[I + 1] its own.
-template <int CH, bool kFirstPair, bool kRunMode, int I>
+template <int CH, bool kFirstPair, bool kRunMode, bool kCheck, int I>
 L3_DECODE_INLINE void ans_code_step_checked(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end, AnsRowState<CH>* st,
                                             CodeRow<CH>* const* rows, int s, int x1) {
   constexpr bool kFirstRow = kFirstPair && I == 0;
@@ -417,7 +419,7 @@ L3_DECODE_INLINE void ans_code_step_checked(const CodedTileParams& t, const AnsS
       st[I].or_w |= st[I].uw[p];
     }
   }
-  ans_code_step<CH, kFirstRow, kRunMode>(t, slots, read_end, st[I], *rows[I], *rows[I + 1], c);
+  ans_code_step<CH, kFirstRow, kRunMode, kCheck>(t, slots, read_end, st[I], *rows[I], *rows[I + 1], c);
   if (c == 0) {
     for (int p = 0; p < CodeRow<CH>::CS; ++p) rows[I + 1]->code[0][p] = rows[I + 1]->code[1][p];
     rows[I + 1]->pix_or[0] = rows[I + 1]->pix_or[1];
@@ -427,37 +429,45 @@ L3_DECODE_INLINE void ans_code_step_checked(const CodedTileParams& t, const AnsS
 // The code pass of G <= 2 rows of an entropy-coded tile, columns [0, x1):
 // rows[0] holds the codes of the row above (unused when kFirstPair: the
 // tile's first row is row 0 of the pair), rows[1..G] receive the rows'.
-template <int CH, int G, bool kFirstPair, bool kRunMode>
+template <int CH, int G, bool kFirstPair, bool kRunMode, bool kCheck>
 L3_DECODE_CLONES void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end, LaneState* lanes,
                                        CodeRow<CH>* const* rows, int x1) {
   AnsRowState<CH> st[G] = {};  // uw, or_w: set at each row's column 0
   for (int i = 0; i < G; ++i) st[i].s = lanes[i];
   int s = 0;
   for (; s < G; ++s) {  // the columns 0
-    ans_code_step_checked<CH, kFirstPair, kRunMode, 0>(t, slots, read_end, st, rows, s, x1);
-    if constexpr (G == 2) ans_code_step_checked<CH, kFirstPair, kRunMode, 1>(t, slots, read_end, st, rows, s, x1);
+    ans_code_step_checked<CH, kFirstPair, kRunMode, kCheck, 0>(t, slots, read_end, st, rows, s, x1);
+    if constexpr (G == 2) ans_code_step_checked<CH, kFirstPair, kRunMode, kCheck, 1>(t, slots, read_end, st, rows, s, x1);
   }
   for (; s < x1; ++s) {  // both rows have a column in [1, x1)
-    ans_code_step<CH, kFirstPair, kRunMode>(t, slots, read_end, st[0], *rows[0], *rows[1], s);
-    if constexpr (G == 2) ans_code_step<CH, false, kRunMode>(t, slots, read_end, st[1], *rows[1], *rows[2], s - 1);
+    ans_code_step<CH, kFirstPair, kRunMode, kCheck>(t, slots, read_end, st[0], *rows[0], *rows[1], s);
+    if constexpr (G == 2) ans_code_step<CH, false, kRunMode, kCheck>(t, slots, read_end, st[1], *rows[1], *rows[2], s - 1);
   }
   // The second row's last column (its column 0 was in the first loop when x1 = 1).
   if constexpr (G == 2)
-    if (x1 >= 2) ans_code_step<CH, false, kRunMode>(t, slots, read_end, st[1], *rows[1], *rows[2], x1 - 1);
+    if (x1 >= 2) ans_code_step<CH, false, kRunMode, kCheck>(t, slots, read_end, st[1], *rows[1], *rows[2], x1 - 1);
   for (int i = 0; i < G; ++i) lanes[i] = st[i].s;
 }
 
 template <int CH>
 void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end, int g, bool first, LaneState* lanes,
                       CodeRow<CH>* const* rows, int x1) {
+  // Rows whose every load lies before read_end (kRowReach from where each
+  // starts) refill without a bounds test, as Rice-coded rows do.
+  bool far = true;
+  for (int i = 0; i < g; ++i) far &= read_end - lanes[i].br.p >= kRowReach<CH>;
   const auto run = [&]<int G>() {
-    if (first) {
-      if (t.run_mode) ans_decode_codes<CH, G, true, true>(t, slots, read_end, lanes, rows, x1);
-      else ans_decode_codes<CH, G, true, false>(t, slots, read_end, lanes, rows, x1);
-    } else {
-      if (t.run_mode) ans_decode_codes<CH, G, false, true>(t, slots, read_end, lanes, rows, x1);
-      else ans_decode_codes<CH, G, false, false>(t, slots, read_end, lanes, rows, x1);
-    }
+    const auto pick = [&]<bool kCheck>() {
+      if (first) {
+        if (t.run_mode) ans_decode_codes<CH, G, true, true, kCheck>(t, slots, read_end, lanes, rows, x1);
+        else ans_decode_codes<CH, G, true, false, kCheck>(t, slots, read_end, lanes, rows, x1);
+      } else {
+        if (t.run_mode) ans_decode_codes<CH, G, false, true, kCheck>(t, slots, read_end, lanes, rows, x1);
+        else ans_decode_codes<CH, G, false, false, kCheck>(t, slots, read_end, lanes, rows, x1);
+      }
+    };
+    if (far) pick.template operator()<false>();
+    else pick.template operator()<true>();
   };
   if (g == 2) run.template operator()<2>();
   else run.template operator()<1>();
