@@ -73,10 +73,8 @@ L3_DECODE_INLINE V4 vmax(V4 a, V4 b) { return a > b ? a : b; }
 // read_end (kRowReach), and no test is made.
 template <bool kCheck = true>
 L3_DECODE_INLINE void refill_cpu(core::BitReader& br, const std::uint8_t* read_end) {
-  if (!kCheck || read_end - br.p >= 8) [[likely]] {
-    br.buf |= core::load_be64(br.p) >> br.avail;
-    br.p += (63 - br.avail) >> 3;
-    br.avail |= 56;
+  if (!kCheck || read_end - br.p >= core::kLoadBytes) [[likely]] {
+    br.refill_load();
     return;
   }
   br.refill();

@@ -31,9 +31,7 @@ struct ConvertArguments {
   std::filesystem::path base;
   std::uint64_t max_pixels = kDefaultMaxPixels;
   unsigned threads = 0;
-  std::uint32_t tile_width = 0, tile_height = 0;
-  int effort = 1;
-  EncodeOptions entropy;  // --entropy: its entropy_coding and entropy_min_saving_percent
+  EncodeOptions encode;  // --tile-width, --tile-height, --effort, --entropy
 };
 
 // Error::what() without its "<errc name>: " prefix: the CLI line names the subject itself.
@@ -71,11 +69,7 @@ void parse_part(const std::string& text, ConvertOptions& options) {
 
 ConvertOptions to_options(const ConvertArguments& args) {
   ConvertOptions options;
-  options.encode.tile_width = args.tile_width;
-  options.encode.tile_height = args.tile_height;
-  options.encode.effort = args.effort;
-  options.encode.entropy_coding = args.entropy.entropy_coding;
-  options.encode.entropy_min_saving_percent = args.entropy.entropy_min_saving_percent;
+  options.encode = args.encode;
   options.shard_size = parse_size(args.shard_size);
   options.shuffle_seed = args.shuffle_seed;
   parse_part(args.part, options);
@@ -133,7 +127,7 @@ void print_summary(const ConvertReport& r) {
   if (!args.part.empty() || args.shared_out || args.resume)
     throw Failure{"", "--engine ray runs the parts itself (each resumable): no --part, --shared-out or --resume",
                   exit_usage};
-  if (args.tile_width != 0 || args.tile_height != 0)
+  if (args.encode.tile_width != 0 || args.encode.tile_height != 0)
     throw Failure{"", "--engine ray converts with the codec's default tiles", exit_usage};
   if (args.parts < 1) throw Failure{"", "--engine ray needs --parts N (N >= 1)", exit_usage};
   to_options(args);  // the same checks as a local run, before any process starts
@@ -142,8 +136,8 @@ void print_summary(const ConvertReport& r) {
                                    args.src.string(), args.out.string(), "--parts", std::to_string(args.parts),
                                    "--shard-size", std::to_string(parse_size(args.shard_size)),
                                    "--max-pixels", std::to_string(args.max_pixels), "--layout", args.layout,
-                                   "--threads", std::to_string(args.threads), "--effort", std::to_string(args.effort),
-                                   "--entropy", entropy_mode(args.entropy)};
+                                   "--threads", std::to_string(args.threads), "--effort", std::to_string(args.encode.effort),
+                                   "--entropy", entropy_mode(args.encode)};
   auto add = [&](bool on, const char* flag) { if (on) argv.emplace_back(flag); };
   if (args.shuffle_seed) argv.insert(argv.end(), {"--shuffle-seed", std::to_string(*args.shuffle_seed)});
   if (!args.base.empty()) argv.insert(argv.end(), {"--base", args.base.string()});
@@ -238,13 +232,13 @@ void add_convert_command(CLI::App& app) {
                     "data, e.g. extraneous bytes before a marker)");
   command->add_flag("--allow-empty", args->allow_empty, "Commit a dataset even when no image was converted");
   command->add_option("--threads", args->threads, "Worker threads (0: all cores)");
-  command->add_option("--tile-width", args->tile_width, "Codec tile width (0: default)");
-  command->add_option("--tile-height", args->tile_height, "Codec tile height (0: default)");
-  command->add_option("--effort", args->effort,
+  command->add_option("--tile-width", args->encode.tile_width, "Codec tile width (0: default)");
+  command->add_option("--tile-height", args->encode.tile_height, "Codec tile height (0: default)");
+  command->add_option("--effort", args->encode.effort,
                       "Codec effort: 0 fixed transform and predictor, 1 chosen per tile (default), 2 smallest of "
                       "every transform (slower, denser)")
       ->check(CLI::Range(0, 2));
-  add_entropy_option(*command, args->entropy);
+  add_entropy_option(*command, args->encode);
   command->footer(
       "Every file under SRC is converted, skipped with its reason (summary at the end, list in OUT/skipped.jsonl)\n"
       "or hidden (names starting with '.'). Symbolic links are followed; a link back to a folder being walked\n"

@@ -77,13 +77,18 @@ struct BitReader {
     avail = 0;
     past = 0;
   }
+  // Ensures avail >= 57 with one load of the kLoadBytes bytes at p, which
+  // the caller knows are readable (refill: inside the stream; the CPU row
+  // loops: inside the encoded image, decode_codes.hpp).
+  L3_HD void refill_load() {
+    buf |= load_be64(p) >> avail;
+    p += (63 - avail) >> 3;
+    avail |= 56;
+  }
   // Ensures avail >= 57.
   L3_HD void refill() {
     if (end - p >= kLoadBytes) {
-      const std::uint64_t v = load_be64(p);
-      buf |= v >> avail;
-      p += (63 - avail) >> 3;
-      avail |= 56;
+      refill_load();
       return;
     }
     while (avail <= 56) {
