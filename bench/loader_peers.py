@@ -11,6 +11,9 @@ an ImageFolder of PNG files (work/imagefolder/cNN/img_NNNNN.png) and packed for:
 
   l3              l3.convert (the .l3i codec)                  l3.Loader, l3.torch + DataLoader
   l3_fast         l3.convert(entropy="off"): Rice codes only   l3.Loader (l3_loader_fast)
+  l3_t64          l3.convert(tile_width=64): narrower tiles,   l3.Loader (l3_loader_t64)
+                  random crops decode less of each image
+  l3_t64_fast     both of the above                            l3.Loader (l3_loader_t64_fast)
   ffcv_raw        FFCV RGBImageField(write_mode="raw")         RandomResizedCropRGBImageDecoder
   mds_png/mds_raw MosaicML MDS, PNG bytes and "pil" (raw) cols  StreamingDataset + DataLoader
   wds             WebDataset tar shards of the PNG files       WebDataset + DataLoader
@@ -64,10 +67,12 @@ MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 SEED = 14
 
-PEERS = ["l3_loader", "l3_loader_fast", "l3_torch", "l3_torch_w2", "ffcv_raw", "mds_raw", "mds_png", "wds", "litdata", "dali_cpu", "imagefolder"]
+PEERS = ["l3_loader", "l3_loader_fast", "l3_loader_t64", "l3_loader_t64_fast", "l3_torch", "l3_torch_w2", "ffcv_raw", "mds_raw", "mds_png", "wds", "litdata", "dali_cpu", "imagefolder"]
 LABELS = {
     "l3_loader": "l3.Loader (C++ threads)",
     "l3_loader_fast": "l3.Loader (C++ threads), shards packed with entropy=\"off\" (Rice codes only)",
+    "l3_loader_t64": "l3.Loader (C++ threads), shards packed with tile_width=64",
+    "l3_loader_t64_fast": "l3.Loader (C++ threads), shards packed with tile_width=64, entropy=\"off\"",
     "l3_torch": "l3.torch.IterableDataset + DataLoader(num_workers=0), 2 loader threads",
     "l3_torch_w2": "l3.torch.IterableDataset + DataLoader(num_workers=2), 1 thread each",
     "ffcv_raw": "FFCV, raw pixels (RandomResizedCropRGBImageDecoder)",
@@ -79,7 +84,8 @@ LABELS = {
     "imagefolder": "torchvision ImageFolder + PIL + DataLoader",
 }
 # The packed copy each peer reads (bytes on disk).
-STORE = {"l3_loader": "l3", "l3_loader_fast": "l3_fast", "l3_torch": "l3", "l3_torch_w2": "l3", "ffcv_raw": "ffcv", "mds_raw": "mds_raw", "mds_png": "mds_png",
+STORE = {"l3_loader": "l3", "l3_loader_fast": "l3_fast", "l3_loader_t64": "l3_t64", "l3_loader_t64_fast": "l3_t64_fast",
+         "l3_torch": "l3", "l3_torch_w2": "l3", "ffcv_raw": "ffcv", "mds_raw": "mds_raw", "mds_png": "mds_png",
          "wds": "wds", "litdata": "litdata", "dali_cpu": "imagefolder", "imagefolder": "imagefolder"}
 
 
@@ -185,9 +191,10 @@ def make(a):
         print(f"{name}: packed in {time.perf_counter() - t0:.1f} s, {dir_bytes(out) / 1e6:.1f} MB", flush=True)
 
 
-def pack_l3(recs, out, entropy="auto"):
+def pack_l3(recs, out, entropy="auto", tile_width=0):
     import l3
-    l3.convert(os.path.join(os.path.dirname(out), "imagefolder"), out, threads=2, entropy=entropy)
+    l3.convert(os.path.join(os.path.dirname(out), "imagefolder"), out, threads=2, entropy=entropy,
+               tile_width=tile_width)
 
 
 def pack_ffcv(recs, out):
@@ -250,7 +257,9 @@ def pack_litdata(recs, out):
                      mode="overwrite")
 
 
-PACKERS = {"l3": pack_l3, "l3_fast": lambda recs, out: pack_l3(recs, out, entropy="off"), "ffcv": pack_ffcv, "mds_png": pack_mds_png, "mds_raw": pack_mds_raw, "wds": pack_wds,
+PACKERS = {"l3": pack_l3, "l3_fast": lambda recs, out: pack_l3(recs, out, entropy="off"),
+           "l3_t64": lambda recs, out: pack_l3(recs, out, tile_width=64),
+           "l3_t64_fast": lambda recs, out: pack_l3(recs, out, entropy="off", tile_width=64), "ffcv": pack_ffcv, "mds_png": pack_mds_png, "mds_raw": pack_mds_raw, "wds": pack_wds,
            "litdata": pack_litdata}
 
 
@@ -310,7 +319,8 @@ def stored_litdata(work):
         yield pixels_hash(png_array(s["png"])), int(s["label"])
 
 
-STORED = {"l3": stored_l3, "l3_fast": lambda w: stored_l3(w, "l3_fast"), "ffcv": stored_ffcv, "mds_png": lambda w: _stored_mds(w, "mds_png"),
+STORED = {"l3": stored_l3, "l3_fast": lambda w: stored_l3(w, "l3_fast"), "l3_t64": lambda w: stored_l3(w, "l3_t64"),
+          "l3_t64_fast": lambda w: stored_l3(w, "l3_t64_fast"), "ffcv": stored_ffcv, "mds_png": lambda w: _stored_mds(w, "mds_png"),
           "mds_raw": lambda w: _stored_mds(w, "mds_raw"), "wds": stored_wds, "litdata": stored_litdata}
 
 
@@ -531,7 +541,9 @@ def run_dali(work, epochs):
     return epochs_of(it, epochs, check, len(records(work)))
 
 
-RUNNERS = {"l3_loader": run_l3_loader, "l3_loader_fast": lambda w, e: run_l3_loader(w, e, "l3_fast"), "l3_torch": run_l3_torch,
+RUNNERS = {"l3_loader": run_l3_loader, "l3_loader_fast": lambda w, e: run_l3_loader(w, e, "l3_fast"),
+           "l3_loader_t64": lambda w, e: run_l3_loader(w, e, "l3_t64"),
+           "l3_loader_t64_fast": lambda w, e: run_l3_loader(w, e, "l3_t64_fast"), "l3_torch": run_l3_torch,
            "l3_torch_w2": lambda w, e: run_l3_torch(w, e, WORKERS), "ffcv_raw": run_ffcv,
            "mds_raw": lambda w, e: run_mds(w, e, "mds_raw"), "mds_png": lambda w, e: run_mds(w, e, "mds_png"),
            "wds": run_wds, "litdata": run_litdata, "dali_cpu": run_dali, "imagefolder": run_imagefolder}

@@ -270,15 +270,16 @@ TEST_CASE("convert --engine ray checks the options, then runs $L3_PYTHON -m l3.r
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
   const std::string want = "argv: -m l3.ray_convert " + (dir / "src").string() + " " + (dir / "out").string() +
                            " --parts 4 --shard-size 65536 --max-pixels 178956970 --layout auto --threads 1 "
-                           "--effort 1 --entropy auto --shuffle-seed 9 --strict\n";
+                           "--effort 1 --entropy auto --tile-width 0 --tile-height 0 --shuffle-seed 9 --strict\n";
   CHECK(run.out == want);
-  // The codec options travel with the tasks (l3.convert's effort= and entropy=).
-  run = l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray --parts 2 --effort 2 --entropy 25"));
+  // The codec options travel with the tasks (l3.convert's effort=, entropy=, tile_width=, tile_height=).
+  run = l3pack(dir, convert_args(dir / "src", dir / "out",
+                                 "--engine ray --parts 2 --effort 2 --entropy 25 --tile-width 64 --tile-height 16"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
-  CHECK(run.out.find(" --effort 2 --entropy 25\n") != std::string::npos);
+  CHECK(run.out.find(" --effort 2 --entropy 25 --tile-width 64 --tile-height 16\n") != std::string::npos);
   CHECK(l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray")).exit_code == 2);  // no --parts
   CHECK(l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray --parts 2 --part 0/2")).exit_code == 2);
-  CHECK(l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray --parts 2 --tile-width 64")).exit_code == 2);
+  CHECK(l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray --parts 2 --tile-width 17")).exit_code == 2);
   CHECK(l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray --parts 2 --entropy fast")).exit_code == 2);
   CHECK(l3pack(dir, convert_args(dir / "src", dir / "out", "--engine ray --parts 2 --shard-size 0")).exit_code == 2);
   ::setenv("L3_PYTHON", "/nonexistent/python", 1);

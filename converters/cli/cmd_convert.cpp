@@ -127,8 +127,6 @@ void print_summary(const ConvertReport& r) {
   if (!args.part.empty() || args.shared_out || args.resume)
     throw Failure{"", "--engine ray runs the parts itself (each resumable): no --part, --shared-out or --resume",
                   exit_usage};
-  if (args.encode.tile_width != 0 || args.encode.tile_height != 0)
-    throw Failure{"", "--engine ray converts with the codec's default tiles", exit_usage};
   if (args.parts < 1) throw Failure{"", "--engine ray needs --parts N (N >= 1)", exit_usage};
   to_options(args);  // the same checks as a local run, before any process starts
   const char* python = std::getenv("L3_PYTHON");
@@ -137,7 +135,9 @@ void print_summary(const ConvertReport& r) {
                                    "--shard-size", std::to_string(parse_size(args.shard_size)),
                                    "--max-pixels", std::to_string(args.max_pixels), "--layout", args.layout,
                                    "--threads", std::to_string(args.threads), "--effort", std::to_string(args.encode.effort),
-                                   "--entropy", entropy_mode(args.encode)};
+                                   "--entropy", entropy_mode(args.encode),
+                                   "--tile-width", std::to_string(args.encode.tile_width),
+                                   "--tile-height", std::to_string(args.encode.tile_height)};
   auto add = [&](bool on, const char* flag) { if (on) argv.emplace_back(flag); };
   if (args.shuffle_seed) argv.insert(argv.end(), {"--shuffle-seed", std::to_string(*args.shuffle_seed)});
   if (!args.base.empty()) argv.insert(argv.end(), {"--base", args.base.string()});

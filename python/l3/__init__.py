@@ -377,7 +377,8 @@ def convert(src: PathLike, out: PathLike, shard_size: int = 256 << 20, threads: 
             layout: str = "auto", base: Optional[PathLike] = None, allow_empty: bool = False,
             convert_16bit: bool = False, strict_jpeg: bool = False, part: Optional[Tuple[int, int]] = None,
             shared_output: bool = False, engine: str = "local", parts: Optional[int] = None,
-            ray_address: Optional[str] = None, max_retries: int = 3, effort: int = 1, entropy: str = "auto") -> dict:
+            ray_address: Optional[str] = None, max_retries: int = 3, effort: int = 1, entropy: str = "auto",
+            tile_width: int = 0, tile_height: int = 0) -> dict:
     """`l3pack convert SRC OUT`: a folder of class folders, a flat folder or a list file
     (path,label lines; integer labels or class names) becomes a dataset directory.
 
@@ -391,11 +392,14 @@ def convert(src: PathLike, out: PathLike, shard_size: int = 256 << 20, threads: 
     write into the same OUT and commit_parts(OUT) commits it (spec/format.md §8.4.1).
     engine="ray" runs parts=n such parts as Ray tasks (retried up to max_retries times),
     then commits (l3.ray_convert); ray_address joins a cluster, else one is started on
-    127.0.0.1; threads is then per task. effort and entropy are the codec's (see encode():
-    entropy="off" gives the fastest decode, "max" the smallest shards)."""
+    127.0.0.1; threads is then per task. effort, entropy, tile_width and tile_height are the
+    codec's (see encode(): entropy="off" gives the fastest decode, "max" the smallest shards;
+    tile_width=64 makes random crops decode less of each image, for some 2-5% more bytes:
+    bench/results/loaders-vm.md)."""
     options = dict(shard_size=shard_size, threads=threads, strict=strict, shuffle_seed=shuffle_seed,
                    max_pixels=max_pixels, layout=layout, base=base, allow_empty=allow_empty,
-                   convert_16bit=convert_16bit, strict_jpeg=strict_jpeg, effort=effort, entropy=entropy)
+                   convert_16bit=convert_16bit, strict_jpeg=strict_jpeg, effort=effort, entropy=entropy,
+                   tile_width=tile_width, tile_height=tile_height)
     if engine == "ray":
         if part is not None or shared_output or resume:
             raise ValueError("engine='ray' runs the parts itself (each resumable): no part, shared_output or resume")
@@ -411,7 +415,8 @@ def convert(src: PathLike, out: PathLike, shard_size: int = 256 << 20, threads: 
     return _l3.convert(os.fspath(src), os.fspath(out), int(shard_size), int(threads), bool(strict), bool(resume),
                        -1 if shuffle_seed is None else int(shuffle_seed), int(max_pixels), str(layout),
                        "" if base is None else os.fspath(base), bool(allow_empty), bool(convert_16bit),
-                       bool(strict_jpeg), index, count, bool(shared_output), int(effort), str(entropy))
+                       bool(strict_jpeg), index, count, bool(shared_output), int(effort), str(entropy),
+                       int(tile_width), int(tile_height))
 
 
 def commit_parts(out: PathLike) -> int:

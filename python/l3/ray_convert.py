@@ -136,6 +136,8 @@ def main(argv=None) -> int:
     p.add_argument("--base", default=None)
     p.add_argument("--effort", type=int, default=1)
     p.add_argument("--entropy", default="auto")
+    p.add_argument("--tile-width", type=int, default=0)
+    p.add_argument("--tile-height", type=int, default=0)
     for flag in ("--strict", "--strict-jpeg", "--convert-16bit", "--allow-empty"):
         p.add_argument(flag, action="store_true")
     a = p.parse_args(argv)
@@ -144,7 +146,7 @@ def main(argv=None) -> int:
     options = dict(shard_size=a.shard_size, shuffle_seed=a.shuffle_seed, threads=a.threads, layout=a.layout,
                    base=a.base, strict=a.strict, strict_jpeg=a.strict_jpeg, convert_16bit=a.convert_16bit,
                    allow_empty=a.allow_empty, max_pixels=a.max_pixels if a.max_pixels is not None else l3.MAX_PIXELS,
-                   effort=a.effort, entropy=a.entropy)
+                   effort=a.effort, entropy=a.entropy, tile_width=a.tile_width, tile_height=a.tile_height)
     try:
         r = convert(a.src, a.out, a.parts, address=a.address, max_retries=a.max_retries, **options)
     except (OSError, ValueError) as e:

@@ -170,8 +170,10 @@ nb::dict convert(const std::string& src, const std::string& out, std::uint64_t s
                  bool strict, bool resume, std::int64_t shuffle_seed, std::uint64_t max_pixels,
                  const std::string& layout, const std::string& base, bool allow_empty, bool convert_16bit,
                  bool strict_jpeg, std::uint32_t part_index, std::uint32_t part_count, bool shared_output,
-                 int effort, const std::string& entropy) {
+                 int effort, const std::string& entropy, std::uint32_t tile_width, std::uint32_t tile_height) {
   l3::ConvertOptions opt;
+  opt.encode.tile_width = tile_width;
+  opt.encode.tile_height = tile_height;
   opt.encode.effort = effort;
   l3::set_entropy_mode(opt.encode, entropy);
   opt.part_index = part_index;
@@ -218,7 +220,7 @@ void bind_dataset(nb::module_& m) {
   m.def("convert", &convert, "src"_a, "out"_a, "shard_size"_a, "threads"_a, "strict"_a, "resume"_a,
         "shuffle_seed"_a, "max_pixels"_a, "layout"_a, "base"_a, "allow_empty"_a, "convert_16bit"_a,
         "strict_jpeg"_a, "part_index"_a = 0, "part_count"_a = 1, "shared_output"_a = false, "effort"_a = 1,
-        "entropy"_a = "auto");
+        "entropy"_a = "auto", "tile_width"_a = 0, "tile_height"_a = 0);
   m.def("commit_parts", [](const std::string& out) { return without_gil([&] { return l3::commit_parts(out); }); },
         "out"_a);
 

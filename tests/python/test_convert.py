@@ -72,3 +72,23 @@ def test_convert_effort_and_entropy(tmp_path):
     with pytest.raises(ValueError, match="must be auto, off, max or a percentage"):
         l3.convert(src, tmp_path / "bad", entropy="fast")
     assert not (tmp_path / "bad").exists()
+
+
+def test_convert_tile_size(tmp_path):
+    """tile_width/tile_height reach every record (smaller tiles: random crops decode less) and
+    the manifest; a tile width that is not a power of two in 16..256 is a ValueError before
+    anything is written."""
+    src, _ = _class_tree(tmp_path)
+    out = tmp_path / "t64"
+    l3.convert(src, out, threads=1, tile_width=64, tile_height=16)
+    ds = l3.Dataset(out)
+    assert len(ds) > 0
+    for i in range(len(ds)):
+        info = l3.info(ds.payload(i))
+        assert (info["tile_width"], info["tile_height"]) == (64, 16)
+        np.testing.assert_array_equal(ds[i][0], l3.load_image(SAMPLE / os.path.basename(ds.key(i))))
+    options = json.load(open(out / "manifest.json"))["extra"]["l3pack"]["options"]
+    assert (options["tile_width"], options["tile_height"]) == (64, 16)
+    with pytest.raises(ValueError, match="tile width 17"):
+        l3.convert(src, tmp_path / "bad", tile_width=17)
+    assert not (tmp_path / "bad").exists()

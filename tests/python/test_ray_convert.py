@@ -187,7 +187,8 @@ def test_engine_argument_errors(tmp_path, source):
 def test_l3pack_engine_ray_end_to_end(tmp_path, ray_cluster, source):
     """The CLI itself: `l3pack convert --engine ray` execs the Python driver ($L3_PYTHON),
     which joins the running loopback cluster (--ray-address). The codec options travel with it:
-    --effort 2 --entropy off gives the records of l3.convert(effort=2, entropy="off")."""
+    --effort 2 --entropy off --tile-width 64 gives the records of l3.convert(effort=2,
+    entropy="off", tile_width=64)."""
     l3pack = os.environ.get("L3PACK")
     if not l3pack:
         pytest.skip("no l3pack: scripts/test_python.sh sets L3PACK to the Release build's")
@@ -195,12 +196,12 @@ def test_l3pack_engine_ray_end_to_end(tmp_path, ray_cluster, source):
     address = ray.get_runtime_context().gcs_address
     r = subprocess.run([l3pack, "convert", str(source), str(tmp_path / "cli"), "--engine", "ray", "--parts", "2",
                         "--shard-size", "100000", "--shuffle-seed", "11", "--ray-address", address,
-                        "--effort", "2", "--entropy", "off"],
+                        "--effort", "2", "--entropy", "off", "--tile-width", "64"],
                        env=dict(os.environ, L3_PYTHON=sys.executable), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "from 2 Ray tasks" in r.stdout
     single = tmp_path / "single"
-    l3.convert(source, single, shard_size=100_000, shuffle_seed=11, effort=2, entropy="off")
+    l3.convert(source, single, shard_size=100_000, shuffle_seed=11, effort=2, entropy="off", tile_width=64)
     assert records(tmp_path / "cli") == records(single)
     assert json.load(open(tmp_path / "cli" / "manifest.json"))["extra"]["l3pack"]["options"]["entropy"] == "off"
     bad = subprocess.run([l3pack, "convert", str(source), str(tmp_path / "x"), "--engine", "ray"],
