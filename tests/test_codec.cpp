@@ -522,6 +522,58 @@ TEST_CASE("palette tiles (v2): few-colour images code as indices") {
   CHECK(out == crop(labels, r));
 }
 
+// The coded tiles of a stream, parsed as the decoder does, with their first byte.
+std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> coded_tiles(const Bytes& enc) {
+  const l3::ImageInfo info = l3::read_info(enc);
+  std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> out;
+  std::size_t at = l3::core::kHeaderSize + 4 * std::size_t(info.tiles_x) * info.tiles_y;
+  for (std::uint32_t i = 0; i < info.tiles_x * info.tiles_y; ++i) {
+    std::uint32_t size;
+    std::memcpy(&size, &enc[l3::core::kHeaderSize + 4 * std::size_t(i)], 4);
+    const std::uint8_t* tile = &enc[at];
+    at += size;
+    if ((tile[0] & 3) != l3::core::kTileCoded) continue;
+    const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
+    const int w = int(std::min(info.tile_width, info.width - tx * info.tile_width));
+    const int h = int(std::min(info.tile_height, info.height - ty * info.tile_height));
+    l3::core::CodedTileParams t;
+    REQUIRE(l3::core::parse_coded_tile(tile, size, w, h, int(info.channels), int(info.version), t) == l3::core::kOk);
+    out.emplace_back(tile, t);
+  }
+  return out;
+}
+
+TEST_CASE("palette order: colours that touch get neighbouring indices where brightness order would not") {
+  // spec/codec.md §4.4, §12. Left half a 1-pixel chessboard of black and
+  // white, right half one of two mid grays: by brightness the palette is
+  // black, gray 1, gray 2, white, which puts black and white 3 indices
+  // apart; by adjacency each chessboard's two colours are neighbours.
+  const std::uint8_t colour[4] = {0, 255, 120, 135};  // black, white, gray 1, gray 2
+  Image im{128, 32, 3, Bytes(128 * 32 * 3)};
+  for (std::uint32_t y = 0; y < im.h; ++y)
+    for (std::uint32_t x = 0; x < im.w; ++x)
+      for (int k = 0; k < 3; ++k) im.px[(std::size_t(y) * im.w + x) * 3 + std::size_t(k)] = colour[(x >= 64 ? 2 : 0) + (x + y) % 2];
+  const Bytes enc = encode(im);
+  CHECK(decode(enc) == im.px);
+  const auto tiles = coded_tiles(enc);
+  REQUIRE(tiles.size() == 1);
+  const auto& [tile, t] = tiles[0];
+  REQUIRE(t.palette_size == 4);
+  REQUIRE(t.palette_mask == 0);  // every channel stored per colour
+  int index_of[256];
+  for (std::uint32_t i = 0; i < 4; ++i) index_of[tile[t.palette_at + 3 * i]] = int(i);
+  CHECK(std::abs(index_of[0] - index_of[255]) == 1);
+  CHECK(std::abs(index_of[120] - index_of[135]) == 1);
+  // Where brightness order keeps touching colours together (a gradient of
+  // 40 levels, each next to the next), the stream decodes as well.
+  Image ramp{256, 32, 3, Bytes(256 * 32 * 3)};
+  for (std::uint32_t y = 0; y < ramp.h; ++y)
+    for (std::uint32_t x = 0; x < ramp.w; ++x)
+      for (int k = 0; k < 3; ++k) ramp.px[(std::size_t(y) * ramp.w + x) * 3 + std::size_t(k)] = std::uint8_t(((x + y) / 7) * 5 + k);
+  const Bytes r = encode(ramp);
+  CHECK(decode(r) == ramp.px);
+}
+
 TEST_CASE("spec/vectors/codec: valid vectors decode to their pixels, invalid ones give their error") {
   int valid = 0, invalid = 0;
   for (const auto& entry : fs::directory_iterator(kSourceDir / "spec" / "vectors" / "codec")) {

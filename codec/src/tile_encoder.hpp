@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -103,22 +104,42 @@ private:
       const auto [lo, hi] = std::minmax_element(colours.begin(), colours.end());
       if (colours.size() * 2 > std::size_t(*hi - *lo + 1)) return {};
     }
-    // Sorted by brightness (sum of the channels), so that neighbouring
-    // indices tend to be similar colours and predictions of indices work.
+    // Each pixel's colour as its position in `colours` (first seen first).
+    for (std::size_t j = 0; j < colours.size(); ++j) table.index[table.slot(colours[j])] = std::uint8_t(j);
+    std::vector<std::uint8_t> index(plane_);
+    for (std::size_t i = 0; i < plane_; ++i) index[i] = table.index[table.slot(ColourTable::pack(&pixels_[i * ch_], ch_))];
+    // The palette order (spec §4.4, §12): by brightness (sum of the
+    // channels), so that neighbouring indices tend to be similar colours and
+    // predictions of indices work (gradients, anti-aliased edges); or by
+    // adjacency, so that colours often next to each other get neighbouring
+    // indices (dithers, label masks, text on a background, where brightness
+    // says little), whichever puts neighbouring pixels' indices closer.
     auto key = [&](std::uint32_t v) {
       std::uint32_t sum = 0;
       for (int k = 0; k < ch_; ++k) sum += (v >> (8 * k)) & 255;
       return (std::uint64_t{sum} << 32) | v;
     };
-    std::sort(colours.begin(), colours.end(), [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); });
-    for (std::size_t j = 0; j < colours.size(); ++j) table.index[table.slot(colours[j])] = std::uint8_t(j);
-    std::vector<std::uint8_t> index(plane_);
-    for (std::size_t i = 0; i < plane_; ++i) index[i] = table.index[table.slot(ColourTable::pack(&pixels_[i * ch_], ch_))];
+    std::vector<std::uint8_t> order(colours.size());  // order[i]: the colour with index i
+    for (std::size_t j = 0; j < order.size(); ++j) order[j] = std::uint8_t(j);
+    std::sort(order.begin(), order.end(), [&](std::uint8_t a, std::uint8_t b) { return key(colours[a]) < key(colours[b]); });
+    if (colours.size() >= 3) {
+      const Adjacency adj = adjacency(index, colours.size());
+      std::vector<std::uint8_t> chain = adjacency_order(adj);
+      if (adj.spread(chain) < adj.spread(order)) order = std::move(chain);
+    }
+    std::vector<std::uint8_t> rank(colours.size());
+    std::vector<std::uint32_t> ordered(colours.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      rank[order[i]] = std::uint8_t(i);
+      ordered[i] = colours[order[i]];
+    }
+    colours = std::move(ordered);
+    for (std::uint8_t& v : index) v = rank[v];
     TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
                               Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_, ans_min_saving_percent_,
                               zero_rows_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
-    std::vector<std::uint8_t> inner = index_encoder.encode();
+    const std::vector<std::uint8_t> inner = index_encoder.encode();
     if ((inner[0] & 3) != core::kTileCoded) return {};
     // Mode byte with the palette bit, u8 (colours - 1), the mask of channels
     // that are the same in every colour (an opaque alpha) and their values,
@@ -141,6 +162,75 @@ private:
     out.resize(head + inner.size() - 1);
     std::memcpy(out.data() + head, inner.data() + 1, inner.size() - 1);
     return out;
+  }
+
+  // How often each pair of palette colours are horizontal or vertical
+  // neighbours in the tile, and how often each colour occurs.
+  struct Adjacency {
+    std::size_t n = 0;
+    std::vector<std::uint16_t> pairs;  // n x n; at most 2 * 256 * 32 per pair
+    std::vector<std::uint32_t> count;
+    // The sum over neighbouring pixels of the distance between their
+    // indices, with order[i] the colour of index i.
+    std::uint64_t spread(const std::vector<std::uint8_t>& order) const {
+      std::vector<int> rank(n);
+      for (std::size_t i = 0; i < n; ++i) rank[order[i]] = int(i);
+      std::uint64_t sum = 0;
+      for (std::size_t a = 0; a < n; ++a)
+        for (std::size_t b = a + 1; b < n; ++b) sum += std::uint64_t(pairs[a * n + b]) * std::uint64_t(core::iabs(rank[a] - rank[b]));
+      return sum;
+    }
+  };
+  Adjacency adjacency(const std::vector<std::uint8_t>& index, std::size_t n) const {
+    Adjacency adj;
+    adj.n = n;
+    adj.pairs.assign(n * n, 0);
+    adj.count.assign(n, 0);
+    auto link = [&](std::uint8_t a, std::uint8_t b) {
+      if (a == b) return;
+      ++adj.pairs[a * n + b];
+      ++adj.pairs[b * n + a];
+    };
+    for (int r = 0; r < h_; ++r)
+      for (int c = 0; c < w_; ++c) {
+        const std::size_t i = std::size_t(r) * w_ + c;
+        ++adj.count[index[i]];
+        if (c > 0) link(index[i], index[i - 1]);
+        if (r > 0) link(index[i], index[i - w_]);
+      }
+    return adj;
+  }
+
+  // The colours in a chain grown greedily at either end by the colour most
+  // often next to that end (ties: the more frequent colour, then the lower
+  // number), from the most frequent colour (Zeng's palette reordering).
+  static std::vector<std::uint8_t> adjacency_order(const Adjacency& adj) {
+    const std::size_t n = adj.n;
+    std::size_t first = 0;
+    for (std::size_t j = 1; j < n; ++j)
+      if (adj.count[j] > adj.count[first]) first = j;
+    std::vector<std::uint8_t> placed(n, 0);
+    placed[first] = 1;
+    std::vector<std::uint8_t> left_side, right_side{std::uint8_t(first)};  // left_side grows outwards
+    std::size_t left = first, right = first;
+    for (std::size_t step = 1; step < n; ++step) {
+      std::size_t best = n;
+      bool at_left = false;
+      std::uint64_t best_score = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        if (placed[j]) continue;
+        const std::uint64_t l = std::uint64_t(adj.pairs[j * n + left]) << 32 | adj.count[j];
+        const std::uint64_t r = std::uint64_t(adj.pairs[j * n + right]) << 32 | adj.count[j];
+        if (best == n || l > best_score) best = j, best_score = l, at_left = true;
+        if (r > best_score) best = j, best_score = r, at_left = false;
+      }
+      placed[best] = 1;
+      if (at_left) left_side.push_back(std::uint8_t(left = best));
+      else right_side.push_back(std::uint8_t(right = best));
+    }
+    std::vector<std::uint8_t> chain(left_side.rbegin(), left_side.rend());
+    chain.insert(chain.end(), right_side.begin(), right_side.end());
+    return chain;
   }
 
   std::vector<std::uint8_t> raw_tile() const { return tile_of(core::kTileRaw, pixels_.size()); }
@@ -404,19 +494,85 @@ private:
       rows[r] = std::move(bw.finish());
     }
     std::vector<std::uint8_t> best = assemble(k, rows);
-    if (ans_) {
-      // The Rice plan's run mode; at effort 2 (density) the other one too:
-      // rANS codes zeros cheaply, so runs pay less often.
-      const bool rice_runs = params_.run_mode;
-      for (bool runs : {rice_runs, !rice_runs}) {
-        if (runs != rice_runs && effort_ < 2) break;
-        params_.run_mode = runs;
-        std::vector<std::uint8_t> ans = ans_tile();
-        if (ans_pays(ans.size(), best.size())) best = std::move(ans);
-      }
-      params_.run_mode = rice_runs;
-    }
+    if (ans_) best = entropy_coded_choice(std::move(best), rows);
     return best;
+  }
+
+  // The entropy-coded forms (spec §4.5, §7.4) that may replace the Rice-coded
+  // tile `rice` (its row streams `rice_rows`): with the Rice plan's run mode;
+  // at effort 2 (density) with the other one too (rANS codes zeros cheaply,
+  // so runs pay less often). At effort 1 a form whose estimate is far above
+  // what it must reach is not coded at all (spec §12: the coded size is
+  // 0.71x to 1.05x the estimate on the corpus; with 0.8, no tile that would
+  // have paid was skipped).
+  std::vector<std::uint8_t> entropy_coded_choice(std::vector<std::uint8_t> best,
+                                                 const std::vector<std::vector<std::uint8_t>>& rice_rows) {
+    const bool rice_runs = params_.run_mode;
+    // What the entropy-coded form shares with the Rice-coded one: mode byte,
+    // plane bytes and constant planes, row-length table (roughly).
+    std::size_t shared = best.size() - (rice_runs ? 1 : 0);
+    for (const auto& row : rice_rows) shared -= row.size();
+    for (int p = 0; p < ch_; ++p) shared -= params_.plane[p].constant ? 0 : core::kBuckets / 2;
+    std::size_t rows = 0;
+    for (int r = 0; r < h_; ++r) rows += zero_row(r) ? 0 : 1;
+    auto estimate = [&](const AnsPlan& plan) { return double(shared) + plan.bits / 8 + kAnsRowBytes * double(rows); };
+    const std::size_t rice_size = best.size();
+    AnsPlan first = ans_plan(rice_runs);
+    if (effort_ < 2 && estimate(first) * kAnsEstimateLow > double(rice_size) * (100 - ans_min_saving_percent_) / 100)
+      return best;
+    std::vector<std::uint8_t> ans = ans_tile(first);
+    if (ans_pays(ans.size(), rice_size)) best = std::move(ans);
+    if (effort_ < 2) return best;
+    params_.run_mode = !rice_runs;  // assemble() writes it in the mode byte
+    ans = ans_tile(ans_plan(!rice_runs));
+    params_.run_mode = rice_runs;
+    if (ans.size() < best.size()) best = std::move(ans);  // effort 2: every saving
+    return best;
+  }
+
+  // The values of an entropy-coded form, row by row in decode order as
+  // (context, value), their token histograms per context, and the estimated
+  // bits of the rows and tables: each context's tokens at their empirical
+  // entropy, the raw bits, the tables as written.
+  struct AnsPlan {
+    std::vector<std::uint32_t> values;  // context << 16 | value (values < 1024, spec §7.4)
+    std::array<std::uint32_t, core::kMaxTileHeight + 1> row_start{};  // row r: values[row_start[r], row_start[r+1])
+    std::array<encoder::AnsHist, core::kAnsContexts> hist{};
+    double bits = 0;
+  };
+  AnsPlan ans_plan(bool run_mode) const {
+    AnsPlan plan;
+    int coded = 0;
+    for (int p = 0; p < ch_; ++p) coded += params_.plane[p].constant ? 0 : 1;
+    plan.values.reserve(plane_ * std::size_t(coded + (run_mode ? 1 : 0)));
+    std::uint64_t raw_bits = 0;
+    auto add = [&](int x, std::uint32_t u) {
+      plan.values.push_back(std::uint32_t(x) << 16 | u);
+      const encoder::AnsToken t = encoder::ans_token(u);
+      ++plan.hist[x][t.token];
+      raw_bits += std::uint64_t(t.raw_bits);
+    };
+    for (int r = 0; r < h_; ++r) {
+      plan.row_start[r] = std::uint32_t(plan.values.size());
+      if (zero_row(r)) continue;
+      walk_row(r, run_mode, [&](int len) { add(core::kAnsRunContext, std::uint32_t(len)); },
+               [&](int c) {
+                 for (int p = 0; p < ch_; ++p)
+                   if (!params_.plane[p].constant)
+                     add(p * core::kAnsGroups + core::ans_group_of_bucket(bucket_[pat(p, r, c)]), sym_[pat(p, r, c)]);
+               });
+    }
+    plan.row_start[h_] = std::uint32_t(plan.values.size());
+    plan.bits = double(raw_bits);
+    for (const encoder::AnsHist& h : plan.hist) {
+      std::uint64_t n = 0;
+      for (std::uint32_t v : h) n += v;
+      if (!n) continue;
+      plan.bits += double(n) * std::log2(double(n)) + double(encoder::ans_write_table(encoder::ans_quantise(h), nullptr));
+      for (std::uint32_t v : h)
+        if (v) plan.bits -= double(v) * std::log2(double(v));
+    }
+    return plan;
   }
 
   // Whether an entropy-coded form of `ans` bytes replaces `best` bytes: it
@@ -427,29 +583,14 @@ private:
     return ans * 100 <= best * (100 - std::min(ans_min_saving_percent_, 100u));
   }
 
-  // The entropy-coded form of the tile (spec §4.5, §7.4): the same residual
-  // codes and run lengths (the run mode the Rice plan chose) as tokens with
-  // frequency tables per plane and bucket group, rANS-coded row by row.
-  std::vector<std::uint8_t> ans_tile() const {
+  // The entropy-coded form of the tile (spec §4.5, §7.4): the values of
+  // `plan` (residual codes and, in params_.run_mode, run lengths) as tokens
+  // with frequency tables per plane and bucket group, rANS-coded row by row.
+  std::vector<std::uint8_t> ans_tile(const AnsPlan& plan) const {
     using encoder::AnsFreqs;
     using encoder::ans_token;
-    const bool run_mode = params_.run_mode;  // assemble() writes it in the mode byte
-    auto context = [&](int p, int r, int c) {
-      return p * core::kAnsGroups + core::ans_group_of_bucket(bucket_[pat(p, r, c)]);
-    };
-    // Values of each row in decode order, as (context, value).
-    std::vector<std::vector<std::pair<int, std::uint32_t>>> values(h_);
-    std::array<encoder::AnsHist, core::kAnsContexts> hist{};
-    for (int r = 0; r < h_; ++r) {
-      auto& row = values[r];
-      if (zero_row(r)) continue;
-      walk_row(r, run_mode, [&](int len) { row.emplace_back(core::kAnsRunContext, std::uint32_t(len)); },
-               [&](int c) {
-                 for (int p = 0; p < ch_; ++p)
-                   if (!params_.plane[p].constant) row.emplace_back(context(p, r, c), sym_[pat(p, r, c)]);
-               });
-      for (const auto& [x, u] : row) ++hist[x][ans_token(u).token];
-    }
+    const auto& values = plan.values;
+    const auto& hist = plan.hist;
     std::array<AnsFreqs, core::kAnsContexts> freq;
     std::array<std::array<std::uint32_t, core::kAnsTokens>, core::kAnsContexts> start{};
     for (int x = 0; x < core::kAnsContexts; ++x) {
@@ -460,10 +601,11 @@ private:
     for (int r = 0; r < h_; ++r) {
       if (zero_row(r)) continue;  // an empty stream, without even the rANS state
       encoder::AnsWriter w;
-      for (auto it = values[r].rbegin(); it != values[r].rend(); ++it) {
-        const encoder::AnsToken t = ans_token(it->second);
+      for (std::uint32_t i = plan.row_start[r + 1]; i-- > plan.row_start[r];) {
+        const std::uint32_t x = values[i] >> 16;
+        const encoder::AnsToken t = ans_token(values[i] & 0xffff);
         if (t.raw_bits) w.put_raw(t.raw, t.raw_bits);
-        w.put_token(start[it->first][t.token], freq[it->first][t.token]);
+        w.put_token(start[x][t.token], freq[x][t.token]);
       }
       rows[r] = w.finish();
     }
@@ -543,6 +685,12 @@ private:
   // The estimated cost of a row's stream in plane_costs' units (sums of
   // absolute residuals), charged to rows that cannot be zero rows.
   static constexpr std::uint32_t kRowCost = 8;
+  // An entropy-coded row's bytes besides its tokens' entropy: the 4-byte
+  // state and the last 16-bit unit's padding, on average (spec §7.4).
+  static constexpr double kAnsRowBytes = 4.5;
+  // The lowest ratio of coded size to estimate measured on the corpus is
+  // 0.71: a form whose estimate times this cannot pay is not coded.
+  static constexpr double kAnsEstimateLow = 0.8;
 
   int w_, h_, ch_, effort_;
   bool ans_;  // try entropy-coded tiles (spec §4.5)
