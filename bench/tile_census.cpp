@@ -10,13 +10,19 @@
 // (C constant, R raw, r Rice, p Rice palette, a rANS, P rANS palette) and a digit for its bits per pixel (0: < 0.05, 1: < 0.1, 2: < 0.25, 3: < 0.5, 4: < 1,
 // 5: < 2, 6: < 4, 7: < 8, 8: < 16, 9: >= 16).
 //
-// Usage: tile_census [--effort N] [--entropy auto|off|max|P] [--map] IMAGE...
+// With --decode, each stream is also decoded once (l3::decode, one thread) and compared with the
+// source pixels (a failure exits 1): under `valgrind --tool=callgrind --toggle-collect='l3::decode(*'`
+// that gives a deterministic instruction count of the decoder on the streams, and with
+// --toggle-collect='l3::encode(*' one of the encoder.
+//
+// Usage: tile_census [--effort N] [--entropy auto|off|max|P] [--map] [--decode] IMAGE...
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -88,15 +94,16 @@ std::size_t distinct_colours(const l3::Image& img, const core::TileRect& r) {
 
 int main(int argc, char** argv) {
   l3::EncodeOptions opt;
-  bool map = false;
+  bool map = false, decode = false;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--effort" && i + 1 < argc) opt.effort = std::atoi(argv[++i]);
     else if (a == "--entropy" && i + 1 < argc) l3::set_entropy_mode(opt, argv[++i]);
     else if (a == "--map") map = true;
+    else if (a == "--decode") decode = true;
     else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "usage: tile_census [--effort N] [--entropy auto|off|max|P] [--map] IMAGE...\n");
+      std::fprintf(stderr, "usage: tile_census [--effort N] [--entropy auto|off|max|P] [--map] [--decode] IMAGE...\n");
       return 2;
     } else files.push_back(a);
   }
@@ -109,6 +116,7 @@ int main(int argc, char** argv) {
       const l3::Image img = l3::load_image(file);
       const std::vector<std::uint8_t> enc = l3::encode(img.view(), opt);
       const l3::ImageInfo info = l3::read_info(enc);
+      if (decode && l3::decode(enc) != img.pixels) throw std::runtime_error("does not decode to its pixels");
       const core::TileGrid grid =
           core::TileGrid::make(info.width, info.height, std::uint32_t(31 - core::clz32(info.tile_width)), info.tile_height);
       Census c;
