@@ -143,6 +143,22 @@ L3_DECODE_INLINE std::uint32_t ans_renorm_cpu(LaneState& s, std::uint32_t x) {
   return x;
 }
 
+// The rANS step of one value in context x (spec §7.4): its token, from the
+// slot table, and the state after the step, before renormalisation.
+struct AnsStep {
+  int tok;
+  std::uint32_t a;
+};
+L3_DECODE_INLINE AnsStep ans_step_cpu(LaneState& s, const CodedTileParams& t, const AnsSlots& slots, int x) {
+  const std::uint16_t* cum = t.ans_cum[x];
+  const std::uint32_t a = s.ans;
+  const std::uint32_t slot = a & (core::kAnsTotal - 1);
+  const int tok = slots.row[x][slot];
+  const std::uint32_t lo = cum[tok], f = std::uint32_t(cum[tok + 1]) - lo;
+  s.error |= f == 0;  // an unused context
+  return {tok, f * (a >> core::kAnsPrecisionBits) + slot - lo};
+}
+
 // core::ans_read's value in context x, for the CPU row loop: the token from
 // the slot table, and no data-dependent branch (whether a renormalisation
 // happens, or raw bits follow, is close to random on photos).
@@ -150,16 +166,48 @@ template <bool kCheck = true>
 L3_DECODE_INLINE std::uint32_t ans_read_cpu(LaneState& s, const CodedTileParams& t, const AnsSlots& slots, int x,
                                             const std::uint8_t* read_end) {
   refill_cpu<kCheck>(s.br, read_end);  // >= 56 bits: the two renormalisations below take at most 32
-  const std::uint16_t* cum = t.ans_cum[x];
-  std::uint32_t a = s.ans;
-  const std::uint32_t slot = a & (core::kAnsTotal - 1);
-  const int tok = slots.row[x][slot];
-  const std::uint32_t lo = cum[tok], f = std::uint32_t(cum[tok + 1]) - lo;
-  s.error |= f == 0;  // an unused context
-  a = ans_renorm_cpu(s, f * (a >> core::kAnsPrecisionBits) + slot - lo);
+  const auto [tok, stepped] = ans_step_cpu(s, t, slots, x);
+  std::uint32_t a = ans_renorm_cpu(s, stepped);
   const int raw_bits = core::ans_raw_bits(tok);
   const std::uint32_t raw = a & ((1u << raw_bits) - 1);
   a = ans_renorm_cpu(s, a >> raw_bits);
+  s.ans = a;
+  return core::ans_value(tok, raw);
+}
+
+// The rANS rows of the pair loop below (ans_decode_codes) read their 16-bit
+// units straight from the bytes through a pointer instead of a bit buffer:
+// after its 32-bit initial state a row stream holds nothing but whole units
+// (spec §7.4). The two units at q, big-endian (a value renormalises at most
+// twice); near the stream's end (kCheck) the bytes up to read_end and zeros
+// after them, as BitReader::refill gives them.
+template <bool kCheck>
+L3_DECODE_INLINE std::uint32_t ans_units(const std::uint8_t* q, const std::uint8_t* read_end) {
+  if (!kCheck || read_end - q >= 4) [[likely]] {
+    std::uint32_t w;
+    std::memcpy(&w, q, 4);
+    return __builtin_bswap32(w);
+  }
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | (read_end - q > i ? q[i] : 0u);
+  return v;
+}
+
+// ans_read_cpu's value with the units read at q (advanced past those taken).
+template <bool kCheck>
+L3_DECODE_INLINE std::uint32_t ans_read_units(LaneState& s, const std::uint8_t*& q, const CodedTileParams& t,
+                                              const AnsSlots& slots, int x, const std::uint8_t* read_end) {
+  const std::uint32_t units = ans_units<kCheck>(q, read_end);
+  const auto [tok, stepped] = ans_step_cpu(s, t, slots, x);
+  std::uint32_t a = stepped;
+  const bool first = a < core::kAnsLow;
+  a = first ? (a << 16) | (units >> 16) : a;
+  const int raw_bits = core::ans_raw_bits(tok);
+  const std::uint32_t raw = a & ((1u << raw_bits) - 1);
+  a >>= raw_bits;
+  const bool second = a < core::kAnsLow;
+  a = second ? (a << 16) | (first ? units & 0xffffu : units >> 16) : a;
+  q += 2 * (int(first) + int(second));
   s.ans = a;
   return core::ans_value(tok, raw);
 }
@@ -363,7 +411,8 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool first_row,
 // read directly (index 0: its column -1), not through UpContext.
 template <int CH>
 struct AnsRowState {
-  LaneState s;
+  LaneState s;  // its bit reader unused meanwhile: q reads the units
+  const std::uint8_t* q;  // the row's next 16-bit unit (ans_read_units)
   int uw[CH];  // W's codes
   int or_w;    // their OR
 };
@@ -380,7 +429,7 @@ L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& sl
         return (st.or_w | (kFirstRow ? 0 : up.pix_or[c + 1] | up.pix_or[c])) == 0;
       },
       [&](core::BitReader&, int) __attribute__((always_inline)) {
-        return ans_read_cpu<kCheck>(s, t, slots, core::kAnsRunContext, read_end);
+        return ans_read_units<kCheck>(s, st.q, t, slots, core::kAnsRunContext, read_end);
       });
   int or_c = 0;
   L3_PLANES for (int p = 0; p < CH; ++p) {
@@ -389,7 +438,7 @@ L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& sl
                             : st.uw[p] + up.code[c + 1][p] + (up.code[c][p] >> 1);
     std::uint32_t u = 0;
     if (!zero && !t.plane[p].constant)
-      u = ans_read_cpu<kCheck>(s, t, slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a), read_end);
+      u = ans_read_units<kCheck>(s, st.q, t, slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a), read_end);
     row.code[c + 1][p] = int(u);
     st.uw[p] = int(u);
     or_c |= int(u);
@@ -431,7 +480,12 @@ template <int CH, int G, bool kFirstPair, bool kRunMode, bool kCheck>
 L3_DECODE_CLONES void ans_decode_codes(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end, LaneState* lanes,
                                        CodeRow<CH>* const* rows, int x1) {
   AnsRowState<CH> st[G] = {};  // uw, or_w: set at each row's column 0
-  for (int i = 0; i < G; ++i) st[i].s = lanes[i];
+  for (int i = 0; i < G; ++i) {
+    st[i].s = lanes[i];
+    // The first unread byte: lane_begin read whole bytes (the 32-bit state).
+    const core::BitReader& br = lanes[i].br;
+    st[i].q = br.p + br.past - (br.avail >> 3);
+  }
   int s = 0;
   for (; s < G; ++s) {  // the columns 0
     ans_code_step_checked<CH, kFirstPair, kRunMode, kCheck, 0>(t, slots, read_end, st, rows, s, x1);
@@ -444,7 +498,15 @@ L3_DECODE_CLONES void ans_decode_codes(const CodedTileParams& t, const AnsSlots&
   // The second row's last column (its column 0 was in the first loop when x1 = 1).
   if constexpr (G == 2)
     if (x1 >= 2) ans_code_step<CH, false, kRunMode, kCheck>(t, slots, read_end, st[1], *rows[1], *rows[2], x1 - 1);
-  for (int i = 0; i < G; ++i) lanes[i] = st[i].s;
+  for (int i = 0; i < G; ++i) {
+    // The bit reader where q stopped, empty: consumed_bits counts the units
+    // read, past the stream's end too, for the end checks (spec §7.3).
+    lanes[i] = st[i].s;
+    lanes[i].br.p = st[i].q;
+    lanes[i].br.buf = 0;
+    lanes[i].br.avail = 0;
+    lanes[i].br.past = 0;
+  }
 }
 
 template <int CH>
