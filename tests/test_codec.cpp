@@ -574,6 +574,26 @@ TEST_CASE("palette order: colours that touch get neighbouring indices where brig
   CHECK(decode(r) == ramp.px);
 }
 
+TEST_CASE("effort 2: one-plane tiles (gray, palette indices) keep the predictor that codes smallest") {
+  // spec/codec.md §12. With Rice codes only, effort 2 differs from effort 1
+  // on a gray image only in trying every predictor of §6.1 by coded size
+  // (effort 1 takes the estimate's, sums of absolute residuals): never
+  // larger, and smaller on the sample photo.
+  l3::EncodeOptions rice1, rice2;
+  rice1.entropy_coding = rice2.entropy_coding = false;
+  rice2.effort = 2;
+  const l3::Image photo = l3::load_image(kSourceDir / "bench" / "sample" / "camera.png");
+  REQUIRE(photo.channels == 1);
+  const Image camera{photo.width, photo.height, photo.channels, photo.pixels};
+  for (const Image& im : {camera, make(600, 200, 1, Pattern::smooth_noise, 71), make(300, 100, 1, Pattern::labels, 72)}) {
+    const Bytes e1 = l3::encode(im.view(), rice1), e2 = l3::encode(im.view(), rice2);
+    MESSAGE("gray " << im.w << "x" << im.h << ": effort 1 " << e1.size() << " bytes, effort 2 " << e2.size());
+    CHECK(e2.size() <= e1.size());
+    CHECK(decode(e2) == im.px);
+  }
+  CHECK(l3::encode(camera.view(), rice2).size() < l3::encode(camera.view(), rice1).size());
+}
+
 TEST_CASE("spec/vectors/codec: valid vectors decode to their pixels, invalid ones give their error") {
   int valid = 0, invalid = 0;
   for (const auto& entry : fs::directory_iterator(kSourceDir / "spec" / "vectors" / "codec")) {

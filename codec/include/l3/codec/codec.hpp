@@ -45,8 +45,8 @@ struct EncodeOptions {
   std::uint32_t tile_width = 0;   // 0: default (256, spec/codec.md §3.1); else 16..256, a power of two
   std::uint32_t tile_height = 0;  // 0: default (32); else 1..32
   int effort = 1;                 // 0: fixed transform/predictor; 1 (default): chosen per tile by
-                                  // estimate; 2: every transform coded, the smallest kept (density);
-                                  // others: invalid_argument
+                                  // estimate; 2: every transform (and, in one-plane tiles, every
+                                  // predictor) coded, the smallest kept (density); others: invalid_argument
   unsigned threads = 1;           // tiles encoded in parallel; 0 means all hardware threads.
                                   // The output does not depend on it.
   // Entropy-coded tiles (spec/codec.md §4.5, version 3) where smaller than Rice
