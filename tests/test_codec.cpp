@@ -125,13 +125,10 @@ Image with_zero_rows(Image im) {
   return im;
 }
 
-// The zero rows of a stream's coded tiles, by kind of tile.
-struct ZeroRows {
-  int rice = 0, ans = 0, palette = 0;
-};
-ZeroRows zero_rows_of(const Bytes& enc) {
+// The coded tiles of a stream, parsed as the decoder does, with their first byte.
+std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> coded_tiles(const Bytes& enc) {
   const l3::ImageInfo info = l3::read_info(enc);
-  ZeroRows z;
+  std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> out;
   std::size_t at = l3::core::kHeaderSize + 4 * std::size_t(info.tiles_x) * info.tiles_y;
   for (std::uint32_t i = 0; i < info.tiles_x * info.tiles_y; ++i) {
     std::uint32_t size;
@@ -144,9 +141,20 @@ ZeroRows zero_rows_of(const Bytes& enc) {
     const int h = int(std::min(info.tile_height, info.height - ty * info.tile_height));
     l3::core::CodedTileParams t;
     REQUIRE(l3::core::parse_coded_tile(tile, size, w, h, int(info.channels), int(info.version), t) == l3::core::kOk);
-    for (int r = 0; r < h; ++r)
-      if (l3::core::is_zero_row(t, r)) ++((tile[0] & l3::core::kModePalette) ? z.palette : t.ans ? z.ans : z.rice);
+    out.emplace_back(tile, t);
   }
+  return out;
+}
+
+// The zero rows of a stream's coded tiles, by kind of tile.
+struct ZeroRows {
+  int rice = 0, ans = 0, palette = 0;
+};
+ZeroRows zero_rows_of(const Bytes& enc) {
+  ZeroRows z;
+  for (const auto& [tile, t] : coded_tiles(enc))
+    for (int r = 0; r < t.height; ++r)
+      if (l3::core::is_zero_row(t, r)) ++((tile[0] & l3::core::kModePalette) ? z.palette : t.ans ? z.ans : z.rice);
   return z;
 }
 
@@ -520,27 +528,6 @@ TEST_CASE("palette tiles (v2): few-colour images code as indices") {
   Bytes out(std::size_t(r.width) * r.height * 3);
   l3::decode_region(e1, r, {out.data(), r.width, r.height, 3, 0});
   CHECK(out == crop(labels, r));
-}
-
-// The coded tiles of a stream, parsed as the decoder does, with their first byte.
-std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> coded_tiles(const Bytes& enc) {
-  const l3::ImageInfo info = l3::read_info(enc);
-  std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> out;
-  std::size_t at = l3::core::kHeaderSize + 4 * std::size_t(info.tiles_x) * info.tiles_y;
-  for (std::uint32_t i = 0; i < info.tiles_x * info.tiles_y; ++i) {
-    std::uint32_t size;
-    std::memcpy(&size, &enc[l3::core::kHeaderSize + 4 * std::size_t(i)], 4);
-    const std::uint8_t* tile = &enc[at];
-    at += size;
-    if ((tile[0] & 3) != l3::core::kTileCoded) continue;
-    const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
-    const int w = int(std::min(info.tile_width, info.width - tx * info.tile_width));
-    const int h = int(std::min(info.tile_height, info.height - ty * info.tile_height));
-    l3::core::CodedTileParams t;
-    REQUIRE(l3::core::parse_coded_tile(tile, size, w, h, int(info.channels), int(info.version), t) == l3::core::kOk);
-    out.emplace_back(tile, t);
-  }
-  return out;
 }
 
 TEST_CASE("palette order: colours that touch get neighbouring indices where brightness order would not") {
