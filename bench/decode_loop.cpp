@@ -18,10 +18,10 @@
 #include <exception>
 #include <stdexcept>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
+#include "bench_io.hpp"
 #include "l3/codec/codec.hpp"
 #include "l3/imageio/image_io.hpp"
 
@@ -31,12 +31,6 @@ double thread_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-std::vector<std::uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 int encode_all(int argc, char** argv) {
@@ -64,7 +58,7 @@ int decode_all(int argc, char** argv) {
   double total = 0;
   std::size_t bytes = 0;
   for (int i = 3; i < argc; ++i) {
-    const std::vector<std::uint8_t> enc = read_file(argv[i]);
+    const std::vector<std::uint8_t> enc = l3bench::read_file(argv[i]);
     bytes += enc.size();
     const l3::ImageInfo info = l3::read_info(enc);
     std::vector<std::uint8_t> out(info.decoded_size());

@@ -121,12 +121,12 @@ int main(int argc, char** argv) {
           core::TileGrid::make(info.width, info.height, std::uint32_t(31 - core::clz32(info.tile_width)), info.tile_height);
       Census c;
       const std::uint64_t count = grid.tile_count();
-      c.fixed = 28 + 4 * count;
+      c.fixed = core::kHeaderSize + 4 * count;
       std::vector<std::string> cells(count);
       std::uint64_t at = c.fixed;
       for (std::uint64_t i = 0; i < count; ++i) {
         std::uint32_t size = 0;
-        for (int b = 0; b < 4; ++b) size |= std::uint32_t(enc[28 + 4 * i + b]) << (8 * b);
+        for (int b = 0; b < 4; ++b) size |= std::uint32_t(enc[core::kHeaderSize + 4 * i + b]) << (8 * b);
         const std::uint8_t* tile = enc.data() + at;
         at += size;
         const core::TileRect r = grid.tile(std::uint32_t(i));

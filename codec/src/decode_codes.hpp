@@ -132,49 +132,6 @@ const AnsSlots& ans_slots(const CodedTileParams& t) {
   return slots;
 }
 
-// A 16-bit renormalisation without a branch (spec §7.4; the bits are there:
-// ans_read_cpu refills first).
-L3_DECODE_INLINE std::uint32_t ans_renorm_cpu(LaneState& s, std::uint32_t x) {
-  const bool need = x < core::kAnsLow;
-  const int n = need ? 16 : 0;
-  x = need ? (x << 16) | std::uint32_t(s.br.buf >> 48) : x;
-  s.br.buf <<= n;
-  s.br.avail -= n;
-  return x;
-}
-
-// The rANS step of one value in context x (spec §7.4): its token, from the
-// slot table, and the state after the step, before renormalisation.
-struct AnsStep {
-  int tok;
-  std::uint32_t a;
-};
-L3_DECODE_INLINE AnsStep ans_step_cpu(LaneState& s, const CodedTileParams& t, const AnsSlots& slots, int x) {
-  const std::uint16_t* cum = t.ans_cum[x];
-  const std::uint32_t a = s.ans;
-  const std::uint32_t slot = a & (core::kAnsTotal - 1);
-  const int tok = slots.row[x][slot];
-  const std::uint32_t lo = cum[tok], f = std::uint32_t(cum[tok + 1]) - lo;
-  s.error |= f == 0;  // an unused context
-  return {tok, f * (a >> core::kAnsPrecisionBits) + slot - lo};
-}
-
-// core::ans_read's value in context x, for the CPU row loop: the token from
-// the slot table, and no data-dependent branch (whether a renormalisation
-// happens, or raw bits follow, is close to random on photos).
-template <bool kCheck = true>
-L3_DECODE_INLINE std::uint32_t ans_read_cpu(LaneState& s, const CodedTileParams& t, const AnsSlots& slots, int x,
-                                            const std::uint8_t* read_end) {
-  refill_cpu<kCheck>(s.br, read_end);  // >= 56 bits: the two renormalisations below take at most 32
-  const auto [tok, stepped] = ans_step_cpu(s, t, slots, x);
-  std::uint32_t a = ans_renorm_cpu(s, stepped);
-  const int raw_bits = core::ans_raw_bits(tok);
-  const std::uint32_t raw = a & ((1u << raw_bits) - 1);
-  a = ans_renorm_cpu(s, a >> raw_bits);
-  s.ans = a;
-  return core::ans_value(tok, raw);
-}
-
 // The rANS rows of the pair loop below (ans_decode_codes) read their 16-bit
 // units straight from the bytes through a pointer instead of a bit buffer:
 // after its 32-bit initial state a row stream holds nothing but whole units
@@ -193,13 +150,20 @@ L3_DECODE_INLINE std::uint32_t ans_units(const std::uint8_t* q, const std::uint8
   return v;
 }
 
-// ans_read_cpu's value with the units read at q (advanced past those taken).
+// core::ans_read's value in context x, for the CPU row loop, with the units
+// read at q (advanced past those taken): the token from the slot table, and
+// no data-dependent branch (whether a renormalisation happens, or raw bits
+// follow, is close to random on photos).
 template <bool kCheck>
 L3_DECODE_INLINE std::uint32_t ans_read_units(LaneState& s, const std::uint8_t*& q, const CodedTileParams& t,
                                               const AnsSlots& slots, int x, const std::uint8_t* read_end) {
   const std::uint32_t units = ans_units<kCheck>(q, read_end);
-  const auto [tok, stepped] = ans_step_cpu(s, t, slots, x);
-  std::uint32_t a = stepped;
+  const std::uint16_t* cum = t.ans_cum[x];
+  const std::uint32_t slot = s.ans & (core::kAnsTotal - 1);
+  const int tok = slots.row[x][slot];
+  const std::uint32_t lo = cum[tok], f = std::uint32_t(cum[tok + 1]) - lo;
+  s.error |= f == 0;  // an unused context
+  std::uint32_t a = f * (s.ans >> core::kAnsPrecisionBits) + slot - lo;
   const bool first = a < core::kAnsLow;
   a = first ? (a << 16) | (units >> 16) : a;
   const int raw_bits = core::ans_raw_bits(tok);
@@ -281,13 +245,11 @@ L3_DECODE_INLINE void zero_row_codes(CodeRow<CH>& row, int x1) {
 // first row, where N = NW = W (spec §6.3), so the activity is
 // u(W) + u(W) + (u(W) >> 1) and only W's codes decide a run. kRunMode: the
 // tile has zero runs (t.run_mode); without, no pixel starts one and pix_or
-// is not needed. kAns: an entropy-coded tile (spec §4.5, §7.4), whose values
-// are rANS tokens read with core::ans_read in the context that
-// k_for_activity names, instead of Rice codes: the second way of reading a
-// residual, the rest of the loop shared.
-template <int CH, bool kFirstRow, bool kConstantPlanes, bool kRunMode, bool kAns, bool kCheck = true>
+// is not needed. Rice-coded tiles only: entropy-coded ones take the pair
+// loop (ans_decode_codes).
+template <int CH, bool kFirstRow, bool kConstantPlanes, bool kRunMode, bool kCheck>
 L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane, const UpContext<CH>& up,
-                                       CodeRow<CH>& row, int x1, const AnsSlots* slots, const std::uint8_t* read_end) {
+                                       CodeRow<CH>& row, int x1, const std::uint8_t* read_end) {
   // A local copy of the lane: kept in registers through the loop (the
   // caller's lanes are an array in memory).
   LaneState s = lane;
@@ -303,10 +265,7 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
     // exactly when their OR is (codes are >= 0).
     const bool zero = kRunMode && core::zero_run_step(
         t, s, c, [&]() __attribute__((always_inline)) { return (or_w | (kFirstRow ? 0 : up.any[c])) == 0; },
-        [&](core::BitReader& br, int k) __attribute__((always_inline)) {
-          if constexpr (kAns) return ans_read_cpu(s, t, *slots, core::kAnsRunContext, read_end);
-          else return read_rice_cpu<kCheck>(br, k, read_end);
-        });
+        [&](core::BitReader& br, int k) __attribute__((always_inline)) { return read_rice_cpu<kCheck>(br, k, read_end); });
     if constexpr (kRunMode && CH == 1) {
       // Pixel c is in a zero run with more than 8 pixels to go: the rest of
       // the run (in the row) at once, as core::zero_run_step would do it
@@ -328,7 +287,7 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
       // Refills at fixed points, every second symbol: whether a symbol finds
       // fewer than 30 bits left depends on the data, and that branch was
       // mispredicted often; after these, read_rice_cpu rarely needs its own.
-      if (!kAns && p % 2 == 0 && !zero) {
+      if (p % 2 == 0 && !zero) {
         refill_cpu<kCheck>(s.br, read_end);
         // refill() leaves at least 56 bits (avail | 56 on its fast path):
         // telling the compiler drops the next read's own check.
@@ -338,12 +297,8 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
       std::uint32_t u = 0;
       // Constant planes read nothing (spec §4.3); tiles without any (most)
       // take a copy of the loop without the test: 1-2% faster on photos.
-      if (!zero && (!kConstantPlanes || !t.plane[p].constant)) {
-        if constexpr (kAns)
-          u = ans_read_cpu(s, t, *slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a), read_end);
-        else
-          u = read_rice_cpu<kCheck>(s.br, core::k_for_activity(t.plane[p], a), read_end);
-      }
+      if (!zero && (!kConstantPlanes || !t.plane[p].constant))
+        u = read_rice_cpu<kCheck>(s.br, core::k_for_activity(t.plane[p], a), read_end);
       row.code[c + 1][p] = int(u);
       uw[p] = int(u);
       or_c |= int(u);
@@ -364,30 +319,25 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
 template <int CH>
 inline constexpr std::ptrdiff_t kRowReach = (1 << core::kMaxTileWidthLog2) * (CH + 1) * 4 + 16;
 
-// The variant of the code pass for a tile (entropy-coded tiles: one, with
-// the constant-plane test). Rice-coded rows that start at least
-// kRowReach bytes before read_end (all but the stream's last few KB)
+// The variant of the code pass for a Rice-coded tile. Rows that start at
+// least kRowReach bytes before read_end (all but the stream's last few KB)
 // take a copy of the loop whose refills test nothing.
 template <int CH, bool kFirstRow, bool kCheck>
 L3_DECODE_INLINE void decode_rice_row_codes(const CodedTileParams& t, bool constant_planes, const std::uint8_t* read_end,
                                             LaneState& lane, const UpContext<CH>& up, CodeRow<CH>& row, int x1) {
   if (t.run_mode) {
-    if (constant_planes) decode_row_codes<CH, kFirstRow, true, true, false, kCheck>(t, lane, up, row, x1, nullptr, read_end);
-    else decode_row_codes<CH, kFirstRow, false, true, false, kCheck>(t, lane, up, row, x1, nullptr, read_end);
+    if (constant_planes) decode_row_codes<CH, kFirstRow, true, true, kCheck>(t, lane, up, row, x1, read_end);
+    else decode_row_codes<CH, kFirstRow, false, true, kCheck>(t, lane, up, row, x1, read_end);
   } else {
-    if (constant_planes) decode_row_codes<CH, kFirstRow, true, false, false, kCheck>(t, lane, up, row, x1, nullptr, read_end);
-    else decode_row_codes<CH, kFirstRow, false, false, false, kCheck>(t, lane, up, row, x1, nullptr, read_end);
+    if (constant_planes) decode_row_codes<CH, kFirstRow, true, false, kCheck>(t, lane, up, row, x1, read_end);
+    else decode_row_codes<CH, kFirstRow, false, false, kCheck>(t, lane, up, row, x1, read_end);
   }
 }
 
 template <int CH, bool kFirstRow>
-L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool constant_planes, const AnsSlots* slots,
-                                       const std::uint8_t* read_end,
+L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool constant_planes, const std::uint8_t* read_end,
                                        LaneState& lane, const UpContext<CH>& up, CodeRow<CH>& row, int x1) {
-  if (t.ans) {
-    if (t.run_mode) decode_row_codes<CH, kFirstRow, true, true, true>(t, lane, up, row, x1, slots, read_end);
-    else decode_row_codes<CH, kFirstRow, true, false, true>(t, lane, up, row, x1, slots, read_end);
-  } else if (read_end - lane.br.p >= kRowReach<CH>) {
+  if (read_end - lane.br.p >= kRowReach<CH>) {
     decode_rice_row_codes<CH, kFirstRow, false>(t, constant_planes, read_end, lane, up, row, x1);
   } else {
     decode_rice_row_codes<CH, kFirstRow, true>(t, constant_planes, read_end, lane, up, row, x1);
@@ -396,10 +346,10 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool constant_p
 
 template <int CH>
 L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, bool first_row, bool constant_planes,
-                                       const AnsSlots* slots, const std::uint8_t* read_end, LaneState& lane, const UpContext<CH>& up,
+                                       const std::uint8_t* read_end, LaneState& lane, const UpContext<CH>& up,
                                        CodeRow<CH>& row, int x1) {
-  if (first_row) decode_row_codes<CH, true>(t, constant_planes, slots, read_end, lane, up, row, x1);
-  else decode_row_codes<CH, false>(t, constant_planes, slots, read_end, lane, up, row, x1);
+  if (first_row) decode_row_codes<CH, true>(t, constant_planes, read_end, lane, up, row, x1);
+  else decode_row_codes<CH, false>(t, constant_planes, read_end, lane, up, row, x1);
 }
 
 // Entropy-coded tiles: the code pass of two rows in lockstep, the second one
@@ -502,10 +452,7 @@ L3_DECODE_CLONES void ans_decode_codes(const CodedTileParams& t, const AnsSlots&
     // The bit reader where q stopped, empty: consumed_bits counts the units
     // read, past the stream's end too, for the end checks (spec §7.3).
     lanes[i] = st[i].s;
-    lanes[i].br.p = st[i].q;
-    lanes[i].br.buf = 0;
-    lanes[i].br.avail = 0;
-    lanes[i].br.past = 0;
+    lanes[i].br.init(st[i].q, lanes[i].br.end);
   }
 }
 

@@ -245,7 +245,7 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
         const int r = r0 + i;
         // A zero row (version 4, spec §4.3): its codes are all 0, its lane reads nothing.
         if (core::is_zero_row(t, r)) zero_row_codes(code[i], o.x1);
-        else decode_row_codes<CH>(t, r == 0, constant_planes, slots, read_end, lane[i], up_context, code[i], o.x1);
+        else decode_row_codes<CH>(t, r == 0, constant_planes, read_end, lane[i], up_context, code[i], o.x1);
         if (r + 1 < o.y1) prepare_up_context<CH>(code[i], up_context, t.run_mode, o.x1);
       }
     }

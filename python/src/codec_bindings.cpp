@@ -42,10 +42,6 @@ U8Array decode_span(std::span<const std::uint8_t> data, unsigned threads, bool v
   return owned_image(i.height, i.width, channels == 0 ? i.channels : channels, buf);
 }
 
-namespace {
-
-// The encode options of l3.encode / l3.encode_file's keyword arguments
-// (entropy: l3::set_entropy_mode's spelling, invalid_argument -> ValueError).
 l3::EncodeOptions encode_options(std::uint32_t tile_width, std::uint32_t tile_height, int effort, unsigned threads,
                                  const std::string& entropy) {
   l3::EncodeOptions opt;
@@ -56,6 +52,8 @@ l3::EncodeOptions encode_options(std::uint32_t tile_width, std::uint32_t tile_he
   l3::set_entropy_mode(opt, entropy);
   return opt;
 }
+
+namespace {
 
 // image: a C-contiguous uint8 array (H, W, C) checked by the Python layer.
 nb::bytes encode(nb::ndarray<const std::uint8_t, nb::ndim<3>, nb::c_contig, nb::device::cpu> image,

@@ -172,10 +172,7 @@ nb::dict convert(const std::string& src, const std::string& out, std::uint64_t s
                  bool strict_jpeg, std::uint32_t part_index, std::uint32_t part_count, bool shared_output,
                  int effort, const std::string& entropy, std::uint32_t tile_width, std::uint32_t tile_height) {
   l3::ConvertOptions opt;
-  opt.encode.tile_width = tile_width;
-  opt.encode.tile_height = tile_height;
-  opt.encode.effort = effort;
-  l3::set_entropy_mode(opt.encode, entropy);
+  opt.encode = encode_options(tile_width, tile_height, effort, 1, entropy);  // encode.threads: unused by convert
   opt.part_index = part_index;
   opt.part_count = part_count;
   opt.shared_output = shared_output;

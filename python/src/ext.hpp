@@ -25,7 +25,10 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "l3/codec/codec.hpp"
 
 namespace l3py {
 
@@ -93,6 +96,13 @@ inline std::span<const std::uint8_t> as_span(const nb::bytes& b) {
 // Decodes .l3i bytes into a new array. channels 0: as stored; 1 or 3: by the
 // loader's channel rule (l3::convert_channels). codec_bindings.cpp.
 U8Array decode_span(std::span<const std::uint8_t> data, unsigned threads, bool verify, std::uint32_t channels = 0);
+
+// The codec options of the Python keyword arguments tile_width, tile_height,
+// effort, threads and entropy (l3::set_entropy_mode's spelling;
+// invalid_argument -> ValueError): l3.encode, l3.encode_file, l3.convert.
+// codec_bindings.cpp.
+l3::EncodeOptions encode_options(std::uint32_t tile_width, std::uint32_t tile_height, int effort, unsigned threads,
+                                 const std::string& entropy);
 
 // Registration of each unit's functions and classes on the module.
 void bind_codec(nb::module_& m);
