@@ -243,6 +243,7 @@ int main(int argc, char** argv) {
       for (std::uint32_t i = 0; i < tx * ty; ++i) {
         std::uint32_t size;
         std::memcpy(&size, s + core::kHeaderSize + 4 * i, 4);
+        if (core::is_tile_copy(size, s[4])) continue;  // spec §3.3: no bytes of its own
         const std::uint32_t x = (i % tx) * tw, y = (i / tx) * th;
         const int w = int(std::min(tw, img.width - x)), h = int(std::min(th, img.height - y));
         if ((s[off] & 3) == core::kTileCoded) {

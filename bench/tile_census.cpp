@@ -7,7 +7,7 @@
 // kind (Rice / rANS, palette or not), rows and zero rows, and for each coded tile the number of
 // distinct colours and the rows that repeat an earlier row of their tile, then prints one tab-separated line per image (header line first).
 // With --map, each image is followed by a text heat map, one cell per tile: the kind
-// (C constant, R raw, r Rice, p Rice palette, a rANS, P rANS palette) and a digit for its bits per pixel (0: < 0.05, 1: < 0.1, 2: < 0.25, 3: < 0.5, 4: < 1,
+// (C constant, R raw, r Rice, p Rice palette, a rANS, P rANS palette, = a copy of an earlier tile, spec §3.3) and a digit for its bits per pixel (0: < 0.05, 1: < 0.1, 2: < 0.25, 3: < 0.5, 4: < 1,
 // 5: < 2, 6: < 4, 7: < 8, 8: < 16, 9: >= 16).
 //
 // With --decode, each stream is also decoded once (l3::decode, one thread) and compared with the
@@ -36,9 +36,9 @@ namespace {
 
 namespace core = l3::core;
 
-enum Kind { kConst, kRaw, kRice, kRicePal, kAns, kAnsPal, kKinds };
-constexpr const char* kKindName[kKinds] = {"const", "raw", "rice", "rice_pal", "ans", "ans_pal"};
-constexpr char kKindChar[kKinds] = {'C', 'R', 'r', 'p', 'a', 'P'};
+enum Kind { kConst, kRaw, kRice, kRicePal, kAns, kAnsPal, kCopy, kKinds };
+constexpr const char* kKindName[kKinds] = {"const", "raw", "rice", "rice_pal", "ans", "ans_pal", "copy"};
+constexpr char kKindChar[kKinds] = {'C', 'R', 'r', 'p', 'a', 'P', '='};
 
 struct Census {
   std::array<std::uint64_t, kKinds> tiles{}, bytes{};
@@ -127,9 +127,14 @@ int main(int argc, char** argv) {
       for (std::uint64_t i = 0; i < count; ++i) {
         std::uint32_t size = 0;
         for (int b = 0; b < 4; ++b) size |= std::uint32_t(enc[core::kHeaderSize + 4 * i + b]) << (8 * b);
+        const core::TileRect r = grid.tile(std::uint32_t(i));
+        if (core::is_tile_copy(size, info.version)) {  // spec §3.3: no bytes of its own
+          ++c.tiles[kCopy];
+          cells[i] = std::string(1, kKindChar[kCopy]) + '0';
+          continue;
+        }
         const std::uint8_t* tile = enc.data() + at;
         at += size;
-        const core::TileRect r = grid.tile(std::uint32_t(i));
         Kind kind = kConst;
         if ((tile[0] & 3) == core::kTileRaw) kind = kRaw;
         else if ((tile[0] & 3) == core::kTileCoded) {

@@ -64,6 +64,10 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
         if (pattern == 10) v = int(x / 3 + y / 5 + k * 30) + ((seed >> 28) == 0 ? 1 : 0);    // pattern 9, zero rows below
         if (pattern == 11) v = kColours[(x / 3 + y / 4) % 4][k];                             // 4 colours in row blocks
         if (pattern == 12) v = int(x * 3 + y * 2) + int(seed >> 30);                         // pattern 0, zero rows below
+        if (pattern == 13) {  // periodic, 16 x 8: 16 x 8 tiles repeat (tile copies)
+          const std::uint32_t px = x % 16, py = y % 8;
+          v = int(px * 7 + py * 13 + k * 40 + (px * py) % 5);
+        }
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
   if (pattern == 10 || pattern == 12) {
@@ -82,14 +86,16 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
 }
 
 // Rice-coded (version 2) streams unless `ans`, without zero rows unless
-// `zero_rows`: the vectors of §4.3-§4.4 keep the byte layout their mutations
-// assume.
-Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false) {
+// `zero_rows`, without tile copies unless `copies`: the vectors of §4.3-§4.4
+// keep the byte layout their mutations assume.
+Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false,
+             bool copies = false) {
   l3::EncodeOptions o;
   o.tile_width = tw;
   o.tile_height = th;
   o.entropy_coding = ans;
   o.zero_rows = zero_rows;
+  o.tile_copies = copies;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -248,7 +254,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-5", base, errc::unsupported_version, [](Bytes& b) { b[4] = 5; });
+  v.mutate("version-6", base, errc::unsupported_version, [](Bytes& b) { b[4] = 6; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -485,6 +491,30 @@ int main(int argc, char** argv) {
     // the end check of §7.3.
     v.mutate("zero-row-in-v3", rice_bytes, errc::corrupt_tile, [](Bytes& b) { b[4] = 3; });
     v.mutate("zero-row-in-v3-ans", ans_bytes, errc::corrupt_tile, [](Bytes& b) { b[4] = 3; });
+  }
+  {
+    // Tile copies (version 5, spec §3.3): a 56 x 20 image, periodic with the
+    // 16 x 8 tile, is 4 x 3 tiles of which 4 are coded (16 x 8, the clipped
+    // 8 x 8 column, 16 x 4 row and 8 x 4 corner); the other 8 copy them.
+    const Image tiled = make_image(56, 20, 3, 13);
+    const Bytes copies = encode(tiled, 16, 8, false, false, true);
+    std::uint32_t copied = 0;
+    for (std::uint32_t i = 0; i < tile_count(copies); ++i) copied += tile_size(copies, i) >> 31;
+    if (copies[4] != l3::core::kVersionTileCopies || copied != 8) {
+      std::fprintf(stderr, "tile copies: version 5 with 8 copies expected, got version %d with %u\n", copies[4], copied);
+      std::exit(1);
+    }
+    v.valid("valid-rgb-tile-copies-56x20", tiled, copies);
+    const std::uint32_t kCopy = l3::core::kTileCopyBit;
+    v.mutate("tile-copy-forward", copies, errc::corrupt_tile_table, [&](Bytes& b) { set_tile_size(b, 1, kCopy | 2); });
+    v.mutate("tile-copy-self", copies, errc::corrupt_tile_table, [&](Bytes& b) { set_tile_size(b, 1, kCopy | 1); });
+    v.mutate("tile-copy-out-of-range", copies, errc::corrupt_tile_table,
+             [&](Bytes& b) { set_tile_size(b, 1, kCopy | 0x7fffffffu); });
+    v.mutate("tile-copy-of-copy", copies, errc::corrupt_tile_table, [&](Bytes& b) { set_tile_size(b, 2, kCopy | 1); });
+    // Tile 7 (8 x 8, the clipped column) copying tile 0 (16 x 8).
+    v.mutate("tile-copy-other-size", copies, errc::corrupt_tile_table, [&](Bytes& b) { set_tile_size(b, 7, kCopy | 0); });
+    // In versions 1-4 an entry is a size: 2^31 and more bytes that the stream does not hold.
+    v.mutate("tile-copy-in-v4", copies, errc::truncated, [](Bytes& b) { b[4] = 4; });
   }
   const Bytes raw_bytes = encode(noise);
   v.mutate("raw-tile-short", raw_bytes, errc::truncated, [&](Bytes& b) {

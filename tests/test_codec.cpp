@@ -328,6 +328,7 @@ TEST_CASE("entropy-coded tiles (v3): rANS tokens where smaller than Rice codes, 
   l3::EncodeOptions rice, every;
   rice.entropy_coding = false;
   every.entropy_min_saving_percent = 0;  // wherever smaller (the default asks for 10% less)
+  rice.tile_copies = every.tile_copies = false;  // the chessboard's tiles are all alike (version 5)
   Image chess{512, 64, 1, Bytes(512 * 64)};
   for (std::uint32_t y = 0; y < chess.h; ++y)
     for (std::uint32_t x = 0; x < chess.w; ++x) chess.px[y * chess.w + x] = (x + y) % 2 ? 255 : 0;
@@ -463,6 +464,53 @@ TEST_CASE("zero rows: an image without them is written as before, version 3 or 2
   CHECK(l3::read_info(plain).version == 2);
   CHECK(with == l3::encode(im.view(), off));
   CHECK(plain == l3::encode(im.view(), rice_off));
+}
+
+TEST_CASE("tile copies (v5): a tile equal to an earlier one costs its table entry; round trips, crops, threads") {
+  // spec/codec.md §3.3. A horizontal gradient (every tile column repeats down
+  // the image), a 2-pixel chessboard whose period divides the tile, and the
+  // same with clipped edge tiles: clipped tiles copy only tiles of their size.
+  Image ramp = make(700, 300, 3, Pattern::gradient, 80);
+  for (std::uint32_t y = 0; y < ramp.h; ++y)  // rows all alike: tiles repeat down each column
+    std::memcpy(&ramp.px[std::size_t(y) * ramp.w * 3], &ramp.px[0], std::size_t(ramp.w) * 3);
+  Image chess{600, 250, 1, Bytes(600 * 250)};
+  for (std::uint32_t y = 0; y < chess.h; ++y)
+    for (std::uint32_t x = 0; x < chess.w; ++x) chess.px[y * chess.w + x] = (x / 2 + y / 2) % 2 ? 200 : 20;
+  l3::EncodeOptions no_copies;
+  no_copies.tile_copies = false;
+  for (const Image& im : {ramp, chess}) {
+    for (std::uint32_t tw : {0u, 64u}) {
+      l3::EncodeOptions on;
+      on.tile_width = no_copies.tile_width = tw;
+      const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), no_copies);
+      const l3::ImageInfo info = l3::read_info(with);
+      std::uint32_t copies = 0;
+      for (std::uint32_t i = 0; i < info.tiles_x * info.tiles_y; ++i) {
+        std::uint32_t entry;
+        std::memcpy(&entry, &with[l3::core::kHeaderSize + 4 * i], 4);
+        copies += entry >> 31;
+      }
+      CAPTURE(im.c);
+      CAPTURE(tw);
+      MESSAGE(im.w << "x" << im.h << "x" << im.c << ", tiles " << info.tile_width << " wide: " << with.size()
+                   << " bytes with " << copies << " tile copies, " << without.size() << " without");
+      // All but the first tile row's tiles (and the bottom row's clipped ones) are copies.
+      CHECK(copies >= (info.tiles_y - 2) * info.tiles_x);
+      CHECK(info.version == 5);
+      CHECK(l3::read_info(without).version <= 4);  // readable by version 4 decoders
+      CHECK(with.size() * 3 < without.size());
+      CHECK(decode(with) == im.px);
+      CHECK(decode(with, 4) == im.px);
+      CHECK(decode(without) == im.px);
+      check_crops(with, im, {{37, 11, 201, 50}, {0, 0, 1, 1}, {0, 200, 600, 50}, {590, 240, 10, 10}, {255, 30, 2, 5}});
+    }
+  }
+  // A tile that differs from an earlier one in a single sample is coded, not copied.
+  Image almost = chess;
+  almost.px[std::size_t(40) * almost.w + 300] ^= 1;
+  const Bytes enc = encode(almost), exact = encode(chess);
+  CHECK(enc.size() > exact.size());
+  CHECK(decode(enc) == almost.px);
 }
 
 TEST_CASE("set_entropy_mode: the users' spelling of the entropy setting (l3pack --entropy, Python entropy=)") {

@@ -294,6 +294,53 @@ TEST_CASE("emulated wavefront equals l3::decode on the sample photos") {
   CHECK(count >= 3);
 }
 
+TEST_CASE("emulated wavefront equals l3::decode on tile copies (spec/codec.md §3.3, version 5)") {
+  // Periodic images whose tiles repeat (clipped edge tiles among them), alone
+  // and as the later images of a batch (a copy's source is found by the
+  // image's own tile index), whole and cropped; and the tile-copy vectors.
+  std::mt19937 rng(555);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<Img> imgs;
+  for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+    Img im{150, 70, ch, Pixels(std::size_t(150) * 70 * ch)};
+    for (std::uint32_t y = 0; y < im.h; ++y)
+      for (std::uint32_t x = 0; x < im.w; ++x)
+        for (std::uint32_t c = 0; c < ch; ++c)
+          im.px[(std::size_t(y) * im.w + x) * ch + c] = std::uint8_t((x % 32) * 5 + (y % 8) * 19 + c * 60 + (x % 32) * (y % 8) % 3);
+    const auto e = enc(im, 32, 8);
+    CHECK(l3::read_info(e).version == 5);
+    check_same(e, "tile copies " + shape(im, 32, 8));
+    const Pixels full = l3::decode(e);
+    for (int k = 0; k < 6; ++k) {
+      l3::Rect r;
+      r.x = std::uniform_int_distribution<std::uint32_t>(0, im.w - 1)(rng);
+      r.y = std::uniform_int_distribution<std::uint32_t>(0, im.h - 1)(rng);
+      r.width = std::uniform_int_distribution<std::uint32_t>(1, im.w - r.x)(rng);
+      r.height = std::uniform_int_distribution<std::uint32_t>(1, im.h - r.y)(rng);
+      INFO("crop " << r.x << "," << r.y << " " << r.width << "x" << r.height << " ch " << ch);
+      Pixels got(std::size_t(r.width) * r.height * ch, 0x33);
+      emu::decode_region_wavefront(e, r, {got.data(), r.width, r.height, ch, 0});
+      CHECK(got == crop_of(full, im.w, ch, r));
+    }
+    imgs.push_back(random_image(rng, 40, 30, ch));  // no copies, before each periodic image
+    streams.push_back(enc(imgs.back(), 16, 8));
+    imgs.push_back(im);
+    streams.push_back(e);
+  }
+  std::vector<l3::cuda::HostImage> batch;
+  for (const auto& s : streams) batch.push_back({s, std::nullopt});
+  const emu::BatchOutput out = emu::decode_batch(batch, l3::cuda::BatchOptions{});
+  REQUIRE(out.slots.size() == streams.size());
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    INFO("image " << i);
+    const l3::cuda::ImageSlot& s = out.slots[i];
+    CHECK(s.status == l3::errc::ok);
+    CHECK(Pixels(out.pixels.begin() + std::ptrdiff_t(s.offset), out.pixels.begin() + std::ptrdiff_t(s.offset + s.size)) ==
+          l3::decode(streams[i]));
+  }
+  CHECK(check_vectors([](const std::string& name) { return name.find("tile-cop") != std::string::npos; }) >= 7);
+}
+
 TEST_CASE("emulated crops equal l3::decode_region") {
   std::mt19937 rng(99);
   for (std::uint32_t ch = 1; ch <= 4; ++ch) {

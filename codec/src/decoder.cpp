@@ -112,7 +112,8 @@ void decode_into(const detail::ParsedImage& img, const Rect& region, const Mutab
     const std::uint32_t y0 = std::max(region.y, tr.y), y1 = std::min(region.y + region.height, tr.y + tr.height);
     TileOutput o{out.data + std::size_t(y0 - region.y) * stride + std::size_t(x0 - region.x) * info.channels, stride,
                  int(x0 - tr.x), int(y0 - tr.y), int(x1 - tr.x), int(y1 - tr.y)};
-    return decode_tile(img.bytes.data() + img.tile_offset[i], img.tile_size(i), int(tr.width), int(tr.height),
+    const detail::ParsedImage::TileBytes tb = img.tile_bytes(i);  // a copy's are its source's (spec §3.3)
+    return decode_tile(img.bytes.data() + tb.offset, tb.size, int(tr.width), int(tr.height),
                        int(info.channels), int(info.version), o, img.bytes.data() + img.bytes.size());
   };
   const auto [bad, status] = run_parallel(count, options.threads, job);

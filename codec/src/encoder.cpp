@@ -3,9 +3,12 @@
 // table and the tiles (§2, §3).
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <numeric>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "header.hpp"
@@ -13,6 +16,9 @@
 #include "l3/codec/tile_core.hpp"
 #include "l3/common/parallel.hpp"
 #include "tile_encoder.hpp"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace l3 {
 namespace {
@@ -61,6 +67,38 @@ std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::Til
   return t.ans ? core::kVersionAns : 2;
 }
 
+// Tile copies (spec §3.3): source[i] is the first tile with the same clipped
+// size and the same pixels as tile i (i itself when there is none). Tiles are
+// hashed in parallel; candidates with equal hashes are compared pixel by pixel.
+std::vector<std::uint32_t> find_tile_copies(const ImageView& image, const core::TileGrid& grid, unsigned threads) {
+  const std::uint32_t count = std::uint32_t(grid.tile_count());
+  const std::size_t stride = image.stride ? image.stride : std::size_t(image.width) * image.channels;
+  auto row_of = [&](const core::TileRect& t, std::uint32_t y) {
+    return image.data + std::size_t(t.y + y) * stride + std::size_t(t.x) * image.channels;
+  };
+  std::vector<std::uint64_t> hash(count);
+  parallel_for(count, threads, [&](std::uint64_t i) {
+    const core::TileRect t = grid.tile(std::uint32_t(i));
+    std::uint64_t h = std::uint64_t{t.width} << 32 | t.height;
+    for (std::uint32_t y = 0; y < t.height; ++y) h = XXH3_64bits_withSeed(row_of(t, y), std::size_t(t.width) * image.channels, h);
+    hash[i] = h;
+  });
+  auto same_pixels = [&](std::uint32_t i, std::uint32_t j) {
+    const core::TileRect a = grid.tile(i), b = grid.tile(j);
+    if (a.width != b.width || a.height != b.height) return false;
+    for (std::uint32_t y = 0; y < a.height; ++y)
+      if (std::memcmp(row_of(a, y), row_of(b, y), std::size_t(a.width) * image.channels) != 0) return false;
+    return true;
+  };
+  std::vector<std::uint32_t> source(count);
+  std::unordered_map<std::uint64_t, std::uint32_t> first;  // hash -> first tile with it
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const auto [it, inserted] = first.try_emplace(hash[i], i);
+    source[i] = !inserted && same_pixels(i, it->second) ? it->second : i;
+  }
+  return source;
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& options) {
@@ -85,9 +123,16 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
   info.tiles_y = grid.tiles_y;
   const std::uint32_t count = std::uint32_t(grid.tile_count());  // < 2^30 pixels: no overflow
 
+  std::vector<std::uint32_t> source(count);
+  if (options.tile_copies) source = find_tile_copies(image, grid, options.threads);
+  else std::iota(source.begin(), source.end(), 0u);
   std::vector<std::vector<std::uint8_t>> tiles(count);
-  std::vector<std::uint8_t> versions(count);
+  std::vector<std::uint8_t> versions(count, 0);
   auto encode_tile = [&](std::uint32_t i) {
+    if (source[i] != i) {
+      versions[i] = core::kVersionTileCopies;
+      return;
+    }
     const core::TileRect t = grid.tile(i);
     const Rect r{t.x, t.y, t.width, t.height};
     tiles[i] = TileEncoder(image, r, options.effort, options.entropy_coding, options.entropy_min_saving_percent,
@@ -101,9 +146,9 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
   info.version = *std::max_element(versions.begin(), versions.end());
   std::vector<std::uint8_t> out;
   detail::write_header(out, info, tw_log2);
-  for (const auto& t : tiles) {
-    const auto size = std::uint32_t(t.size());
-    for (int b = 0; b < 4; ++b) out.push_back(std::uint8_t(size >> (8 * b)));
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const auto entry = source[i] != i ? core::kTileCopyBit | source[i] : std::uint32_t(tiles[i].size());
+    for (int b = 0; b < 4; ++b) out.push_back(std::uint8_t(entry >> (8 * b)));
   }
   for (const auto& t : tiles) out.insert(out.end(), t.begin(), t.end());
   detail::seal(out);

@@ -64,6 +64,19 @@ ImageInfo parse_header(std::span<const std::uint8_t> b, const Limits& limits, st
   return info;
 }
 
+// spec §3.3: tile i copies tile j, which must be an earlier tile of the same
+// clipped size and not itself a copy.
+void check_tile_copy(std::span<const std::uint8_t> bytes, const ParsedImage& img, std::uint32_t i,
+                              std::uint32_t j) {
+  auto fail = [&](const char* why) {
+    throw_error(errc::corrupt_tile_table, "tile " + std::to_string(i) + " copies tile " + std::to_string(j) + why);
+  };
+  if (j >= i) fail(", not an earlier tile");
+  if (core::is_tile_copy(load_u32(&bytes[core::kHeaderSize + 4 * std::uint64_t{j}]), img.info.version))
+    fail(", itself a copy");
+  if (!img.grid.same_shape(i, j)) fail(" of another size");
+}
+
 }  // namespace
 
 ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limits, bool with_table) {
@@ -75,15 +88,20 @@ ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limit
   if (tiles > 0xffffffffu) throw_error(errc::limit_exceeded, "more than 2^32-1 tiles");
   const std::uint64_t table_end = core::kHeaderSize + 4 * tiles;  // < 2^40: no overflow
   if (bytes.size() < table_end) throw_error(errc::truncated, "stream ends inside the tile table");
-  // spec §3: tile sizes, in raster order; the payload is exactly their sum.
+  // spec §3: tile sizes (or, from version 5, copies of earlier tiles), in
+  // raster order; the payload is exactly the sum of the sizes.
   thread_local std::vector<std::uint64_t> offsets;
   if (with_table) offsets.resize(tiles + 1);
   std::uint64_t total = table_end;
   for (std::uint64_t i = 0; i < tiles; ++i) {
-    const std::uint32_t size = load_u32(&bytes[core::kHeaderSize + 4 * i]);
-    if (size == 0) throw_error(errc::corrupt_tile_table, "tile " + std::to_string(i) + " has size 0");
+    const std::uint32_t entry = load_u32(&bytes[core::kHeaderSize + 4 * i]);
     if (with_table) offsets[i] = total;
-    total += size;
+    if (core::is_tile_copy(entry, img.info.version)) {
+      check_tile_copy(bytes, img, std::uint32_t(i), core::copied_tile(entry));
+      continue;
+    }
+    if (entry == 0) throw_error(errc::corrupt_tile_table, "tile " + std::to_string(i) + " has size 0");
+    total += entry;
   }
   if (with_table) {
     offsets[tiles] = total;
@@ -93,6 +111,12 @@ ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limit
   if (total < bytes.size()) throw_error(errc::corrupt_tile_table, std::to_string(bytes.size() - total) + " bytes after the last tile");
   img.info.encoded_size = total;
   return img;
+}
+
+ParsedImage::TileBytes ParsedImage::tile_bytes(std::uint32_t i) const {
+  const std::uint32_t entry = load_u32(&bytes[core::kHeaderSize + 4 * std::uint64_t{i}]);
+  const std::uint32_t j = core::is_tile_copy(entry, info.version) ? core::copied_tile(entry) : i;
+  return {tile_offset[j], std::uint32_t(tile_offset[j + 1] - tile_offset[j])};
 }
 
 void verify_checksum(std::span<const std::uint8_t> bytes) {

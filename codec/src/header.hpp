@@ -16,14 +16,21 @@ struct ParsedImage {
   core::TileGrid grid{};  // spec §3
   std::uint32_t tile_width_log2 = 0;
   std::span<const std::uint8_t> bytes;        // the whole stream
-  // With the table read: tile_count() + 1 byte offsets into `bytes`, tile i
-  // spanning [tile_offset[i], tile_offset[i + 1]). The storage is the parsing
-  // thread's, reused from call to call (no allocation in steady state), and
-  // stays valid until that thread parses the next image.
+  // With the table read: tile_count() + 1 byte offsets into `bytes`, tile i's
+  // own bytes spanning [tile_offset[i], tile_offset[i + 1]) (none for a tile
+  // copy, spec §3.3). The storage is the parsing thread's, reused from call to
+  // call (no allocation in steady state), and stays valid until that thread
+  // parses the next image.
   std::span<const std::uint64_t> tile_offset;
 
+  // The bytes tile i decodes from: its own, or a copy's source's (§3.3).
+  struct TileBytes {
+    std::uint64_t offset;  // into `bytes`
+    std::uint32_t size;
+  };
+  TileBytes tile_bytes(std::uint32_t i) const;
+
   std::uint32_t tile_count() const { return info.tiles_x * info.tiles_y; }
-  std::uint32_t tile_size(std::uint32_t i) const { return std::uint32_t(tile_offset[i + 1] - tile_offset[i]); }
 };
 
 // Validates header and tile table; throws l3::Error. With `with_table` false

@@ -43,7 +43,8 @@ void put(const std::string& target, const std::string& name, const Bytes& b) {
 // version 2's constant planes (spec/codec.md §4.3); 5: few colours (palette
 // tiles, §4.4); 6: smooth with a little noise (version 3 entropy-coded tiles,
 // §4.5); 7: pattern 6 with rows that repeat the row above and a mid-gray
-// first row (version 4 zero rows, §4.3).
+// first row (version 4 zero rows, §4.3); 8: periodic with 32 x 8 tiles
+// (version 5 tile copies, §3.3).
 Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
   if (pattern == 7) {
     Bytes px = pixels(w, h, c, 6);
@@ -67,6 +68,7 @@ Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
           case 2: v = std::uint8_t(17 * (k + 1)); break;
           case 5: v = std::uint8_t(((x / 3 + y / 2 + (x * y) % 5) % 6) * 40 + k * 9); break;  // 6 colours: palette
           case 6: v = std::uint8_t(x / 2 + y / 3 + k * 30 + (seed >> 31)); break;
+          case 8: v = std::uint8_t((x % 32) * 5 + (y % 8) * 19 + k * 60 + (x % 32) * (y % 8) % 3); break;
           case 4:
             v = std::uint8_t(x * 3 + y * 2 + ((seed >> 16) & 3));
             if (c == 4 && k == 3) v = 255;
@@ -118,6 +120,14 @@ void codec_seeds() {
   put("decode", "v3_ans_rgba", encode(96, 40, 4, 6, 64, 32));
   put("decode", "v4_zero_rows_rgb", encode(80, 40, 3, 7, 64, 32, 2));
   put("decode", "v4_zero_rows_gray", encode(70, 20, 1, 7, 32, 8));
+  put("decode", "v5_tile_copies_rgb", encode(150, 70, 3, 8, 32, 8));
+  put("decode", "v5_tile_copies_gray", encode(100, 20, 1, 8, 32, 8));
+  put("region", "v5_tile_copies_rgb", [] {
+    Bytes r = {40, 0, 9, 0, 70, 0, 30, 0};
+    const Bytes e = encode(150, 70, 3, 8, 32, 8);
+    r.insert(r.end(), e.begin(), e.end());
+    return r;
+  }());
   put("region", "v4_zero_rows_rgb", [] {
     Bytes r = {3, 0, 5, 0, 40, 0, 20, 0};
     const Bytes e = encode(80, 40, 3, 7, 64, 32, 2);

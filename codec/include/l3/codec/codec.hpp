@@ -67,6 +67,12 @@ struct EncodeOptions {
   // tile has one. false: no zero rows, a stream of version 3 or lower that
   // decoders older than version 4 read.
   bool zero_rows = true;
+  // Tile copies (spec/codec.md §3.3, version 5): a tile whose pixels equal an
+  // earlier tile's of the same size (chessboards, gradients, repeated
+  // patterns) is stored as a reference to it in the tile table, with no bytes
+  // of its own. The stream is version 5 only when it has a copy. false: no
+  // copies, a stream that decoders older than version 5 read.
+  bool tile_copies = true;
 };
 
 // The one spelling of the entropy setting for users (l3pack --entropy, the
@@ -90,7 +96,7 @@ struct DecodeOptions {
 };
 
 struct ImageInfo {
-  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1 to 4
+  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1 to 5
   std::uint32_t width = 0;
   std::uint32_t height = 0;
   std::uint32_t channels = 0;

@@ -17,12 +17,13 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 4;         // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 5;         // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
-// The encoder writes the lowest version its tiles need (spec §11): 4 with a
-// zero row, else 3 with an entropy-coded tile, else 2.
+// The encoder writes the lowest version its tiles need (spec §11): 5 with a
+// tile copy, else 4 with a zero row, else 3 with an entropy-coded tile, else 2.
 inline constexpr std::uint8_t kVersionAns = 3;
 inline constexpr std::uint8_t kVersionZeroRows = 4;
+inline constexpr std::uint8_t kVersionTileCopies = 5;
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16

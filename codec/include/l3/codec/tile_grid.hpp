@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "l3/codec/tile_constants.hpp"
 #include "l3/common/host_device.hpp"
 
 namespace l3::core {
@@ -57,6 +58,27 @@ struct TileGrid {
     const std::uint32_t tx1 = (r.x + r.width - 1) >> tile_width_log2, ty1 = (r.y + r.height - 1) / tile_height;
     return {tx0, ty0, tx1 - tx0 + 1, ty1 - ty0 + 1};
   }
+  // Whether tiles i and j have the same clipped width and height (a tile
+  // copy's condition, spec §3.3).
+  L3_HD bool same_shape(std::uint32_t i, std::uint32_t j) const {
+    const TileRect a = tile(i), b = tile(j);
+    return a.width == b.width && a.height == b.height;
+  }
 };
+
+// ---- Tile copies (spec §3.3, version 5) ---------------------------------------
+
+// A tile-table entry with bit 31 set is a copy of the earlier tile its low 31
+// bits name: no bytes of its own, it decodes from that tile's bytes. In
+// versions 1-4 every entry is a size.
+inline constexpr std::uint32_t kTileCopyBit = 0x80000000u;
+L3_HD bool is_tile_copy(std::uint32_t entry, std::uint32_t version) {
+  return version >= kVersionTileCopies && (entry & kTileCopyBit) != 0;
+}
+L3_HD std::uint32_t copied_tile(std::uint32_t entry) { return entry & ~kTileCopyBit; }
+// The entry's payload bytes: its size, or 0 for a copy.
+L3_HD std::uint32_t payload_size(std::uint32_t entry, std::uint32_t version) {
+  return is_tile_copy(entry, version) ? 0u : entry;
+}
 
 }  // namespace l3::core

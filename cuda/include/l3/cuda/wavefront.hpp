@@ -471,12 +471,19 @@ L3_WF_HDI std::uint32_t owner_of(std::uint32_t i, std::uint32_t count, const Fir
   return lo;
 }
 
-// Gather: tile_size[i] for flat tile i, read from its image's tile table.
+// Tile `tile`'s entry in its image's tile table (spec §3.2): a size, or from
+// version 5 a copy of an earlier tile (§3.3).
+L3_WF_HDI std::uint32_t table_entry(const ImageDesc& d, std::uint32_t tile) {
+  const std::uint8_t* p = d.in + core::kHeaderSize + 4 * std::uint64_t(tile);
+  return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 | std::uint32_t(p[3]) << 24;
+}
+
+// Gather: tile_size[i] for flat tile i, its payload bytes (0 for a copy,
+// whose bytes are its source's), so that the scan gives every tile's start.
 L3_WF_HDI std::uint32_t gather_tile_size(const BatchView& b, std::uint32_t i) {
   const std::uint32_t m = owner_of(i, b.image_count, [&](std::uint32_t k) { return b.first[k].tiles; });
   const ImageDesc& d = b.images[m];
-  const std::uint8_t* p = d.in + core::kHeaderSize + 4 * std::uint64_t(i - b.first[m].tiles);
-  return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 | std::uint32_t(p[3]) << 24;
+  return core::payload_size(table_entry(d, i - b.first[m].tiles), d.version);
 }
 
 // Decodes job j (one tile overlapped by one image's crop) with one warp, and
@@ -498,12 +505,16 @@ L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, WarpSc
   const std::uint32_t cx1 = d.crop_x + d.crop_w, cy1 = d.crop_y + d.crop_h;
   const std::uint32_t x1 = cx1 < rx + rw ? cx1 : rx + rw, y1 = cy1 < ry + rh ? cy1 : ry + rh;
   TileTask task;
-  const std::uint64_t flat = std::uint64_t(f.tiles) + tile;
+  // A tile copy decodes from its source's bytes, at its own place (spec §3.3).
+  const std::uint32_t entry = table_entry(d, tile);
+  const std::uint32_t source = core::is_tile_copy(entry, d.version) ? core::copied_tile(entry) : tile;
+  const std::uint64_t flat = std::uint64_t(f.tiles) + source;
   const std::uint64_t at = d.payload_offset + (b.tile_start[flat] - b.tile_start[f.tiles]);
   task.size = b.tile_size[flat];
   // The host checked the tile table; this re-check keeps every read inside the
-  // stream even if its bytes changed since (e.g. a replayed CUDA graph).
-  if (task.size == 0 || at > d.in_size || task.size > d.in_size - at) {
+  // stream even if its bytes changed since (e.g. a replayed CUDA graph): a
+  // copy's source is an earlier tile of the image, and not a copy (size 0).
+  if (source > tile || task.size == 0 || at > d.in_size || task.size > d.in_size - at) {
     warp.single([&] { atomic_min(&status_keys[m], status_key(tile, kCorruptTileTable)); });
     return;
   }
