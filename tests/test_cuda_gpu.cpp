@@ -211,12 +211,51 @@ TEST_CASE("GPU: zero rows (spec/codec.md §4.3, version 4), whole images and cro
     l3::EncodeOptions o;
     o.tile_width = 64;
     o.effort = 1 + i % 2;
+    o.tile_copies = false;  // version 4 exactly (copies: the next test)
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v4 += l3::read_info(streams.back()).version == 4;
     const l3::Rect r{std::uint32_t(i) % 7, std::uint32_t(i) % 5 + 3, w / 2 + std::uint32_t(i), h / 2};
     crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
   }
   CHECK(v4 >= 12);
+  cudaStream_t stream;
+  ok(cudaStreamCreate(&stream));
+  l3::cuda::BatchDecoder dec;
+  std::vector<l3::cuda::HostImage> batch;
+  for (std::size_t i = 0; i < streams.size(); ++i) batch.push_back({streams[i], crops[i]});
+  for (Layout layout : {Layout::hwc, Layout::chw}) {
+    l3::cuda::BatchOptions opt;
+    opt.layout = layout;
+    const auto r = dec.decode(batch, opt, stream);
+    ok(cudaStreamSynchronize(stream));
+    check_batch(streams, crops, r, layout);
+  }
+  ok(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("GPU: tile copies (spec/codec.md §3.3, version 5), whole images and crops" * doctest::skip(no_gpu())) {
+  // Images periodic with the 32 x 8 tile (clipped edge tiles among the
+  // copies), between images without copies, so that a copy's source is
+  // found through its own image's first tile.
+  std::mt19937 rng(29);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<std::optional<l3::Rect>> crops;
+  for (int i = 0; i < 8; ++i) {
+    const std::uint32_t w = 100 + std::uint32_t(i) * 13, h = 30 + std::uint32_t(i) * 7, ch = std::uint32_t(i % 4) + 1;
+    Img im = make_image(rng, w, h, ch, 1 + i % 3);
+    if (i % 2 == 1)
+      for (std::uint32_t y = 0; y < h; ++y)
+        for (std::uint32_t x = 0; x < w; ++x)
+          for (std::uint32_t c = 0; c < ch; ++c)
+            im.px[(std::size_t(y) * w + x) * ch + c] = std::uint8_t((x % 32) * 5 + (y % 8) * 19 + c * 60 + (x % 32) * (y % 8) % 3);
+    l3::EncodeOptions o;
+    o.tile_width = 32;
+    o.tile_height = 8;
+    streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
+    if (i % 2 == 1) CHECK(l3::read_info(streams.back()).version == 5);
+    const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
+    crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
+  }
   cudaStream_t stream;
   ok(cudaStreamCreate(&stream));
   l3::cuda::BatchDecoder dec;
