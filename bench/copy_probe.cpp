@@ -220,9 +220,16 @@ struct Family {
   const char* name;
   int same_row;  // D: same-row distances 1..D (0: none)
   int above;     // R: rows r - R .. r - 1 (0: none; 31: all)
-  int window;    // rows above: sources c' >= c - window only (0: any c')
+  int window;    // rows above: sources c' >= c - window only (0: any c'; kRingWindow: the ring's)
   int cache_k;   // colour cache of 2^k slots (0: none)
 };
+// The GPU's output ring (cuda/include/l3/cuda/wavefront.hpp, spec/cuda.md §2) keeps the last 64
+// columns of every row of the tile; at step r + c, lane r' has written columns up to c + (r - r') - 1,
+// so the ring still holds columns c + (r - r') - 64 .. c + (r - r') - 1 of row r' (and c - 63 ..
+// c - 1 of row r itself): family "Ring" is every source the ring holds, no new shared memory;
+// "Ring4" those of rows r - 4 .. r.
+constexpr int kRingColumns = 64;
+constexpr int kRingWindow = -1;
 // Bw: rows above within a window of 16 columns: lane r' then needs only its last 16 + (r - r')
 // pixels, a 20-pixel ring per lane that lanes below read (A16's ring, 4 more pixels).
 const Family kFamilies[] = {
@@ -230,9 +237,13 @@ const Family kFamilies[] = {
     {"A256", 256, 0, 0, 0},      {"B", 0, 31, 0, 0},           {"A16+B4", 16, 4, 0, 0},
     {"A16+B4w", 16, 4, 16, 0},   {"A64+B4w", 64, 4, 64, 0},    {"C4", 0, 0, 0, 4},
     {"C6", 0, 0, 0, 6},          {"C8", 0, 0, 0, 8},           {"A16+B4w+C4", 16, 4, 16, 4},
-    {"A64+B4w+C6", 64, 4, 64, 6}, {"A256+B+C8", 256, 31, 0, 8},
+    {"A64+B4w+C6", 64, 4, 64, 6}, {"A256+B+C8", 256, 31, 0, 8}, {"Ring", 63, 31, kRingWindow, 0},
+    {"Ring4", 63, 4, kRingWindow, 0},   {"Ring+C4", 63, 31, kRingWindow, 4},
 };
 constexpr int kFamilyCount = int(sizeof kFamilies / sizeof kFamilies[0]);
+
+// Sources of rows above lie at c - c' <= window_of(f, r - r') (0: anywhere left).
+int window_of(const Family& f, int dr) { return f.window == kRingWindow ? kRingColumns - dr : f.window; }
 
 double gamma_bits(std::uint32_t n) { return 2.0 * (31 - core::clz32(n)) + 1; }  // n >= 1
 
@@ -283,12 +294,13 @@ struct Parse {
 double choices(const Family& f, int w, int r, int c) {
   double n = std::min(f.same_row, c);
   for (int rr = std::max(0, r - f.above); rr < r && f.above; ++rr)
-    n += std::min(w, c + r - rr) - (f.window ? std::max(0, c - f.window) : 0);
+    n += std::min(w, c + r - rr) - (window_of(f, r - rr) ? std::max(0, c - window_of(f, r - rr)) : 0);
   return n;
 }
 
 double max_choices(const Family& f, int w, int h) {
-  return double(f.same_row) + double(std::min(f.above, h - 1)) * (f.window ? f.window + f.above : w) + 1;
+  const int per_row = f.window == kRingWindow ? kRingColumns : f.window ? f.window + f.above : w;
+  return double(f.same_row) + double(std::min(f.above, h - 1)) * std::min(w, per_row) + 1;
 }
 
 Parse parse_tile(const TileBits& tb, const Chains& chains, const Family& f, const Model& m, int lmin, int max_chain) {
@@ -337,7 +349,7 @@ Parse parse_tile(const TileBits& tb, const Chains& chains, const Family& f, cons
           } else {
             if (r - rr > f.above) break;  // older candidates lie further up
             if (rr + cc >= r + c) continue;  // decoded after (r, c) on the wavefront (§8)
-            if (f.window && c - cc > f.window) continue;
+            if (window_of(f, r - rr) && c - cc > window_of(f, r - rr)) continue;
           }
           const std::size_t src = std::size_t(rr) * w + cc;
           int len = 0;
@@ -417,6 +429,10 @@ struct Result {
   double coded_bytes = 0, pixel_bits = 0, fixed_bits = 0;
   // Projected bytes per family: code u, code m, and per tile the better of the two (1 bit more).
   double proj[3][kFamilyCount] = {};
+  // With whole-tile copies first (version 5, built elsewhere): the bytes of tiles equal to an
+  // earlier tile of the image are gone, and the family's savings count in the other tiles only.
+  double tile_copy_bytes = 0;
+  double proj_t[kFamilyCount] = {};  // best of u and m per tile
 };
 constexpr const char* kCodeName[3] = {"u", "m", "best of u and m per tile"};
 
@@ -429,22 +445,26 @@ std::string class_of(const std::string& file) {
 
 using Rows = std::vector<std::pair<std::string, std::vector<const Result*>>>;
 
+// code 3: with whole-tile copies first (best code), and a column for tile copies alone.
 void print_table(const char* title, const Rows& rows, int code) {
-  std::printf("\n%s (distance code %s: bytes / PNG level 6)\n\n| %s | images | PNG 6 | l3 | l3 / PNG |", title,
-              kCodeName[code], "set");
-  for (const Family& f : kFamilies) std::printf(" %s |", f.name);
-  std::printf("\n|---|---:|---:|---:|---:|");
+  const bool t = code == 3;
+  std::printf("\n%s (distance code %s%s: bytes / PNG level 6)\n\n| %s | images | PNG 6 | l3 | l3 / PNG |%s", title,
+              kCodeName[t ? 2 : code], t ? ", after whole-tile copies" : "", "set", t ? " T |" : "");
+  for (const Family& f : kFamilies) std::printf(" %s%s |", t ? "T+" : "", f.name);
+  std::printf("\n|---|---:|---:|---:|---:|%s", t ? "---:|" : "");
   for (int i = 0; i < kFamilyCount; ++i) std::printf("---:|");
   std::printf("\n");
   for (const auto& [name, rs] : rows) {
-    double png = 0, l3b = 0, proj[kFamilyCount] = {};
+    double png = 0, l3b = 0, tile_copies = 0, proj[kFamilyCount] = {};
     for (const Result* r : rs) {
       png += double(r->png);
       l3b += double(r->l3);
-      for (int i = 0; i < kFamilyCount; ++i) proj[i] += r->proj[code][i];
+      tile_copies += double(r->l3) - r->tile_copy_bytes;
+      for (int i = 0; i < kFamilyCount; ++i) proj[i] += t ? r->proj_t[i] : r->proj[code][i];
     }
     if (rs.empty()) continue;
     std::printf("| %s | %zu | %.0f | %.0f | %.3f |", name.c_str(), rs.size(), png, l3b, l3b / png);
+    if (t) std::printf(" %.3f |", tile_copies / png);
     for (double p : proj) std::printf(" %.3f |", p / png);
     std::printf("\n");
   }
@@ -498,7 +518,8 @@ int main(int argc, char** argv) {
       res.cls = class_of(file);
       res.png = l3::encode_png_bytes(img.view(), 6).size();
       res.l3 = enc.size();
-      double saved[3][kFamilyCount] = {};
+      double saved[3][kFamilyCount] = {}, saved_t[kFamilyCount] = {};
+      std::unordered_map<std::string, int> tiles_seen;  // pixels of each tile (with its size)
       double pixel_bits = 0, fixed_bits = 0, max_excess = 0;
       std::uint64_t coded = 0, coded_bytes = 0;
       int bad_rows = 0;
@@ -509,9 +530,16 @@ int main(int argc, char** argv) {
         std::memcpy(&size, enc.data() + core::kHeaderSize + 4 * i, 4);
         const std::uint8_t* tile = enc.data() + at;
         at += size;
+        const core::TileRect rect = grid.tile(std::uint32_t(i));
+        std::string key = std::to_string(rect.width) + "x" + std::to_string(rect.height) + ":";
+        for (std::uint32_t y = rect.y; y < rect.y + rect.height; ++y)
+          key.append(reinterpret_cast<const char*>(&img.pixels[(std::size_t(y) * img.width + rect.x) * img.channels]),
+                     std::size_t(rect.width) * img.channels);
+        const bool repeat = !tiles_seen.emplace(std::move(key), 0).second;
+        if (repeat) res.tile_copy_bytes += size;
         if ((tile[0] & 3) != core::kTileCoded) continue;
         TileBits tb;
-        if (!walk_tile(tile, size, grid.tile(std::uint32_t(i)), img, int(info.version), tb))
+        if (!walk_tile(tile, size, rect, img, int(info.version), tb))
           throw std::runtime_error("tile " + std::to_string(i) + " does not walk to its pixels");
         ++coded;
         coded_bytes += size;
@@ -525,10 +553,12 @@ int main(int argc, char** argv) {
           saved[0][k] += s.u;
           saved[1][k] += s.m;
           saved[2][k] += std::max(0.0, std::max(s.u, s.m) - 1);
+          if (!repeat) saved_t[k] += std::max(0.0, std::max(s.u, s.m) - 1);
         }
       }
       for (int code = 0; code < 3; ++code)
         for (int k = 0; k < kFamilyCount; ++k) res.proj[code][k] = double(enc.size()) - saved[code][k] / 8;
+      for (int k = 0; k < kFamilyCount; ++k) res.proj_t[k] = double(enc.size()) - res.tile_copy_bytes - saved_t[k] / 8;
       res.coded_bytes = double(coded_bytes);
       res.pixel_bits = pixel_bits;
       res.fixed_bits = fixed_bits;
@@ -569,20 +599,23 @@ int main(int argc, char** argv) {
   }
   Rows images;
   for (const Result& r : results)
-    if (double(r.l3) > 1.05 * double(r.png) || r.file.find("wall_") != std::string::npos)
+    if (double(r.l3) > 1.05 * double(r.png) || (r.cls == "graphics" && r.file.find("wall_") != std::string::npos))
       images.emplace_back(r.file, std::vector<const Result*>{&r});
   print_split(classes);
-  for (int code : {2, 1, 0}) {
+  for (int code : {3, 2, 1, 0}) {
     print_table("Per class", classes, code);
     print_table("Images above 1.05x PNG today, and the wallpapers", images, code);
-    for (int k = 0; k < kFamilyCount; ++k) {
-      int above = 0;
-      for (const Result& r : results) above += r.proj[code][k] > 1.05 * double(r.png);
-      std::printf("%s%s %d", k ? ", " : "\nImages above 1.05x PNG after: ", kFamilies[k].name, above);
-    }
-    int now = 0;
-    for (const Result& r : results) now += double(r.l3) > 1.05 * double(r.png);
-    std::printf(" (today %d)\n", now);
+    auto above = [&](auto bytes) {
+      int n = 0;
+      for (const Result& r : results) n += bytes(r) > 1.05 * double(r.png);
+      return n;
+    };
+    std::printf("\nImages above 1.05x PNG after: ");
+    if (code == 3) std::printf("T %d, ", above([](const Result& r) { return double(r.l3) - r.tile_copy_bytes; }));
+    for (int k = 0; k < kFamilyCount; ++k)
+      std::printf("%s%s%s %d", k ? ", " : "", code == 3 ? "T+" : "", kFamilies[k].name,
+                  above([&](const Result& r) { return code == 3 ? r.proj_t[k] : r.proj[code][k]; }));
+    std::printf(" (today %d)\n", above([](const Result& r) { return double(r.l3); }));
   }
   return failures ? 1 : 0;
 }
