@@ -39,9 +39,11 @@
 // values are the same, so their predictions are; their codes could be recomputed from the values).
 // Raw and constant tiles keep their bytes.
 //
-// Output: one tab-separated line per image (header line first), then markdown tables: per class
-// and per image (images above 1.05x PNG level 6 today, and the Plasma wallpapers), bytes and
-// bytes / PNG, PNG level 6 by libpng through l3_imageio (as bench_inproc).
+// Output: one tab-separated line per image (header line first: PNG level 6 and l3 bytes, step 1's
+// totals and check, projected bytes per family in codes u, m and best, then T: the bytes left after
+// whole-tile copies, and T + each family, best code), then markdown tables: today's bytes by part,
+// and per class and per image (images above 1.05x PNG today, and the Plasma wallpapers) bytes /
+// PNG, PNG level 6 by libpng through l3_imageio (as bench_inproc).
 //
 // Usage: copy_probe [--chain N] [--min-len L] IMAGE...   (the class of an image is its directory)
 #include <algorithm>
@@ -503,6 +505,8 @@ int main(int argc, char** argv) {
   }
   std::printf("file\tclass\tpng6\tl3\tcoded_tiles\tcoded_bytes\tpixel_bits\trow_fixed_bits\tbad_rows\tmax_row_excess");
   for (const Family& f : kFamilies) std::printf("\t%s_u\t%s_m\t%s_best", f.name, f.name, f.name);
+  std::printf("\tT");
+  for (const Family& f : kFamilies) std::printf("\tT+%s", f.name);
   std::printf("\n");
   std::vector<Result> results;
   int failures = 0;
@@ -567,6 +571,8 @@ int main(int argc, char** argv) {
                   (unsigned long long)coded_bytes, pixel_bits, fixed_bits, bad_rows, max_excess);
       for (int k = 0; k < kFamilyCount; ++k)
         std::printf("\t%.0f\t%.0f\t%.0f", res.proj[0][k], res.proj[1][k], res.proj[2][k]);
+      std::printf("\t%.0f", double(res.l3) - res.tile_copy_bytes);
+      for (int k = 0; k < kFamilyCount; ++k) std::printf("\t%.0f", res.proj_t[k]);
       std::printf("\n");
       std::fflush(stdout);
       if (bad_rows) {
