@@ -63,6 +63,7 @@
 #include "l3/codec/tile_core.hpp"
 #include "l3/codec/tile_grid.hpp"
 #include "l3/imageio/image_io.hpp"
+#include "probe_walk.hpp"
 
 namespace {
 
@@ -125,22 +126,12 @@ bool walk_tile(const std::uint8_t* tile, std::uint32_t size, const core::TileRec
     double row_bits = 0, spread = 0;  // a zero run's length bits per pixel of the run
     int spread_left = 0;
     for (int c = 0; c < w; ++c) {
-      core::Neighbours nb{};
-      for (int p = 0; p < ch; ++p) {
-        if (c > 0) nb.w[p] = val[at(r, c - 1, p)], nb.uw[p] = code[at(r, c - 1, p)];
-        if (r > 0) nb.n[p] = val[at(r - 1, c, p)], nb.un[p] = code[at(r - 1, c, p)];
-        if (r > 0 && c > 0) nb.nw[p] = val[at(r - 1, c - 1, p)], nb.unw[p] = code[at(r - 1, c - 1, p)];
-      }
-      core::apply_edges(t, r, c, nb);
+      const core::Neighbours nb = l3bench::neighbours_at(t, val, code, w, r, c);
       bool read_run = false;
       double run_bits = 0;
       const bool zero = core::zero_run_step(
           t, s, c,
-          [&] {
-            int total = 0;
-            for (int p = 0; p < ch; ++p) total += nb.uw[p] + nb.un[p] + nb.unw[p];
-            return total == 0;
-          },
+          [&] { return l3bench::codes_zero(nb, ch); },
           [&](core::BitReader& br, int k) {
             read_run = true;
             if (t.ans) return ans_read_cost(s, t.ans_cum[core::kAnsRunContext], run_bits);

@@ -30,6 +30,7 @@
 
 #include "l3/codec/codec.hpp"
 #include "l3/imageio/image_io.hpp"
+#include "probe_walk.hpp"
 #include "l3/codec/tile_core.hpp"
 
 namespace {
@@ -77,20 +78,10 @@ bool walk_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int c
     core::LaneState s;
     core::lane_begin(s, tile, t, r);
     for (int c = 0; c < w; ++c) {
-      core::Neighbours nb{};
-      for (int p = 0; p < ch; ++p) {
-        if (c > 0) { nb.w[p] = val[at(r, c - 1, p)]; nb.uw[p] = code[at(r, c - 1, p)]; }
-        if (r > 0) { nb.n[p] = val[at(r - 1, c, p)]; nb.un[p] = code[at(r - 1, c, p)]; }
-        if (r > 0 && c > 0) { nb.nw[p] = val[at(r - 1, c - 1, p)]; nb.unw[p] = code[at(r - 1, c - 1, p)]; }
-      }
-      core::apply_edges(t, r, c, nb);
+      const core::Neighbours nb = l3bench::neighbours_at(t, val, code, w, r, c);
       const bool zero = core::zero_run_step(
           t, s, c,
-          [&] {
-            int total = 0;
-            for (int p = 0; p < ch; ++p) total += nb.uw[p] + nb.un[p] + nb.unw[p];
-            return total == 0;
-          },
+          [&] { return l3bench::codes_zero(nb, ch); },
           [&](core::BitReader& br, int k) {
             const std::uint32_t run = core::read_rice(br, k);
             rec.syms.push_back({std::uint16_t(kRunContext), std::uint16_t(run), std::uint8_t(r)});
