@@ -45,7 +45,11 @@
 // and per class and per image (images above 1.05x PNG today, and the Plasma wallpapers) bytes /
 // PNG, PNG level 6 by libpng through l3_imageio (as bench_inproc).
 //
-// Usage: copy_probe [--chain N] [--min-len L] IMAGE...   (the class of an image is its directory)
+// Tile copies (version 5, spec §3.3) have no bytes and are not walked; --no-tile-copies encodes
+// without them (version 4 streams, as the measurement in bench/results/codec-v2.md).
+//
+// Usage: copy_probe [--chain N] [--min-len L] [--no-tile-copies] IMAGE...
+// (the class of an image is its directory)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -482,16 +486,18 @@ void print_split(const Rows& rows) {
 
 int main(int argc, char** argv) {
   int max_chain = 128, lmin = 3;
+  l3::EncodeOptions options;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--chain" && i + 1 < argc) max_chain = std::atoi(argv[++i]);
     else if (a == "--min-len" && i + 1 < argc) lmin = std::atoi(argv[++i]);
+    else if (a == "--no-tile-copies") options.tile_copies = false;
     else if (!a.empty() && a[0] == '-') files.clear(), i = argc;
     else files.push_back(a);
   }
   if (files.empty() || max_chain < 1 || lmin < 1) {
-    std::fprintf(stderr, "usage: copy_probe [--chain N] [--min-len L] IMAGE...\n");
+    std::fprintf(stderr, "usage: copy_probe [--chain N] [--min-len L] [--no-tile-copies] IMAGE...\n");
     return 2;
   }
   std::printf("file\tclass\tpng6\tl3\tcoded_tiles\tcoded_bytes\tpixel_bits\trow_fixed_bits\tbad_rows\tmax_row_excess");
@@ -504,7 +510,7 @@ int main(int argc, char** argv) {
   for (const std::string& file : files) {
     try {
       const l3::Image img = l3::load_image(file);
-      const std::vector<std::uint8_t> enc = l3::encode(img.view());
+      const std::vector<std::uint8_t> enc = l3::encode(img.view(), options);
       const l3::ImageInfo info = l3::read_info(enc);
       const core::TileGrid grid =
           core::TileGrid::make(info.width, info.height, std::uint32_t(31 - core::clz32(info.tile_width)), info.tile_height);
@@ -521,8 +527,9 @@ int main(int argc, char** argv) {
       std::uint64_t at = core::kHeaderSize + 4 * grid.tile_count();
       Chains chains;
       for (std::uint64_t i = 0; i < grid.tile_count(); ++i) {
-        std::uint32_t size = 0;
-        std::memcpy(&size, enc.data() + core::kHeaderSize + 4 * i, 4);
+        std::uint32_t entry = 0;
+        std::memcpy(&entry, enc.data() + core::kHeaderSize + 4 * i, 4);
+        const std::uint32_t size = core::payload_size(entry, info.version);  // a tile copy: 0 (§3.3)
         const std::uint8_t* tile = enc.data() + at;
         at += size;
         const core::TileRect rect = grid.tile(std::uint32_t(i));
@@ -532,7 +539,7 @@ int main(int argc, char** argv) {
                      std::size_t(rect.width) * img.channels);
         const bool repeat = !tiles_seen.emplace(std::move(key), 0).second;
         if (repeat) res.tile_copy_bytes += size;
-        if ((tile[0] & 3) != core::kTileCoded) continue;
+        if (core::is_tile_copy(entry, info.version) || (tile[0] & 3) != core::kTileCoded) continue;
         TileBits tb;
         if (!walk_tile(tile, size, rect, img, int(info.version), tb))
           throw std::runtime_error("tile " + std::to_string(i) + " does not walk to its pixels");
