@@ -17,6 +17,8 @@
 //         r' + c' < r + c (the same for every pixel of the match, which thus decodes after its
 //         source); R = 31: any earlier row; B4w: R = 4 and c - c' <= 16 (lane r' then needs
 //         only its last 16 + (r - r') pixels: a ring per lane that the lanes below read);
+//   Ring  every source the GPU's output ring already holds (see kRingColumns), Ring4 its rows
+//         r - 4 .. r;
 //   C(k)  a colour cache per row (WebP's: slot (0x1e35a7bd * colour) >> (32 - k)), updated with
 //         every pixel of the row in order, a literal alternative to the coded pixel;
 // and combinations. At (r, c) (a decision point: not inside a zero run or zero row) every source
@@ -33,7 +35,8 @@
 //   - 1 bit per tile: copies used or not (a tile keeps today's bytes where they are smaller).
 //   A matched or cached pixel saves the bits step 1 charged it. The parse runs twice per tile:
 //   first with fixed guesses (decision 0.2 / 4 / 4 bits) and code u (-> the u projection), then
-//   with the decision and distance costs measured on the first parse (-> the m projection).
+//   with the decision and distance costs measured on the first parse (-> the m projection);
+//   "best" takes per tile the better of the two (1 bit more).
 // Approximations, ignored: a match changes the zero runs (a run cut by a match, a match starting
 // inside a run is not tried), the rANS tables and states, and the contexts of later pixels (their
 // values are the same, so their predictions are; their codes could be recomputed from the values).
@@ -57,7 +60,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
