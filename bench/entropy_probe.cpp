@@ -1,6 +1,7 @@
 // entropy_probe: what a static-table entropy coder (rANS/tANS over hybrid-integer tokens) would
 // save over the Rice codes of spec/codec.md §7, measured on l3's own residuals (issue 12,
-// spec §12). For each image: encode with l3::encode defaults, then walk every coded tile
+// spec §12). For each image: encode as version 2 did (Rice codes only: no entropy-coded tiles,
+// zero rows or tile copies, the streams this probe was built for), then walk every coded tile
 // through the shared core (l3/codec/tile_core.hpp) as the decoder does, recording each Rice-coded
 // value (residual codes with their plane and context bucket, run lengths) and the bits it took.
 // Then cost the same values as tokens under several table layouts, table bytes and per-row
@@ -224,7 +225,9 @@ int main(int argc, char** argv) {
   for (const std::string& file : files) {
     try {
       const l3::Image img = l3::load_image(file);
-      const std::vector<std::uint8_t> enc = l3::encode(img.view());
+      l3::EncodeOptions rice_v2;  // the walk parses version 2 tiles
+      rice_v2.entropy_coding = rice_v2.zero_rows = rice_v2.tile_copies = false;
+      const std::vector<std::uint8_t> enc = l3::encode(img.view(), rice_v2);
       const std::uint8_t* s = enc.data();
       const std::uint32_t tw = 1u << s[16], th = s[17];
       const std::uint32_t tx = (img.width + tw - 1) / tw, ty = (img.height + th - 1) / th;
@@ -234,7 +237,6 @@ int main(int argc, char** argv) {
       for (std::uint32_t i = 0; i < tx * ty; ++i) {
         std::uint32_t size;
         std::memcpy(&size, s + core::kHeaderSize + 4 * i, 4);
-        if (core::is_tile_copy(size, s[4])) continue;  // spec §3.3: no bytes of its own
         const std::uint32_t x = (i % tx) * tw, y = (i / tx) * th;
         const int w = int(std::min(tw, img.width - x)), h = int(std::min(th, img.height - y));
         if ((s[off] & 3) == core::kTileCoded) {
