@@ -153,6 +153,22 @@ Pixels crop_of(const Pixels& full, std::uint32_t w, std::uint32_t ch, const l3::
   return out;
 }
 
+// `count` random crops of the stream decoded by the emulation equal the crops of l3::decode's image.
+void check_random_crops(const std::vector<std::uint8_t>& e, const Img& im, std::mt19937& rng, int count) {
+  const Pixels full = l3::decode(e);
+  for (int k = 0; k < count; ++k) {
+    l3::Rect r;
+    r.x = std::uniform_int_distribution<std::uint32_t>(0, im.w - 1)(rng);
+    r.y = std::uniform_int_distribution<std::uint32_t>(0, im.h - 1)(rng);
+    r.width = std::uniform_int_distribution<std::uint32_t>(1, im.w - r.x)(rng);
+    r.height = std::uniform_int_distribution<std::uint32_t>(1, im.h - r.y)(rng);
+    INFO("crop " << r.x << "," << r.y << " " << r.width << "x" << r.height << " ch " << im.ch);
+    Pixels got(std::size_t(r.width) * r.height * im.ch, 0x33);
+    emu::decode_region_wavefront(e, r, {got.data(), r.width, r.height, im.ch, 0});
+    CHECK(got == crop_of(full, im.w, im.ch, r));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("emulated wavefront equals l3::decode on random images") {
@@ -229,18 +245,7 @@ TEST_CASE("emulated wavefront equals l3::decode on zero rows (spec/codec.md §4.
         const auto e = enc(im, 64, 32, effort);
         v4 += l3::read_info(e).version == 4;
         check_same(e, "kind " + std::to_string(kind) + " zero rows " + shape(im, 64, 32));
-        const Pixels full = l3::decode(e);
-        for (int k = 0; k < 6; ++k) {
-          l3::Rect r;
-          r.x = std::uniform_int_distribution<std::uint32_t>(0, im.w - 1)(rng);
-          r.y = std::uniform_int_distribution<std::uint32_t>(0, im.h - 1)(rng);
-          r.width = std::uniform_int_distribution<std::uint32_t>(1, im.w - r.x)(rng);
-          r.height = std::uniform_int_distribution<std::uint32_t>(1, im.h - r.y)(rng);
-          INFO("crop " << r.x << "," << r.y << " " << r.width << "x" << r.height << " ch " << ch);
-          Pixels got(std::size_t(r.width) * r.height * ch, 0x33);
-          emu::decode_region_wavefront(e, r, {got.data(), r.width, r.height, ch, 0});
-          CHECK(got == crop_of(full, im.w, ch, r));
-        }
+        check_random_crops(e, im, rng, 6);
       }
     }
   MESSAGE(v4 << " of 40 streams have zero rows");
@@ -310,18 +315,7 @@ TEST_CASE("emulated wavefront equals l3::decode on tile copies (spec/codec.md §
     const auto e = enc(im, 32, 8);
     CHECK(l3::read_info(e).version == 5);
     check_same(e, "tile copies " + shape(im, 32, 8));
-    const Pixels full = l3::decode(e);
-    for (int k = 0; k < 6; ++k) {
-      l3::Rect r;
-      r.x = std::uniform_int_distribution<std::uint32_t>(0, im.w - 1)(rng);
-      r.y = std::uniform_int_distribution<std::uint32_t>(0, im.h - 1)(rng);
-      r.width = std::uniform_int_distribution<std::uint32_t>(1, im.w - r.x)(rng);
-      r.height = std::uniform_int_distribution<std::uint32_t>(1, im.h - r.y)(rng);
-      INFO("crop " << r.x << "," << r.y << " " << r.width << "x" << r.height << " ch " << ch);
-      Pixels got(std::size_t(r.width) * r.height * ch, 0x33);
-      emu::decode_region_wavefront(e, r, {got.data(), r.width, r.height, ch, 0});
-      CHECK(got == crop_of(full, im.w, ch, r));
-    }
+    check_random_crops(e, im, rng, 6);
     imgs.push_back(random_image(rng, 40, 30, ch));  // no copies, before each periodic image
     streams.push_back(enc(imgs.back(), 16, 8));
     imgs.push_back(im);

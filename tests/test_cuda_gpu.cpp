@@ -116,6 +116,24 @@ void check_batch(const std::vector<std::vector<std::uint8_t>>& streams, const st
   }
 }
 
+// One batch with crops, decoded in both layouts on a fresh stream, each checked against l3::decode.
+void decode_and_check_both_layouts(const std::vector<std::vector<std::uint8_t>>& streams,
+                                   const std::vector<std::optional<l3::Rect>>& crops) {
+  cudaStream_t stream;
+  ok(cudaStreamCreate(&stream));
+  l3::cuda::BatchDecoder dec;
+  std::vector<l3::cuda::HostImage> batch;
+  for (std::size_t i = 0; i < streams.size(); ++i) batch.push_back({streams[i], crops[i]});
+  for (Layout layout : {Layout::hwc, Layout::chw}) {
+    l3::cuda::BatchOptions opt;
+    opt.layout = layout;
+    const auto r = dec.decode(batch, opt, stream);
+    ok(cudaStreamSynchronize(stream));
+    check_batch(streams, crops, r, layout);
+  }
+  ok(cudaStreamDestroy(stream));
+}
+
 }  // namespace
 
 TEST_CASE("GPU: odd sizes, all channel counts, both layouts" * doctest::skip(no_gpu())) {
@@ -218,19 +236,7 @@ TEST_CASE("GPU: zero rows (spec/codec.md §4.3, version 4), whole images and cro
     crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
   }
   CHECK(v4 >= 12);
-  cudaStream_t stream;
-  ok(cudaStreamCreate(&stream));
-  l3::cuda::BatchDecoder dec;
-  std::vector<l3::cuda::HostImage> batch;
-  for (std::size_t i = 0; i < streams.size(); ++i) batch.push_back({streams[i], crops[i]});
-  for (Layout layout : {Layout::hwc, Layout::chw}) {
-    l3::cuda::BatchOptions opt;
-    opt.layout = layout;
-    const auto r = dec.decode(batch, opt, stream);
-    ok(cudaStreamSynchronize(stream));
-    check_batch(streams, crops, r, layout);
-  }
-  ok(cudaStreamDestroy(stream));
+  decode_and_check_both_layouts(streams, crops);
 }
 
 TEST_CASE("GPU: tile copies (spec/codec.md §3.3, version 5), whole images and crops" * doctest::skip(no_gpu())) {
@@ -256,19 +262,7 @@ TEST_CASE("GPU: tile copies (spec/codec.md §3.3, version 5), whole images and c
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
     crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
   }
-  cudaStream_t stream;
-  ok(cudaStreamCreate(&stream));
-  l3::cuda::BatchDecoder dec;
-  std::vector<l3::cuda::HostImage> batch;
-  for (std::size_t i = 0; i < streams.size(); ++i) batch.push_back({streams[i], crops[i]});
-  for (Layout layout : {Layout::hwc, Layout::chw}) {
-    l3::cuda::BatchOptions opt;
-    opt.layout = layout;
-    const auto r = dec.decode(batch, opt, stream);
-    ok(cudaStreamSynchronize(stream));
-    check_batch(streams, crops, r, layout);
-  }
-  ok(cudaStreamDestroy(stream));
+  decode_and_check_both_layouts(streams, crops);
 }
 
 TEST_CASE("GPU: a corrupt image among good ones" * doctest::skip(no_gpu())) {
