@@ -496,6 +496,8 @@ TEST_CASE("tile copies (v5): a tile equal to an earlier one costs its table entr
                    << " bytes with " << copies << " tile copies, " << without.size() << " without");
       // All but the first tile row's tiles (and the bottom row's clipped ones) are copies.
       CHECK(copies >= (info.tiles_y - 2) * info.tiles_x);
+      CHECK(info.tile_copies == copies);  // read_info counts the copies it validated
+      CHECK(l3::read_info(without).tile_copies == 0);
       CHECK(info.version == 5);
       CHECK(l3::read_info(without).version <= 4);  // readable by version 4 decoders
       CHECK(with.size() * 3 < without.size());

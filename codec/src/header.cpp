@@ -98,6 +98,7 @@ ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limit
     if (with_table) offsets[i] = total;
     if (core::is_tile_copy(entry, img.info.version)) {
       check_tile_copy(bytes, img, std::uint32_t(i), core::copied_tile(entry));
+      ++img.info.tile_copies;
       continue;
     }
     if (entry == 0) throw_error(errc::corrupt_tile_table, "tile " + std::to_string(i) + " has size 0");

@@ -81,6 +81,7 @@ nb::dict info_dict(const l3::ImageInfo& i) {
   d["tile_height"] = i.tile_height;
   d["tiles_x"] = i.tiles_x;
   d["tiles_y"] = i.tiles_y;
+  d["tile_copies"] = i.tile_copies;  // tiles stored as copies of earlier ones (spec/codec.md §3.3)
   d["encoded_size"] = i.encoded_size;
   d["decoded_size"] = i.decoded_size();
   return d;

@@ -83,6 +83,18 @@ def test_corrupt_streams_raise_data_error():
         l3.info(b"")
 
 
+def test_tile_copies():
+    """Tiles equal to an earlier one are stored as copies (format version 5); info counts them."""
+    cell = np.random.default_rng(7).integers(0, 256, (32, 256, 3), dtype=np.uint8)
+    img = np.tile(cell, (4, 2, 1))  # 8 tiles of 256 x 32, all alike
+    data = l3.encode(img)
+    meta = l3.info(data)
+    assert meta["version"] == 5 and meta["tile_copies"] == 7
+    assert len(data) < 2 * len(l3.encode(cell))
+    np.testing.assert_array_equal(l3.decode(data), img)
+    assert l3.info(l3.encode(cell))["tile_copies"] == 0
+
+
 def test_encode_entropy_modes():
     rng = np.random.default_rng(5)
     img = np.cumsum(rng.integers(0, 3, (64, 256, 3)), axis=1).astype(np.uint8)  # gradients: rANS pays

@@ -105,6 +105,7 @@ struct ImageInfo {
   std::uint32_t tile_height = 0;
   std::uint32_t tiles_x = 0;
   std::uint32_t tiles_y = 0;
+  std::uint32_t tile_copies = 0;   // tiles stored as copies of earlier ones (spec/codec.md §3.3, version 5)
   std::uint64_t encoded_size = 0;  // bytes of the whole stream (header + table + tiles)
   std::uint64_t decoded_size() const { return std::uint64_t{width} * height * channels; }
 };
