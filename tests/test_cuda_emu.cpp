@@ -18,6 +18,7 @@
 #include "l3/cuda/emulation.hpp"
 #include "l3/imageio/image_io.hpp"
 #include "l3/codec/tile_core.hpp"
+#include "test_tile_pattern.hpp"
 
 namespace {
 
@@ -311,7 +312,7 @@ TEST_CASE("emulated wavefront equals l3::decode on tile copies (spec/codec.md §
     for (std::uint32_t y = 0; y < im.h; ++y)
       for (std::uint32_t x = 0; x < im.w; ++x)
         for (std::uint32_t c = 0; c < ch; ++c)
-          im.px[(std::size_t(y) * im.w + x) * ch + c] = std::uint8_t((x % 32) * 5 + (y % 8) * 19 + c * 60 + (x % 32) * (y % 8) % 3);
+          im.px[(std::size_t(y) * im.w + x) * ch + c] = l3::test::periodic_32x8(x, y, c);
     const auto e = enc(im, 32, 8);
     CHECK(l3::read_info(e).version == 5);
     check_same(e, "tile copies " + shape(im, 32, 8));

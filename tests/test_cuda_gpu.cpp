@@ -16,6 +16,7 @@
 #include "l3/codec/codec.hpp"
 #include "l3/cuda/batch_decoder.hpp"
 #include "l3/imageio/image_io.hpp"
+#include "test_tile_pattern.hpp"
 
 namespace {
 
@@ -253,7 +254,7 @@ TEST_CASE("GPU: tile copies (spec/codec.md §3.3, version 5), whole images and c
       for (std::uint32_t y = 0; y < h; ++y)
         for (std::uint32_t x = 0; x < w; ++x)
           for (std::uint32_t c = 0; c < ch; ++c)
-            im.px[(std::size_t(y) * w + x) * ch + c] = std::uint8_t((x % 32) * 5 + (y % 8) * 19 + c * 60 + (x % 32) * (y % 8) % 3);
+            im.px[(std::size_t(y) * w + x) * ch + c] = l3::test::periodic_32x8(x, y, c);
     l3::EncodeOptions o;
     o.tile_width = 32;
     o.tile_height = 8;

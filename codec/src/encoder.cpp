@@ -68,10 +68,15 @@ std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::Til
 }
 
 // Tile copies (spec §3.3): source[i] is the first tile with the same clipped
-// size and the same pixels as tile i (i itself when there is none). Tiles are
-// hashed in parallel; candidates with equal hashes are compared pixel by pixel.
-std::vector<std::uint32_t> find_tile_copies(const ImageView& image, const core::TileGrid& grid, unsigned threads) {
+// size and the same pixels as tile i (i itself when there is none, or when
+// copies are off). Tiles are hashed in parallel; candidates with equal hashes
+// are compared pixel by pixel.
+std::vector<std::uint32_t> find_tile_copies(const ImageView& image, const core::TileGrid& grid, bool enabled,
+                                            unsigned threads) {
   const std::uint32_t count = std::uint32_t(grid.tile_count());
+  std::vector<std::uint32_t> source(count);
+  std::iota(source.begin(), source.end(), 0u);
+  if (!enabled) return source;
   const std::size_t stride = image.stride ? image.stride : std::size_t(image.width) * image.channels;
   auto row_of = [&](const core::TileRect& t, std::uint32_t y) {
     return image.data + std::size_t(t.y + y) * stride + std::size_t(t.x) * image.channels;
@@ -84,17 +89,16 @@ std::vector<std::uint32_t> find_tile_copies(const ImageView& image, const core::
     hash[i] = h;
   });
   auto same_pixels = [&](std::uint32_t i, std::uint32_t j) {
+    if (!grid.same_shape(i, j)) return false;
     const core::TileRect a = grid.tile(i), b = grid.tile(j);
-    if (a.width != b.width || a.height != b.height) return false;
     for (std::uint32_t y = 0; y < a.height; ++y)
       if (std::memcmp(row_of(a, y), row_of(b, y), std::size_t(a.width) * image.channels) != 0) return false;
     return true;
   };
-  std::vector<std::uint32_t> source(count);
   std::unordered_map<std::uint64_t, std::uint32_t> first;  // hash -> first tile with it
   for (std::uint32_t i = 0; i < count; ++i) {
     const auto [it, inserted] = first.try_emplace(hash[i], i);
-    source[i] = !inserted && same_pixels(i, it->second) ? it->second : i;
+    if (!inserted && same_pixels(i, it->second)) source[i] = it->second;
   }
   return source;
 }
@@ -123,9 +127,7 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
   info.tiles_y = grid.tiles_y;
   const std::uint32_t count = std::uint32_t(grid.tile_count());  // < 2^30 pixels: no overflow
 
-  std::vector<std::uint32_t> source(count);
-  if (options.tile_copies) source = find_tile_copies(image, grid, options.threads);
-  else std::iota(source.begin(), source.end(), 0u);
+  const std::vector<std::uint32_t> source = find_tile_copies(image, grid, options.tile_copies, options.threads);
   std::vector<std::vector<std::uint8_t>> tiles(count);
   std::vector<std::uint8_t> versions(count, 0);
   auto encode_tile = [&](std::uint32_t i) {

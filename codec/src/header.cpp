@@ -116,7 +116,7 @@ ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limit
 
 ParsedImage::TileBytes ParsedImage::tile_bytes(std::uint32_t i) const {
   const std::uint32_t entry = load_u32(&bytes[core::kHeaderSize + 4 * std::uint64_t{i}]);
-  const std::uint32_t j = core::is_tile_copy(entry, info.version) ? core::copied_tile(entry) : i;
+  const std::uint32_t j = core::bytes_tile(entry, i, info.version);
   return {tile_offset[j], std::uint32_t(tile_offset[j + 1] - tile_offset[j])};
 }
 

@@ -17,6 +17,7 @@
 #include "l3/format/dataset.hpp"
 #include "l3/imageio/image_io.hpp"
 #include "l3/format/shard.hpp"
+#include "../test_tile_pattern.hpp"
 
 namespace fs = std::filesystem;
 using Bytes = std::vector<std::uint8_t>;
@@ -68,7 +69,7 @@ Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
           case 2: v = std::uint8_t(17 * (k + 1)); break;
           case 5: v = std::uint8_t(((x / 3 + y / 2 + (x * y) % 5) % 6) * 40 + k * 9); break;  // 6 colours: palette
           case 6: v = std::uint8_t(x / 2 + y / 3 + k * 30 + (seed >> 31)); break;
-          case 8: v = std::uint8_t((x % 32) * 5 + (y % 8) * 19 + k * 60 + (x % 32) * (y % 8) % 3); break;
+          case 8: v = l3::test::periodic_32x8(x, y, k); break;
           case 4:
             v = std::uint8_t(x * 3 + y * 2 + ((seed >> 16) & 3));
             if (c == 4 && k == 3) v = 255;

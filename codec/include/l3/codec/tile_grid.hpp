@@ -76,6 +76,11 @@ L3_HD bool is_tile_copy(std::uint32_t entry, std::uint32_t version) {
   return version >= kVersionTileCopies && (entry & kTileCopyBit) != 0;
 }
 L3_HD std::uint32_t copied_tile(std::uint32_t entry) { return entry & ~kTileCopyBit; }
+// The tile whose bytes tile `tile` (table entry `entry`) decodes from: its
+// copy's source, or itself.
+L3_HD std::uint32_t bytes_tile(std::uint32_t entry, std::uint32_t tile, std::uint32_t version) {
+  return is_tile_copy(entry, version) ? copied_tile(entry) : tile;
+}
 // The entry's payload bytes: its size, or 0 for a copy.
 L3_HD std::uint32_t payload_size(std::uint32_t entry, std::uint32_t version) {
   return is_tile_copy(entry, version) ? 0u : entry;

@@ -506,8 +506,7 @@ L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, WarpSc
   const std::uint32_t x1 = cx1 < rx + rw ? cx1 : rx + rw, y1 = cy1 < ry + rh ? cy1 : ry + rh;
   TileTask task;
   // A tile copy decodes from its source's bytes, at its own place (spec §3.3).
-  const std::uint32_t entry = table_entry(d, tile);
-  const std::uint32_t source = core::is_tile_copy(entry, d.version) ? core::copied_tile(entry) : tile;
+  const std::uint32_t source = core::bytes_tile(table_entry(d, tile), tile, d.version);
   const std::uint64_t flat = std::uint64_t(f.tiles) + source;
   const std::uint64_t at = d.payload_offset + (b.tile_start[flat] - b.tile_start[f.tiles]);
   task.size = b.tile_size[flat];
