@@ -21,7 +21,8 @@ endif()
 l3_add_test(test_reader_alloc test_reader_alloc.cpp LIBS l3_reader LABELS reader)
 if(TARGET l3pack)
   add_test(NAME test_reader_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_reader_cli.sh
-           $<TARGET_FILE:l3pack> $<TARGET_FILE:test_reader_pipeline> ${PROJECT_BINARY_DIR})
+           $<TARGET_FILE:l3pack> $<TARGET_FILE:test_reader_pipeline> ${PROJECT_BINARY_DIR}
+           $<IF:$<TARGET_EXISTS:l3_reader_cuda>,cuda,cpu>)
   set_tests_properties(test_reader_cli PROPERTIES LABELS reader)
 endif()
 # Batch mode with the emulated GPU batch backend (decode + transform kernels on

@@ -2,7 +2,7 @@
 # bench-read through its stand-alone driver: prints the metrics summary for a
 # dataset (made by test_reader_pipeline's first test case) and rejects bad options.
 set -euo pipefail
-bench="$1"; maker="$2"; bin="$3"
+bench="$1"; maker="$2"; bin="$3"; built="${4:-cpu}"  # built: cuda when l3_reader_cuda exists
 "$maker" --no-intro=true -tc="batches equal a reference*" >/dev/null
 ds="$bin/test_reader_tmp/$(basename "$maker")/reference"  # reader_dir() in test_reader_util.hpp
 out=$("$bench" bench-read "$ds" --batch 4 --workers 2 --crop 32 --epochs 2 --echo 2 --cache-mb 10)
@@ -29,4 +29,13 @@ set +e
 [[ $rc -eq 2 ]] || { echo "expected exit 2 for --mode random_crop, got $rc"; exit 1; }
 "$bench" bench-read "$ds" --step-ms 0 2>/dev/null; rc=$?
 [[ $rc -eq 2 ]] || { echo "expected exit 2 for --step-ms 0, got $rc"; exit 1; }
+# --device cuda: a CUDA build links the GPU batch backend into l3pack (it runs,
+# or says no device is found); a CPU build says it was built without CUDA.
+why=$("$bench" bench-read "$ds" --batch 8 --crop 16 --device cuda 2>&1 >/dev/null); rc=$?
+if [[ $built == cuda ]]; then
+  [[ $why != *"built without CUDA"* ]] || { echo "a CUDA build's l3pack lacks the GPU backend: $why"; exit 1; }
+  [[ $rc -eq 0 || $why == *"no CUDA device found"* ]] || { echo "--device cuda failed: rc $rc: $why"; exit 1; }
+else
+  [[ $rc -eq 2 && $why == *"built without CUDA"* ]] || { echo "expected exit 2, built without CUDA: $rc $why"; exit 1; }
+fi
 echo "test_reader_cli: ok"
