@@ -23,8 +23,8 @@
 #     and builds, 0.1 GB of cached wheels. It fails on any unresolved library
 #     of any built binary, as when LIBRARY_PATH is exported
 #     (bench/results/gpukit-dryrun.md).
-# There, three commands (timed on an H100, 2026-11-24: 312 s, 179 s and about
-# 150 s, plus 30-60 s to start each machine; bench/README.md has every step's time):
+# There, three commands (timed on an H100: 312, 179 and about 150 s on version 1;
+# 467-562 s each on version 5; plus 30-60 s to start; bench/README.md has step times):
 #   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test sanitize python reader_full")
 #   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test bench reader profile")
 #   3. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build shape")
