@@ -2,8 +2,9 @@
 // what both passes share (a tile's output, the x86-64-v3 clones, the vector
 // type) and pass 1, the residual codes of a row: Rice codes (§7.2) or rANS
 // tokens (§7.4), zero runs (§6.4), rows of entropy-coded tiles in pairs.
-// decode_rows.hpp is pass 2 and the tile loop. Included by decoder.cpp only:
-// its functions keep internal linkage (an unnamed namespace), as the
+// decode_rows.hpp is pass 2 and the tile loop. Included by the
+// decode_coded_<N>.cpp files, each instantiating one plane count: the
+// functions keep internal linkage (an unnamed namespace), as the
 // target_clones of decode_rows.hpp want.
 #pragma once
 
@@ -13,20 +14,17 @@
 
 #include "l3/codec/tile_core.hpp"
 #include "l3/common/target_clones.hpp"
+#include "decode_coded.hpp"
 
 namespace l3 {
-namespace {  // one includer: see above
+namespace {  // internal linkage: see above
 
 using core::CodedTileParams;
 using core::LaneState;
 
-// Where decoded pixels of one tile go: the pixels of tile-local rectangle
-// [x0, x1) x [y0, y1) are written at `out` (which addresses tile pixel (x0, y0)).
-struct TileOutput {
-  std::uint8_t* out;
-  std::size_t stride;
-  int x0, y0, x1, y1;
-};
+using detail::AnsSlots;
+using detail::ans_slots;
+using detail::TileOutput;
 
 // The decode loop is shift- and count-leading-zeros-heavy: on x86-64 a second
 // copy built for x86-64-v3 (BMI2 shlx/shrx, lzcnt) is picked at load time when
@@ -99,37 +97,6 @@ L3_DECODE_INLINE std::uint32_t read_rice_cpu(core::BitReader& br, int k, const s
   const std::uint32_t u = std::uint32_t((br.buf << core::kEscapeZeros) >> (64 - core::kEscapeBits));
   br.consume(int(core::kEscapeZeros + core::kEscapeBits));
   return u;
-}
-
-// Entropy-coded tiles (spec §4.5, §7.4) on the CPU: the token of every
-// 12-bit slot of every context, filled once per tile, so that finding a
-// token is one load on the row's dependency chain instead of the five of
-// core::ans_search. Unused contexts share a row of token 31, whose frequency
-// is 0 there (core::ans_decode_token then flags the tile). Per thread: 70 KB.
-struct AnsSlots {
-  std::uint8_t token[core::kAnsContexts][core::kAnsTotal];
-  const std::uint8_t* row[core::kAnsContexts];
-};
-
-struct UnusedSlots {
-  std::uint8_t token[core::kAnsTotal];
-  UnusedSlots() { std::memset(token, core::kAnsCumSize - 2, sizeof token); }
-};
-
-const AnsSlots& ans_slots(const CodedTileParams& t) {
-  static const UnusedSlots unused;
-  thread_local AnsSlots slots;
-  for (int x = 0; x < core::kAnsContexts; ++x) {
-    const std::uint16_t* cum = t.ans_cum[x];
-    if (cum[core::kAnsCumSize - 1] == 0) {
-      slots.row[x] = unused.token;
-      continue;
-    }
-    for (int k = 0; k < core::kAnsTokens; ++k)
-      std::memset(slots.token[x] + cum[k], k, std::size_t(cum[k + 1] - cum[k]));
-    slots.row[x] = slots.token[x];
-  }
-  return slots;
 }
 
 // The rANS rows of the pair loop below (ans_decode_codes) read their 16-bit

@@ -1,8 +1,8 @@
 // The CPU decoder's row loops, part 2 (decoder.cpp, spec/codec.md §5-§6):
 // pass 2, plane values from codes (prediction, rows in lockstep), pixels from
 // plane values (inverse transforms, palettes), and the loop over a coded
-// tile's row groups that runs both passes. Included by decoder.cpp only (see
-// decode_codes.hpp).
+// tile's row groups that runs both passes. Included by the
+// decode_coded_<N>.cpp files (see decode_codes.hpp, decode_coded.hpp).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include "decode_codes.hpp"
 
 namespace l3 {
-namespace {  // one includer: see decode_codes.hpp
+namespace {  // internal linkage: see decode_codes.hpp
 
 // Converts decoded plane values of columns [x0, x1) to pixels (spec §5),
 // reporting values that no 8-bit pixel maps to.
@@ -288,8 +288,8 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
 // Tiles whose planes share a predictor (most of them: the encoder prefers
 // that) take a path with the predictor fixed at compile time.
 template <int CH>
-int decode_coded_tile(const std::uint8_t* tile, const CodedTileParams& t, const TileOutput& o,
-                      const std::uint8_t* read_end) {
+int decode_coded_by_predictor(const std::uint8_t* tile, const CodedTileParams& t, const TileOutput& o,
+                              const std::uint8_t* read_end) {
   switch (core::shared_predictor(t)) {
     case core::kPredMED: return decode_coded_rows<CH, core::kPredMED>(tile, t, o, read_end);
     case core::kPredW: return decode_coded_rows<CH, core::kPredW>(tile, t, o, read_end);
@@ -301,4 +301,12 @@ int decode_coded_tile(const std::uint8_t* tile, const CodedTileParams& t, const 
 }
 
 }  // namespace
+
+namespace detail {
+template <int CH>
+int decode_coded_tile(const std::uint8_t* tile, const core::CodedTileParams& t, const TileOutput& o,
+                      const std::uint8_t* read_end) {
+  return decode_coded_by_predictor<CH>(tile, t, o, read_end);
+}
+}  // namespace detail
 }  // namespace l3

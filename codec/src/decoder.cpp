@@ -1,7 +1,8 @@
 // CPU decoder: validates the stream once (header.cpp), then decodes tiles,
 // in parallel when asked, each tile row by row through the shared core
 // (l3/codec/tile_core.hpp): its row loops are decode_codes.hpp (residual
-// codes) and decode_rows.hpp (plane values, pixels, the tile loop). The CUDA
+// codes) and decode_rows.hpp (plane values, pixels, the tile loop), built in
+// decode_coded_<N>.cpp, one file per coded-plane count (decode_coded.hpp). The CUDA
 // decoder runs the same core as a wavefront.
 #include <algorithm>
 #include <atomic>
@@ -16,10 +17,41 @@
 #include "l3/common/parallel.hpp"
 #include "l3/common/target_clones.hpp"
 #include "l3/codec/tile_core.hpp"
-#include "decode_rows.hpp"
+#include "decode_coded.hpp"
 
 namespace l3 {
+namespace detail {
+
 namespace {
+struct UnusedSlots {
+  std::uint8_t token[core::kAnsTotal];
+  UnusedSlots() { std::memset(token, core::kAnsCumSize - 2, sizeof token); }
+};
+}  // namespace
+
+const AnsSlots& ans_slots(const core::CodedTileParams& t) {
+  static const UnusedSlots unused;
+  thread_local AnsSlots slots;
+  for (int x = 0; x < core::kAnsContexts; ++x) {
+    const std::uint16_t* cum = t.ans_cum[x];
+    if (cum[core::kAnsCumSize - 1] == 0) {
+      slots.row[x] = unused.token;
+      continue;
+    }
+    for (int k = 0; k < core::kAnsTokens; ++k)
+      std::memset(slots.token[x] + cum[k], k, std::size_t(cum[k + 1] - cum[k]));
+    slots.row[x] = slots.token[x];
+  }
+  return slots;
+}
+
+}  // namespace detail
+
+namespace {
+
+using core::CodedTileParams;
+using detail::decode_coded_tile;
+using detail::TileOutput;
 
 int decode_constant(const std::uint8_t* tile, std::uint32_t size, int channels, const TileOutput& o) {
   if (tile[0] != core::kTileConstant) return core::kReservedBits;

@@ -1,0 +1,5 @@
+// decode_coded_tile<1>: the row loops for 1 coded plane (grey, and palette tiles) (decode_coded.hpp).
+#include "decode_rows.hpp"
+
+template int l3::detail::decode_coded_tile<1>(const std::uint8_t*, const l3::core::CodedTileParams&,
+                                               const l3::detail::TileOutput&, const std::uint8_t*);
