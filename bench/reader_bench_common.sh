@@ -65,6 +65,9 @@ PY
 uncommitted_note() {
   local root="$1" d dirty=""
   shift
+  # Under the GPU kit (L3_COMMIT set) its check of the copy against the stamp
+  # says it (scripts/gpu-kit.sh check_tree); the copy's git state does not.
+  if [[ -n "${L3_COMMIT:-}" ]]; then echo "${L3_TREE_NOTE:-}"; return 0; fi
   # A copy without .git (the GPU machine's) has nothing to compare with.
   git -C "$root" rev-parse --git-dir >/dev/null 2>&1 || { echo " (no git checkout: commit unknown)"; return 0; }
   for d in "$@"; do

@@ -33,7 +33,7 @@ fi
 
 gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' /' '--')"
 out="$here/results/cuda-${gpu}${RESULT_SUFFIX:-}.md"
-commit="${L3_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+commit="${L3_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}${L3_TREE_NOTE:-}"  # L3_TREE_NOTE: the GPU kit's check of the copy
 images="$here/work/gpu-images"
 rm -rf "$images"
 "$build/bench/bench_cuda" --corpus "$here/corpus" --out "$out" --write-ppm "$images" "$@"

@@ -161,14 +161,34 @@ unpack_peers() {
   echo "$d"
 }
 
-# The device's copy has no .git: the reports name the commit written here
-# (`scripts/gpu-kit.sh stamp` again after committing, before the device call).
+# The device's copy cannot say what it was made from (its git metadata, if
+# any, need not match its files): the reports name the commit written here
+# (`scripts/gpu-kit.sh stamp` again after committing, before the device call),
+# and the device checks its files against the manifest written with it
+# (scripts/tree_manifest.py: every tracked file's blob id, as in this tree).
 stamp_commit() {
   local c
   c="$(git -C "$root" rev-parse --short HEAD)"
   git -C "$root" diff --quiet HEAD || c="$c (with local changes)"
   echo "$c" >"$kit/commit"
+  python3 "$root/scripts/tree_manifest.py" write "$root" "$kit/manifest"
   echo "commit stamped: $c"
+}
+
+# On the device: whether the copy's files are the stamped tree. Exports
+# L3_TREE_NOTE, which the reports append to the commit ("" when they are).
+check_tree() {
+  local r
+  if [[ ! -f "$kit/manifest" ]]; then
+    r="no manifest (scripts/gpu-kit.sh stamp)"
+  else
+    r="$(python3 "$root/scripts/tree_manifest.py" check "$root" "$kit/manifest")"
+  fi
+  echo "tree check against the stamp ${L3_COMMIT:-?}: $r"
+  case "$r" in
+    same) export L3_TREE_NOTE="" ;;
+    *) export L3_TREE_NOTE=" (the copy run: $r)" ;;
+  esac
 }
 
 # What a device call carries: the tree (tracked and untracked-not-ignored
@@ -423,6 +443,8 @@ device() {
   : >"$o/kit-$tag.log"
   stamp="$(work_dir)/stamp" && touch "$stamp"
   [[ -f "$kit/commit" ]] && export L3_COMMIT="$(cat "$kit/commit")"
+  check_tree >"$logs/tree-check.txt"  # not in a pipe: its export must stay here
+  tee -a "$o/kit-$tag.log" <"$logs/tree-check.txt"
   for s in "${steps[@]}"; do
     declare -F "step_$s" >/dev/null || { echo "device: unknown step $s" >&2; return 2; }
     echo "== step $s ($(date -u +%H:%M:%S))"

@@ -6,7 +6,9 @@
 #  - scripts/check_runpath.sh fails a binary that needs a library from the
 #    kit's folder without naming it in its RUNPATH (the class of failure an
 #    exported LIBRARY_PATH caused), also when LD_LIBRARY_PATH would find it,
-#    and passes the same binary linked with the RUNPATH.
+#    and passes the same binary linked with the RUNPATH;
+#  - scripts/tree_manifest.py (the device copy's provenance check) matches an
+#    exact copy and names the files of one that differs.
 # Usage: gpu_kit_selftest.sh REPO_ROOT
 set -euo pipefail
 root="${1:?usage: gpu_kit_selftest.sh REPO_ROOT}"
@@ -44,4 +46,17 @@ fi
 bash "$check" --kit "$tmp/kit" "$tmp/good" >"$tmp/c3" 2>&1 || { cat "$tmp/c3"; fail "good binary failed"; }
 "$tmp/good" || fail "good binary does not run"
 if bash "$check" --kit "$tmp/kit" "$tmp/p.c" >/dev/null 2>&1; then fail "no ELF file passed"; fi
+# Provenance: a copy of a tree (no .git) matches the manifest written with
+# it, and a copy with one file changed names that file.
+manifest="$root/scripts/tree_manifest.py"
+git init -q "$tmp/repo" && echo one >"$tmp/repo/a.txt" && mkdir "$tmp/repo/d" && echo two >"$tmp/repo/d/b.txt"
+git -C "$tmp/repo" add a.txt d/b.txt
+echo edited >"$tmp/repo/a.txt"  # an uncommitted edit: the manifest has the file as it is
+python3 "$manifest" write "$tmp/repo" "$tmp/manifest"
+mkdir "$tmp/copy" && cp -r "$tmp/repo/a.txt" "$tmp/repo/d" "$tmp/copy/"
+[[ "$(python3 "$manifest" check "$tmp/copy" "$tmp/manifest")" == same ]] || fail "an exact copy does not match"
+echo changed >"$tmp/copy/d/b.txt"
+[[ "$(python3 "$manifest" check "$tmp/copy" "$tmp/manifest")" == "differs: d/b.txt" ]] || fail "a changed file is not named"
+rm "$tmp/copy/a.txt"
+[[ "$(python3 "$manifest" check "$tmp/copy" "$tmp/manifest")" == "differs: a.txt d/b.txt" ]] || fail "a missing file is not named"
 echo "gpu_kit_selftest: ok"
