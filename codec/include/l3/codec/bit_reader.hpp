@@ -17,42 +17,53 @@ namespace l3::core {
 
 // MSB-first reader over one row stream. Never reads outside [p, end): bytes
 // past the end read as zero, and `overrun` tells whether any were consumed.
-// The 8 bytes at p as a big-endian integer, read as aligned 32-bit words (2
-// loads, or 3 when p is not 4-aligned) instead of 8 byte loads: the GPU's
-// refill (spec/cuda.md §2). It reads the aligned words that hold p[0..7], so
-// up to 3 bytes before p and after p + 7: the caller makes sure those lie in
-// the same stream (refill: p is past the tile header, and p + 10 < end). The
-// host decoder does not use it; tests check it against byte loads at every
-// alignment.
-L3_HD std::uint32_t load_be32_aligned(const std::uint8_t* q) {
+// The 8 bytes at p as a big-endian integer, read as 3 aligned 32-bit words
+// instead of 8 byte loads: the GPU's refill (spec/cuda.md §2). The same 3
+// loads and 2 funnel shifts at every alignment of p, so that lanes whose
+// streams start at different alignments do not diverge. It reads the aligned
+// words that hold p[0..11] at p's alignment (from p - 3 to p + 11): the caller
+// makes sure those lie in the same stream (refill: p is past the tile header,
+// and p + 11 < end). The host decoder does not use it; tests check it against
+// byte loads at every alignment.
+L3_HD std::uint32_t load_le32_aligned(const std::uint8_t* q) {
 #if defined(__CUDA_ARCH__)
-  return __byte_perm(*reinterpret_cast<const std::uint32_t*>(q), 0, 0x0123);
+  return *reinterpret_cast<const std::uint32_t*>(q);
 #else
   std::uint32_t w;
   __builtin_memcpy(&w, q, 4);
+  return w;
+#endif
+}
+L3_HD std::uint32_t bswap32(std::uint32_t w) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(w, 0, 0x0123);
+#else
   return __builtin_bswap32(w);
+#endif
+}
+// The low 32 bits of (hi:lo) >> shift, shift in [0, 31] (one SHF on the GPU).
+L3_HD std::uint32_t funnel_right(std::uint32_t lo, std::uint32_t hi, unsigned shift) {
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_r(lo, hi, shift);
+#else
+  return std::uint32_t(((std::uint64_t{hi} << 32) | lo) >> shift);
 #endif
 }
 L3_HD std::uint64_t load_be64_words(const std::uint8_t* p) {
   const unsigned misalign = unsigned(reinterpret_cast<std::uintptr_t>(p)) & 3u;
   const std::uint8_t* a = p - misalign;
-  std::uint32_t hi = load_be32_aligned(a), lo = load_be32_aligned(a + 4);
-  if (misalign != 0) {
-    // (hi:lo:next) << 8 * misalign, keeping the top 64 bits.
-    const unsigned shift = misalign * 8;
-    const std::uint32_t next = load_be32_aligned(a + 8);
-    hi = (hi << shift) | (lo >> (32 - shift));
-    lo = (lo << shift) | (next >> (32 - shift));
-  }
-  return (std::uint64_t{hi} << 32) | lo;
+  const std::uint32_t w0 = load_le32_aligned(a), w1 = load_le32_aligned(a + 4), w2 = load_le32_aligned(a + 8);
+  // Little-endian words of p[0..3] and p[4..7], then each byte-swapped.
+  const std::uint32_t first = funnel_right(w0, w1, misalign * 8), second = funnel_right(w1, w2, misalign * 8);
+  return (std::uint64_t{bswap32(first)} << 32) | bswap32(second);
 }
 
 // The 8 bytes at p, big-endian, and how many bytes from p to the stream's end
-// that read needs. The GPU reads aligned words (load_be64_words), up to p + 10,
+// that read needs. The GPU reads aligned words (load_be64_words), up to p + 11,
 // which must lie inside the stream: a caller's device allocation may end with
 // it. Nearer the end BitReader::refill's byte loop gives the same bits.
 #if defined(__CUDA_ARCH__)
-inline constexpr int kLoadBytes = 11;
+inline constexpr int kLoadBytes = 12;
 L3_HD std::uint64_t load_be64(const std::uint8_t* p) { return load_be64_words(p); }
 #else
 inline constexpr int kLoadBytes = 8;

@@ -476,6 +476,41 @@ L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
   return ans_decode_token(s, cum, ans_search(cum, s.ans & (kAnsTotal - 1)));
 }
 
+// ans_read for the GPU wavefront (and its CPU emulation), the same value,
+// state, error flag and bits consumed, with fewer instructions per value and
+// fewer divergent branches: one refill check per value instead of one per
+// renormalisation (a value takes at most 32 bits: two 16-bit
+// renormalisations), and both renormalisations and the raw bits as selects.
+// Whether a lane renormalises is close to random on photos, so at a wavefront
+// step some lanes of the warp take each branch and the warp ran all of them
+// (spec/cuda.md §2). A token below kAnsDirect has 0 raw bits, and its state is
+// then >= 2^16 after the first renormalisation (f >= 1 and ans >= 2^16 before
+// the update make the update >= 16, then << 16), so the second renormalises
+// nothing, as in ans_decode_token; a zero frequency only occurs in an unused
+// context, whose search ends at token kAnsCumSize - 2 >= kAnsDirect.
+L3_HD std::uint32_t ans_read_select(LaneState& s, const std::uint16_t* cum) {
+  if (s.br.avail < 32) s.br.refill();
+  const std::uint32_t slot = s.ans & (kAnsTotal - 1);
+  const int t = ans_search(cum, slot);
+  const std::uint32_t lo = cum[t], f = std::uint32_t(cum[t + 1]) - lo;
+  s.error |= f == 0;  // an unused context (its entries are all 0)
+  std::uint32_t a = f * (s.ans >> kAnsPrecisionBits) + slot - lo;
+  std::uint64_t buf = s.br.buf;
+  const bool first = a < kAnsLow;
+  a = first ? (a << 16) | std::uint32_t(buf >> 48) : a;
+  buf = first ? buf << 16 : buf;
+  const int raw_bits = ans_raw_bits(t);
+  const std::uint32_t raw = a & ((1u << raw_bits) - 1);
+  a >>= raw_bits;
+  const bool second = a < kAnsLow;
+  a = second ? (a << 16) | std::uint32_t(buf >> 48) : a;
+  buf = second ? buf << 16 : buf;
+  s.br.buf = buf;
+  s.br.avail -= 16 * (int(first) + int(second));
+  s.ans = a;
+  return ans_value(t, raw);
+}
+
 // Zero runs (spec §6.4), before the samples of pixel c: returns whether the
 // pixel's codes are all zero (inside a run, or the first pixel of one).
 // `context_zero()` says whether the W, N and NW codes of every plane are zero
@@ -514,7 +549,7 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
         for (int p = 0; p < CH; ++p) total += uw[p] + un[p] + unw[p];
         return total == 0;
       },
-      [&](BitReader& br, int k) { return t.ans ? ans_read(s, t.ans_cum[kAnsRunContext]) : read_rice(br, k); });
+      [&](BitReader& br, int k) { return t.ans ? ans_read_select(s, t.ans_cum[kAnsRunContext]) : read_rice(br, k); });
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
@@ -527,7 +562,7 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
     if (!zero && !pp.constant) {
       // Rice parameter, or in an entropy-coded tile the context group (spec §4.5).
       const int k = k_for_activity(pp, activity(uw[p], un[p], unw[p]));
-      u = t.ans ? ans_read(s, t.ans_cum[p * kAnsGroups + k]) : read_rice(s.br, k);
+      u = t.ans ? ans_read_select(s, t.ans_cum[p * kAnsGroups + k]) : read_rice(s.br, k);
     }
     // No range check here: the colour transforms are integer bijections, so a
     // plane value outside its range always yields a pixel outside [0, 255],

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Where the decode kernel's instructions go, per wavefront step (issue 13).
+
+Reads `nvdisasm -gi -c` of the batch decoder's cubin (compiled with -lineinfo;
+bench/cuda_sass_breakdown.sh does both), finds the CH=3 wavefront step loop of
+decode_kernel (the backward branch whose body holds 6 SHFL.UP: 2 x CH
+neighbour shuffles) and attributes each of its instructions to a category by
+its inline chain (innermost first) and the source function and line it came
+from. Static counts, not a profile: a category marked "common path" runs at
+every step of a rANS tile without run mode (the warp runs every branch some
+lane takes, and at a step some lane takes nearly every one of these); cold
+categories run only in other tiles, near a stream's end, or once per 32 steps.
+
+Usage: cuda_sass_breakdown.py SASS_FILE SOURCE_ROOT
+"""
+import collections
+import os
+import re
+import sys
+
+hdr = re.compile(r'//## File "([^"]+)", line (\d+)(?: inlined at "([^"]+)", line (\d+))?')
+ins = re.compile(r'/\*([0-9a-f]{4,})\*/\s+(.*?);')
+def parse(path, kernel='decode_kernel'):
+    out = []; chain = []; prev_hdr = False; infn = False
+    for line in open(path):
+        if '.text.' in line and 'section' in line:
+            infn = kernel in line
+        if not infn: continue
+        m = hdr.search(line)
+        if m:
+            f, l = m.group(1).split('/')[-1], int(m.group(2))
+            if not prev_hdr: chain = []
+            chain.append((f, l)); prev_hdr = True
+            if m.group(3): pass
+            continue
+        prev_hdr = False
+        m = ins.search(line)
+        if m: out.append((int(m.group(1), 16), m.group(2).strip(), tuple(chain)))
+        elif re.match(r'\s*\.L_x_\d+:', line): out.append((None, line.strip(), ()))
+    return out
+def labels(I):
+    return {op.rstrip(':'): i for i, (a, op, ch) in enumerate(I) if a is None}
+def loops(I):
+    L = labels(I); res = []
+    for i, (a, op, ch) in enumerate(I):
+        if a is None: continue
+        m = re.search(r'BRA\s+(?:\w+\s+)?`\((\.L_x_\d+)\)', op)
+        if m and m.group(1) in L and L[m.group(1)] < i:
+            j = L[m.group(1)]
+            body = [x for x in I[j:i+1] if x[0] is not None]
+            shfl = sum('SHFL.UP' in x[1] for x in body)
+            res.append((j, i, len(body), shfl, op))
+    return res
+
+SRC = {}
+def src(f):
+    # file name -> (lines, function of each line): functions start at a line
+    # beginning with L3_ (the host/device macros) and end at a "}" in column 0.
+    if f in SRC: return SRC[f]
+    for root in ROOTS:
+        for d in ('codec/include/l3/codec', 'cuda/include/l3/cuda', 'cuda/src'):
+            path = os.path.join(root, d, f)
+            if os.path.exists(path): break
+        else: continue
+        break
+    else:
+        SRC[f] = ([], []); return SRC[f]
+    lines = open(path).read().split('\n'); fn = []; cur = None; indent = ''
+    for ln in lines:
+        m = re.match(r'(\s*)(?:template <.*> )?L3_\w+\s+(?:constexpr\s+)?(?:[\w:<>]+\s+)+(\w+)\(', ln)
+        if m: cur, indent = m.group(2), m.group(1)
+        fn.append(cur)
+        if cur and (ln.startswith(indent + '}') or (m and ln.rstrip().endswith('}'))): cur = None
+    SRC[f] = (lines, fn); return SRC[f]
+ROOTS = []
+
+def where(f, l):
+    lines, fn = src(f)
+    if 1 <= l <= len(lines): return fn[l - 1] or '', lines[l - 1]
+    return '', ''
+
+# Categories: (name, hot, test(file, function, line text)); the first match
+# along an instruction's inline chain names it, a cold one anywhere first.
+# Cold: not run on the common path (rANS tile, no run mode, interior pixel).
+def _t(name, hot, fns=(), text=None, files=None):
+    def test(f, fn, ln):
+        if files and f not in files: return False
+        if fns and fn not in fns: return False
+        return text is None or re.search(text, ln) is not None
+    return (name, hot, test)
+CATS = [
+    _t('refill: byte loop near the stream end', False, ('refill',), r'byte|past|while|avail \+= 8|<< \(56'),
+    _t('Rice read (Rice tiles only)', False, ('read_rice',)),
+    _t('run length read (run mode only)', False, ('zero_run_step',), r'read\(|run > t.width|run == 0|run_left = run|s.run_left == 0\) s.blocked'),
+    _t('run length read (run mode only)', False, ('decode_pixel',), r'kAnsRunContext'),
+    _t('copy-out (every 32 steps)', False, ('flush_stage', 'store_pixel')),
+    _t('copy-out (every 32 steps)', False, ('wavefront_coded',), r'flush_stage|warp.sync|c0 =|switch|case|CH == 1 && t.palette'),
+    _t('refill: word loads', True, ('load_le32_aligned', 'load_be32_aligned', 'load_be64_words', 'bswap32', 'funnel_right', 'load_be64', 'refill_load', 'refill')),
+    _t('refill: word loads', True, ('ans_read_select', 'ans_renorm'), r'avail < (16|32)'),
+    _t('token search', True, ('ans_search', 'ans_read')),
+    _t('token search', True, ('ans_read_select',), r'ans_search'),
+    _t('raw bits', True, ('ans_raw_bits', 'ans_value')),
+    _t('raw bits', True, ('ans_decode_token', 'ans_read_select'), r'raw|kAnsDirect'),
+    _t('rANS update + renorm', True, ('ans_renorm', 'ans_decode_token', 'ans_read_select', 'consume')),
+    _t('context (activity, k table)', True, ('activity', 'k_for_activity', 'bucket_of')),
+    _t('context (activity, k table)', True, ('decode_pixel',), r'k_for_activity|ans_read|pp.constant|const PlaneParams'),
+    _t('prediction', True, ('predict', 'predict_fixed', 'imin', 'imax')),
+    _t('prediction', True, ('decode_pixel',), r'predict'),
+    _t('value (unzigzag)', True, ('unzigzag',)),
+    _t('value (unzigzag)', True, ('decode_pixel',), r'value\[p\]|code\[p\]'),
+    _t('zero-run step (no run mode)', True, ('zero_run_step', 'decode_pixel')),
+    _t('edges', True, ('apply_edges',)),
+    _t('transform + range check', True, ('inverse_transform', 'inverse_transform_bits')),
+    _t('transform + range check', True, ('wavefront_coded',), r'inverse_transform|!ok|l >= task.y0'),
+    _t('staging (pack + shared store)', True, ('pack_pixel',)),
+    _t('staging (pack + shared store)', True, ('wavefront_coded',), r'stage\['),
+    _t('neighbours + shuffles', True, ('wavefront_coded',), r'nb\.|shfl|nwv|nwu|wv\[p\]|wu\[p\]'),
+    _t('neighbours + shuffles', True, ('shfl_up', 'shfl_up_by'), None),
+    _t('neighbours + shuffles', True, (), None, ('sm_30_intrinsics.hpp',)),
+    _t('loop control', True, ('wavefront_coded', 'each')),
+]
+def category(chain):
+    info = [(f, l) + where(f, l) for f, l in chain]
+    for f, l, fn, ln in info:
+        for name, hot, test in CATS:
+            if not hot and test(f, fn, ln): return name, hot
+    for f, l, fn, ln in info:
+        for name, hot, test in CATS:
+            if hot and test(f, fn, ln): return name, hot
+    f, l, fn, ln = info[0] if info else ('?', 0, '', '')
+    return 'other: %s:%d %s' % (f, l, fn), True
+
+def table(path, first, last):
+    I = parse(path)
+    body = [x for x in I[first:last + 1] if x[0] is not None]
+    tot = collections.Counter(); hot = {}
+    for a, op, ch in body:
+        name, h = category(ch)
+        tot[name] += 1; hot[name] = h
+    return tot, hot
+
+def ch3_loop(path):
+    I = parse(path)
+    for j, i, n, sh, op in loops(I):
+        if sh == 6 and n < 8000: return j, i
+    raise SystemExit('no CH=3 step loop (6 SHFL.UP) found')
+
+
+
+def main():
+    if len(sys.argv) != 3: raise SystemExit(__doc__)
+    ROOTS.append(sys.argv[2])
+    j, i = ch3_loop(sys.argv[1])
+    tot, hot = table(sys.argv[1], j, i)
+    print('| category | SASS instructions (static) | common path |')
+    print('|---|---:|---|')
+    for k, v in sorted(tot.items(), key=lambda kv: (not hot[kv[0]], -kv[1])):
+        print(f'| {k} | {v} | {"yes" if hot[k] else "no"} |')
+    print(f'| **common path** | **{sum(v for k, v in tot.items() if hot[k])}** | |')
+    print(f'| whole CH=3 step loop | {sum(tot.values())} | |')
+
+
+if __name__ == '__main__':
+    main()
