@@ -109,7 +109,7 @@ CATS = [
     _t('value (unzigzag)', True, ('unzigzag',)),
     _t('value (unzigzag)', True, ('decode_pixel',), r'value\[p\]|code\[p\]'),
     _t('zero-run step (no run mode)', True, ('zero_run_step', 'decode_pixel')),
-    _t('edges', True, ('apply_edges',)),
+    _t('edges', True, ('apply_edges', 'apply_edges_select')),
     _t('transform + range check', True, ('inverse_transform', 'inverse_transform_bits')),
     _t('transform + range check', True, ('wavefront_coded',), r'inverse_transform|!ok|l >= task.y0'),
     _t('staging (pack + shared store)', True, ('pack_pixel',)),

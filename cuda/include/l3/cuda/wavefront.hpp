@@ -216,6 +216,28 @@ template <class Warp> L3_WF_HD int copy_tile_warp(Warp& warp, const TileTask& t,
   return core::kOk;
 }
 
+// The tile-edge rules of spec/codec.md §6.3 (core::apply_edges) as selects,
+// for the wavefront: at every step lane 0 is in the first row and one lane
+// may be in the first column, so the warp ran apply_edges' branches at every
+// step. The first pixel's rule (plane midpoints, zero codes) needs no case:
+// lane 0 starts with W = the planes' midpoints and zero codes (wavefront_coded),
+// which the first row's rule then copies to N and NW.
+template <int CH> L3_WF_HDI void apply_edges_select(int r, int c, core::Neighbours& nb) {
+  const bool top = r == 0, left = c == 0 && r != 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int p = 0; p < CH; ++p) {
+    const int w = nb.w[p], n = nb.n[p], uw = nb.uw[p], un = nb.un[p];
+    nb.w[p] = left ? n : w;
+    nb.uw[p] = left ? un : uw;
+    nb.n[p] = top ? w : n;
+    nb.un[p] = top ? uw : un;
+    nb.nw[p] = top ? w : left ? n : nb.nw[p];
+    nb.unw[p] = top ? uw : left ? un : nb.unw[p];
+  }
+}
+
 // A coded tile as a wavefront (spec/cuda.md §2): lane r owns tile row r; at
 // step s lane r decodes pixel (r, c = s - r) when 0 <= c < x1. N and NW come
 // from lane r - 1 by shuffles (one per plane for values, one for codes): after
@@ -237,7 +259,10 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
   // and columns [0, width) are decoded, whatever part of them is output.
   const bool full = task.x1 == t.width && task.y1 == t.height;
   warp.each([&](int l) {
-    for (int p = 0; p < CH; ++p) wv[p][l] = wu[p][l] = nv[p][l] = nu[p][l] = nwv[p][l] = nwu[p][l] = 0;
+    for (int p = 0; p < CH; ++p) {
+      wu[p][l] = nv[p][l] = nu[p][l] = nwv[p][l] = nwu[p][l] = 0;
+      wv[p][l] = t.plane[p].range.mid;  // W of the tile's first pixel (apply_edges_select)
+    }
     bad[l] = 0;
     if (l < rows) core::lane_begin(st[l], task.tile, t, l);
   });
@@ -255,7 +280,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
         nb.nw[p] = nwv[p][l];
         nb.unw[p] = nwu[p][l];
       }
-      core::apply_edges(t, l, c, nb, CH);
+      apply_edges_select<CH>(l, c, nb);
       int val[CH], code[CH];
       core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code);
       if (l >= task.y0 && c >= task.x0) {
