@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
@@ -53,6 +54,16 @@ struct Census {
   // Rows of coded tiles that are not zero rows but repeat an earlier row of the same tile
   // (pixel for pixel, any distance): what a copy mechanism would make free (spec §12).
   std::uint64_t copy_rows = 0, copy_row_bytes = 0;
+  // Palettes shared between tiles (spec §12, a version 6 question): bytes of palette sections
+  // equal to an earlier tile's, byte for byte; the colours of the union of the image's tile
+  // palettes; and what the palettes would take as one image-level palette (the union's words at
+  // `channels` bytes each, if it has <= 256 colours) plus per tile its count byte and one index
+  // byte per colour.
+  std::uint64_t palette_repeat_bytes = 0, palette_union = 0, palette_image_level = 0;
+  // A palette coded against the previous palette tile's (in tile order): a bit per colour of
+  // that palette (kept or not), then the new colours' varying samples, plus the count and mask
+  // bytes; a tile keeps its own section where that is smaller.
+  std::uint64_t palette_delta = 0;
 };
 
 // LEB128 bytes of v, as the encoder writes it (spec §4.3).
@@ -110,7 +121,8 @@ int main(int argc, char** argv) {
   std::printf("image\tbytes\tbpp\ttiles");
   for (const char* k : kKindName) std::printf("\tn_%s", k);
   for (const char* k : kKindName) std::printf("\tb_%s", k);
-  std::printf("\tfixed\tmodes\tpalettes\tparams\trow_tables\trows\tn_rows\tzero_rows\trun_tiles\tfew_colour_unpal\tcopy_rows\tcopy_row_bytes\n");
+  std::printf("\tfixed\tmodes\tpalettes\tparams\trow_tables\trows\tn_rows\tzero_rows\trun_tiles\tfew_colour_unpal\tcopy_rows\tcopy_row_bytes"
+              "\tpalette_repeat_bytes\tpalette_union\tpalette_image_level\tpalette_delta\n");
   for (const std::string& file : files) {
     try {
       const l3::Image img = l3::load_image(file);
@@ -123,6 +135,10 @@ int main(int argc, char** argv) {
       const std::uint64_t count = grid.tile_count();
       c.fixed = core::kHeaderSize + 4 * count;
       std::vector<std::string> cells(count);
+      std::set<std::string> palette_sections;  // a palette section's bytes
+      std::set<std::uint32_t> palette_colours;
+      std::uint64_t palette_tiles = 0, palette_indices = 0;
+      std::set<std::uint32_t> previous_palette;
       std::uint64_t at = c.fixed;
       for (std::uint64_t i = 0; i < count; ++i) {
         std::uint32_t size = 0;
@@ -151,6 +167,28 @@ int main(int argc, char** argv) {
           const std::uint32_t table_at = r.height > 1 ? rt.packed_at - 1 - leb_bytes(rt.base) : rt.packed_at;
           c.modes += 1;
           c.palettes += params_at - 1;
+          if (pal) {
+            if (!palette_sections.insert(std::string(reinterpret_cast<const char*>(tile + 1), params_at - 1)).second)
+              c.palette_repeat_bytes += params_at - 1;
+            for (std::uint32_t v = 0; v < t.palette_size; ++v) {
+              std::uint32_t w = 0;
+              core::palette_word(tile, t, int(v), w);
+              palette_colours.insert(w);
+            }
+            ++palette_tiles;
+            palette_indices += t.palette_size;
+            std::set<std::uint32_t> colours;
+            std::uint64_t fresh = 0;
+            for (std::uint32_t v = 0; v < t.palette_size; ++v) {
+              std::uint32_t w = 0;
+              core::palette_word(tile, t, int(v), w);
+              colours.insert(w);
+              fresh += previous_palette.count(w) ? 0 : 1;
+            }
+            const std::uint64_t delta = 2 + (previous_palette.size() + 7) / 8 + fresh * t.palette_stride;
+            c.palette_delta += std::min<std::uint64_t>(delta, params_at - 1);
+            previous_palette = std::move(colours);
+          }
           c.params += table_at - params_at;
           c.row_table += rt.rows_at - table_at;
           c.rows += size - rt.rows_at;
@@ -171,13 +209,18 @@ int main(int argc, char** argv) {
         const double bpp = 8.0 * size / (double(r.width) * r.height);
         cells[i] = std::string(1, kKindChar[kind]) + char('0' + bpp_digit(bpp));
       }
+      c.palette_union = palette_colours.size();
+      if (palette_tiles)
+        c.palette_image_level = c.palette_union <= 256 ? c.palette_union * info.channels + palette_tiles + palette_indices
+                                                       : c.palettes;  // no one-byte indices: no gain
       const std::size_t slash = file.find_last_of('/');
       std::printf("%s\t%zu\t%.3f\t%llu", file.substr(slash == std::string::npos ? 0 : slash + 1).c_str(), enc.size(),
                   8.0 * double(enc.size()) / (double(info.width) * info.height), (unsigned long long)count);
       for (auto v : c.tiles) std::printf("\t%llu", (unsigned long long)v);
       for (auto v : c.bytes) std::printf("\t%llu", (unsigned long long)v);
       for (auto v : {c.fixed, c.modes, c.palettes, c.params, c.row_table, c.rows, c.n_rows, c.zero_rows, c.run_tiles,
-                     c.few_colour_tiles, c.copy_rows, c.copy_row_bytes})
+                     c.few_colour_tiles, c.copy_rows, c.copy_row_bytes, c.palette_repeat_bytes, c.palette_union,
+                     c.palette_image_level, c.palette_delta})
         std::printf("\t%llu", (unsigned long long)v);
       std::printf("\n");
       if (map) {
