@@ -508,3 +508,64 @@ TEST_CASE("load_be64_words equals 8 big-endian byte loads at every alignment") {
     CHECK(l3::core::load_be64_words(buf + at) == want);
   }
 }
+
+// The wavefront's rANS read (core::ans_read_select) against the reference
+// core::ans_read, value by value: random frequency tables (zero frequencies
+// included), unused contexts (all zeros: an error either way), random states
+// and row streams of every length (so refills run near and past the end),
+// up to the first error.
+// The whole-image tests rarely reach an unused context; this does.
+TEST_CASE("ans_read_select equals ans_read: values, states, bits consumed, errors") {
+  namespace core = l3::core;
+  std::mt19937 rng(13);
+  auto random_table = [&](std::uint16_t* cum) {
+    const int a = 1 + int(rng() % core::kAnsTokens);
+    std::vector<std::uint32_t> f(std::size_t(a), 0);
+    for (std::uint32_t left = core::kAnsTotal; left > 0;) {  // sums to 4096, some tokens 0
+      const std::uint32_t step = std::min<std::uint32_t>(left, 1 + std::uint32_t(rng() % 700));
+      f[rng() % std::size_t(a)] += step;
+      left -= step;
+    }
+    cum[0] = 0;
+    for (int t = 0; t < core::kAnsCumSize - 1; ++t)
+      cum[t + 1] = std::uint16_t(cum[t] + (t < a ? f[std::size_t(t)] : 0));
+  };
+  std::uint16_t cum[4][core::kAnsCumSize];
+  int errors = 0, values = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    for (int x = 0; x < 3; ++x) random_table(cum[x]);
+    std::fill(std::begin(cum[3]), std::end(cum[3]), std::uint16_t{0});  // an unused context
+    std::uint8_t bytes[64];
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+    const std::uint32_t len = rng() % sizeof bytes;
+    core::LaneState ref{}, sel{};
+    ref.br.init(bytes, bytes + len);
+    ref.ans = core::kAnsLow + std::uint32_t(rng() % (0xffffffffu - core::kAnsLow));
+    ref.min_freq = core::kAnsTotal;
+    sel = ref;
+    const int reads = 1 + int(rng() % 24);
+    for (int i = 0; i < reads; ++i) {
+      // Contexts 0-2 mostly; the unused one now and then.
+      const int x = rng() % 16 == 0 ? 3 : int(rng() % 3);
+      CAPTURE(trial);
+      CAPTURE(i);
+      const std::uint32_t want = core::ans_read(ref, cum[x]);
+      const std::uint32_t got = core::ans_read_select(sel, cum[x]);
+      CHECK(got == want);
+      CHECK(sel.ans == ref.ans);
+      CHECK(sel.br.consumed_bits(bytes) == ref.br.consumed_bits(bytes));
+      CHECK((sel.error || sel.min_freq == 0) == ref.error);
+      ++values;
+      // After an error the row fails whatever it reads next, and the two
+      // may read differently (a state below 2^16 renormalises twice in
+      // ans_read_select, as in the CPU row loop, once in ans_read).
+      if (ref.error) break;
+    }
+    errors += ref.error;
+    // Both row ends see the same error.
+    CHECK(core::lane_end_partial(sel, len) == core::lane_end_partial(ref, len));
+    CHECK(core::lane_end(sel, len) == core::lane_end(ref, len));
+  }
+  MESSAGE(values << " values, " << errors << " rows through an unused context");
+  CHECK(errors > 100);
+}

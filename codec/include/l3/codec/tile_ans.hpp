@@ -83,4 +83,17 @@ L3_HD int ans_search(const std::uint16_t* cum, std::uint32_t slot) {
   return t;
 }
 
+// ans_search on a pointer, for the GPU wavefront (core::ans_read_select):
+// returns &cum[t]. Each step is one load at a constant offset, a compare and
+// a conditional add, where ans_search also recomputes the address from t.
+L3_HD const std::uint16_t* ans_search_at(const std::uint16_t* cum, std::uint32_t slot) {
+  const std::uint16_t* c = cum;
+  c += c[16] <= slot ? 16 : 0;
+  c += c[8] <= slot ? 8 : 0;
+  c += c[4] <= slot ? 4 : 0;
+  c += c[2] <= slot ? 2 : 0;
+  c += c[1] <= slot ? 1 : 0;
+  return c;
+}
+
 }  // namespace l3::core

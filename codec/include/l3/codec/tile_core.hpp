@@ -410,6 +410,11 @@ struct LaneState {
   bool blocked;        // the next pixel may not start a run (spec §6.4)
   bool error;          // a run longer than the rest of the row, or a bad rANS state or symbol
   std::uint32_t ans;   // rANS state of an entropy-coded tile's row (spec §7.4)
+  // The smallest frequency a value of the row was decoded with by
+  // ans_read_select (the GPU wavefront): 0 means an unused context, an error
+  // like `error` (one min per value instead of a flag update). The CPU row
+  // loop sets `error` instead and leaves this at kAnsTotal.
+  std::uint32_t min_freq;
 };
 
 // rANS renormalisation (spec §7.4): a state below 2^16 takes the next 16 bits.
@@ -439,6 +444,7 @@ L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTilePar
   s.blocked = false;
   s.error = false;
   s.ans = 0;
+  s.min_freq = kAnsTotal;
   if (is_zero_row(t, row)) {
     s.run_left = kZeroRowRun;  // no rANS state either: the stream is empty (spec §4.3)
     return;
@@ -478,7 +484,8 @@ L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
 
 // ans_read for the GPU wavefront (and its CPU emulation), the same value,
 // state, error flag and bits consumed, with fewer instructions per value and
-// fewer divergent branches: one refill check per value instead of one per
+// fewer divergent branches: the search on a pointer (ans_search_at), the
+// error of an unused context as a minimum (LaneState::min_freq), one refill check per value instead of one per
 // renormalisation (a value takes at most 32 bits: two 16-bit
 // renormalisations), and both renormalisations and the raw bits as selects.
 // Whether a lane renormalises is close to random on photos, so at a wavefront
@@ -486,14 +493,17 @@ L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
 // (spec/cuda.md §2). A token below kAnsDirect has 0 raw bits, and its state is
 // then >= 2^16 after the first renormalisation (f >= 1 and ans >= 2^16 before
 // the update make the update >= 16, then << 16), so the second renormalises
-// nothing, as in ans_decode_token; a zero frequency only occurs in an unused
-// context, whose search ends at token kAnsCumSize - 2 >= kAnsDirect.
+// nothing, as in ans_decode_token (and always a second check, as in the CPU
+// row loop's ans_read_units); a zero frequency only occurs in an unused
+// context, whose search ends at token kAnsCumSize - 2 >= kAnsDirect. After an
+// error (a state below 2^16) the row fails whatever it reads next.
 L3_HD std::uint32_t ans_read_select(LaneState& s, const std::uint16_t* cum) {
   if (s.br.avail < 32) s.br.refill();
   const std::uint32_t slot = s.ans & (kAnsTotal - 1);
-  const int t = ans_search(cum, slot);
-  const std::uint32_t lo = cum[t], f = std::uint32_t(cum[t + 1]) - lo;
-  s.error |= f == 0;  // an unused context (its entries are all 0)
+  const std::uint16_t* at = ans_search_at(cum, slot);
+  const int t = int(at - cum);
+  const std::uint32_t lo = at[0], f = std::uint32_t(at[1]) - lo;
+  s.min_freq = f < s.min_freq ? f : s.min_freq;  // 0: an unused context (its entries are all 0)
   std::uint32_t a = f * (s.ans >> kAnsPrecisionBits) + slot - lo;
   std::uint64_t buf = s.br.buf;
   const bool first = a < kAnsLow;
@@ -598,7 +608,7 @@ L3_HD std::uint8_t shared_predictor(const CodedTileParams& t) {
 // or a zero row, which reads nothing from its empty stream and so passes
 // (spec §4.3: no end check for it).
 L3_HD int lane_end(LaneState& s, std::uint32_t row_length) {
-  if (s.error || (s.ans != 0 && s.ans != kAnsLow)) return kCorruptTile;
+  if (s.error || s.min_freq == 0 || (s.ans != 0 && s.ans != kAnsLow)) return kCorruptTile;
   s.br.refill();  // makes the padding bits visible; does not change consumed_bits
   const std::uint64_t used = s.br.consumed_bits(s.br.end - row_length);
   if (used > std::uint64_t(row_length) * 8 || (used + 7) / 8 != row_length) return kCorruptTile;
@@ -613,7 +623,7 @@ L3_HD int lane_end(LaneState& s, std::uint32_t row_length) {
 // agrees on (how many bytes a refill fetched past the end depends on when it
 // refills: the CPU row loop refills earlier than the wavefront).
 L3_HD int lane_end_partial(const LaneState& s, std::uint32_t row_length) {
-  if (s.error || s.br.consumed_bits(s.br.end - row_length) > std::uint64_t(row_length) * 8) return kCorruptTile;
+  if (s.error || s.min_freq == 0 || s.br.consumed_bits(s.br.end - row_length) > std::uint64_t(row_length) * 8) return kCorruptTile;
   return kOk;
 }
 
