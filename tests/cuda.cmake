@@ -22,3 +22,10 @@ endif()
 # step failures and the RUNPATH check, without a GPU (issue 13).
 add_test(NAME gpu_kit_selftest COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu_kit_selftest.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(gpu_kit_selftest PROPERTIES LABELS "cuda")
+
+# bench/cuda_sass_breakdown.py (the decode kernel's SASS per wavefront step,
+# bench/results/cuda-static-sm90.md) on a made-up disassembly: no CUDA needed.
+find_program(L3_SASS_PYTHON python3 REQUIRED)
+add_test(NAME cuda_sass_breakdown
+  COMMAND ${L3_SASS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_sass_breakdown_test.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(cuda_sass_breakdown PROPERTIES LABELS "cuda" PASS_REGULAR_EXPRESSION "^PASS")
