@@ -505,20 +505,27 @@ L3_HD std::uint32_t ans_read_select(LaneState& s, const std::uint16_t* cum) {
   const std::uint32_t lo = at[0], f = std::uint32_t(at[1]) - lo;
   s.min_freq = f < s.min_freq ? f : s.min_freq;  // 0: an unused context (its entries are all 0)
   std::uint32_t a = f * (s.ans >> kAnsPrecisionBits) + slot - lo;
-  std::uint64_t buf = s.br.buf;
+  // The next two 16-bit units are the top 32 bits of the buffer (avail >= 32):
+  // renormalisations take them from a 32-bit register, and the buffer shifts
+  // once, by the bits taken (0, 16 or 32).
+  const std::uint32_t units = std::uint32_t(s.br.buf >> 32);
   const bool first = a < kAnsLow;
-  a = first ? (a << 16) | std::uint32_t(buf >> 48) : a;
-  buf = first ? buf << 16 : buf;
-  const int raw_bits = ans_raw_bits(t);
-  const std::uint32_t raw = a & ((1u << raw_bits) - 1);
+  a = first ? (a << 16) | (units >> 16) : a;
+  // ans_raw_bits and ans_value as selects: a token t >= kAnsDirect has
+  // (t >> 1) - 5 raw bits below its top bits 2 | (t & 1); a direct token has
+  // none, and is its value.
+  const bool direct = t < kAnsDirect;
+  const int raw_bits = direct ? 0 : (t >> 1) - (kAnsDirect / 2 - 3);
+  const std::uint32_t top = direct ? std::uint32_t(t) : 2u | (std::uint32_t(t) & 1u);
+  const std::uint32_t raw = a & ~(~0u << raw_bits);
   a >>= raw_bits;
   const bool second = a < kAnsLow;
-  a = second ? (a << 16) | std::uint32_t(buf >> 48) : a;
-  buf = second ? buf << 16 : buf;
-  s.br.buf = buf;
-  s.br.avail -= 16 * (int(first) + int(second));
+  a = second ? (a << 16) | (first ? units & 0xffffu : units >> 16) : a;
+  const int taken = 16 * (int(first) + int(second));
+  s.br.buf <<= taken;
+  s.br.avail -= taken;
   s.ans = a;
-  return ans_value(t, raw);
+  return (top << raw_bits) | raw;
 }
 
 // Zero runs (spec §6.4), before the samples of pixel c: returns whether the
