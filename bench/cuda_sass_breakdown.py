@@ -6,10 +6,18 @@ bench/cuda_sass_breakdown.sh does both), finds the CH=3 wavefront step loop of
 decode_kernel (the backward branch whose body holds 6 SHFL.UP: 2 x CH
 neighbour shuffles) and attributes each of its instructions to a category by
 its inline chain (innermost first) and the source function and line it came
-from. Static counts, not a profile: a category marked "common path" runs at
-every step of a rANS tile without run mode (the warp runs every branch some
-lane takes, and at a step some lane takes nearly every one of these); cold
-categories run only in other tiles, near a stream's end, or once per 32 steps.
+from. Static counts, not a profile. Two columns:
+- whole step loop: every instruction of the loop, a cold caller anywhere in
+  the chain naming it (the Rice read's refill counts as Rice);
+- common path: the blocks a warp runs at a step of a rANS tile without run
+  mode. The warp runs every branch that any of its 32 lanes takes, and at a
+  step some lane takes nearly every data-dependent one, so the walk goes from
+  the loop head both ways at every branch, except into a block whose first
+  instruction (past reconvergence points) is in a cold category: the Rice
+  read, the run length read, the refill's byte loop near a stream's end,
+  the copy-out every 32 steps. Blocks reached so count whatever lines the
+  compiler tagged them with (it shares the refill's word loads between the
+  rANS and Rice paths), by their innermost function.
 
 Usage: cuda_sass_breakdown.py SASS_FILE SOURCE_ROOT
 """
@@ -119,25 +127,82 @@ CATS = [
     _t('neighbours + shuffles', True, (), None, ('sm_30_intrinsics.hpp',)),
     _t('loop control', True, ('wavefront_coded', 'each')),
 ]
-def category(chain):
+def category(chain, cold_first=True):
+    """(name, hot) of an instruction by its inline chain. cold_first: a cold
+    caller anywhere in the chain names it (the Rice read's refill is Rice);
+    otherwise the innermost match does (for code on the common path that the
+    compiler shares with a cold path and tagged with the cold one's lines)."""
     info = [(f, l) + where(f, l) for f, l in chain]
+    if cold_first:
+        for f, l, fn, ln in info:
+            for name, hot, test in CATS:
+                if not hot and test(f, fn, ln): return name, hot
     for f, l, fn, ln in info:
         for name, hot, test in CATS:
-            if not hot and test(f, fn, ln): return name, hot
-    for f, l, fn, ln in info:
-        for name, hot, test in CATS:
-            if hot and test(f, fn, ln): return name, hot
+            if (hot or not cold_first) and test(f, fn, ln): return name, hot
     f, l, fn, ln = info[0] if info else ('?', 0, '', '')
     return 'other: %s:%d %s' % (f, l, fn), True
 
+BRANCH = re.compile(r'^(@!?U?P\w+\s+)?(BRA|BRX|JMP)(\.\w+)?\s+(?:\w+,\s*)?`\((\.L_x_\d+)\)')
+
+def blocks(I, first, last):
+    """Basic blocks of I[first..last]: (label or None, instructions, successors)."""
+    out = []; cur = None
+    for k in range(first, last + 1):
+        a, op, ch = I[k]
+        if a is None:  # a label starts a block (consecutive labels, the same one)
+            if cur is not None and not cur['ins']: cur['labels'].append(op.rstrip(':')); continue
+            cur = {'labels': [op.rstrip(':')], 'ins': [], 'succ': [], 'falls': True}; out.append(cur); continue
+        if cur is None or not cur['falls']:
+            cur = {'labels': [], 'ins': [], 'succ': [], 'falls': True}; out.append(cur)
+        cur['ins'].append((a, op, ch))
+        m = BRANCH.match(op)
+        if m:
+            divergent_fallback = (m.group(3) or '') == '.DIV'  # taken only by a diverged warp
+            if not divergent_fallback: cur['succ'].append(m.group(4))
+            cur['falls'] = bool(m.group(1)) or divergent_fallback
+            if cur['falls']:
+                cur = {'labels': [], 'ins': [], 'succ': [], 'falls': True}; out.append(cur)
+        elif op.startswith('EXIT') or op.startswith('RET'):
+            cur['falls'] = bool(re.match(r'@', op))
+    return [b for b in out if b['ins'] or b['labels']]
+
+def common_path(I, first, last):
+    """Instructions of the blocks a warp runs at a common step: from the loop
+    head, both ways at every branch, except into a block whose first
+    instruction is in a cold category (the entry of a cold path); blocks
+    reached so are on the common path whatever their own lines say."""
+    bl = blocks(I, first, last)
+    at = {}
+    for n, b in enumerate(bl):
+        for lab in b['labels']: at[lab] = n
+    def cold_entry(n):  # by its first instruction other than a reconvergence (BSYNC)
+        real = [x for x in bl[n]['ins'] if not re.match(r'(BSYNC|NOP)\b', x[1])]
+        return bool(real) and not category(real[0][2], cold_first=False)[1]
+    seen = set(); todo = [0]
+    while todo:
+        n = todo.pop()
+        if n in seen: continue
+        seen.add(n)
+        b = bl[n]
+        nxt = [at[t] for t in b['succ'] if t in at]
+        if b['falls'] and n + 1 < len(bl): nxt.append(n + 1)
+        for m in nxt:
+            if m > n and m not in seen and not cold_entry(m): todo.append(m)  # m <= n: the loop's back edge
+    return [x for n in sorted(seen) for x in bl[n]['ins']]
+
 def table(path, first, last):
+    """Per category: instructions in the whole loop (cold callers first) and
+    on its common path (innermost function first)."""
     I = parse(path)
-    body = [x for x in I[first:last + 1] if x[0] is not None]
-    tot = collections.Counter(); hot = {}
-    for a, op, ch in body:
+    tot = collections.Counter(); common = collections.Counter(); hot = {}
+    for a, op, ch in (x for x in I[first:last + 1] if x[0] is not None):
         name, h = category(ch)
-        tot[name] += 1; hot[name] = h
-    return tot, hot
+        tot[name] += 1; hot.setdefault(name, h)
+    for a, op, ch in common_path(I, first, last):
+        name, h = category(ch, cold_first=False)
+        common[name] += 1; hot.setdefault(name, h)
+    return tot, common, hot
 
 def ch3_loop(path):
     I = parse(path)
@@ -151,13 +216,12 @@ def main():
     if len(sys.argv) != 3: raise SystemExit(__doc__)
     ROOTS.append(sys.argv[2])
     j, i = ch3_loop(sys.argv[1])
-    tot, hot = table(sys.argv[1], j, i)
-    print('| category | SASS instructions (static) | common path |')
-    print('|---|---:|---|')
-    for k, v in sorted(tot.items(), key=lambda kv: (not hot[kv[0]], -kv[1])):
-        print(f'| {k} | {v} | {"yes" if hot[k] else "no"} |')
-    print(f'| **common path** | **{sum(v for k, v in tot.items() if hot[k])}** | |')
-    print(f'| whole CH=3 step loop | {sum(tot.values())} | |')
+    tot, common, hot = table(sys.argv[1], j, i)
+    print('| category | whole step loop | common path |')
+    print('|---|---:|---:|')
+    for k in sorted(set(tot) | set(common), key=lambda k: (-common[k], -tot[k])):
+        print(f'| {k} | {tot[k]} | {common[k]} |')
+    print(f'| **total** | **{sum(tot.values())}** | **{sum(common.values())}** |')
 
 
 if __name__ == '__main__':
