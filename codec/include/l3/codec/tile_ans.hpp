@@ -72,20 +72,9 @@ L3_HD constexpr std::uint32_t ans_value(int t, std::uint32_t raw) {
 }
 
 // The token whose interval of cumulative frequencies `cum` holds `slot`
-// (spec §7.4): a branch-free binary search over the 32 padded entries.
-L3_HD int ans_search(const std::uint16_t* cum, std::uint32_t slot) {
-  int t = 0;
-  t += cum[t + 16] <= slot ? 16 : 0;
-  t += cum[t + 8] <= slot ? 8 : 0;
-  t += cum[t + 4] <= slot ? 4 : 0;
-  t += cum[t + 2] <= slot ? 2 : 0;
-  t += cum[t + 1] <= slot ? 1 : 0;
-  return t;
-}
-
-// ans_search on a pointer, for the GPU wavefront (core::ans_read_select):
-// returns &cum[t]. Each step is one load at a constant offset, a compare and
-// a conditional add, where ans_search also recomputes the address from t.
+// (spec §7.4), as a pointer to its entry: a branch-free binary search over
+// the 32 padded entries, each step one load at a constant offset, a compare
+// and a conditional add (the GPU wavefront uses the pointer directly).
 L3_HD const std::uint16_t* ans_search_at(const std::uint16_t* cum, std::uint32_t slot) {
   const std::uint16_t* c = cum;
   c += c[16] <= slot ? 16 : 0;
@@ -95,5 +84,8 @@ L3_HD const std::uint16_t* ans_search_at(const std::uint16_t* cum, std::uint32_t
   c += c[1] <= slot ? 1 : 0;
   return c;
 }
+
+// The same search, as the token.
+L3_HD int ans_search(const std::uint16_t* cum, std::uint32_t slot) { return int(ans_search_at(cum, slot) - cum); }
 
 }  // namespace l3::core
