@@ -38,11 +38,12 @@
 
 namespace {
 
-constexpr int kRows = 32, kCols = 256, kPlanes = 3, kGroups = 4, kContexts = kPlanes * kGroups, kTokens = 28;
+constexpr int kRows = 32, kCols = 256, kPlanes = 3, kGroups = 4, kTokens = 28;
+constexpr int kRunContext = kPlanes * kGroups, kContexts = kRunContext + 1;  // run lengths: the last context
 constexpr int kActivity = 32;             // activities are clamped to kActivity - 1
 constexpr int kSlotStride = 4096 + 64;    // a dword gather at the last slot reads 3 bytes past it
 constexpr int kCumStride = 34;            // cum[t] and cum[t + 1] as one dword at t <= 32
-constexpr int kStreamBytes = kCols * kPlanes * 4 + 64;  // at most 4 bytes of units per value
+constexpr int kStreamBytes = kCols * (kPlanes + 1) * 4 + 64;  // at most 4 bytes of units per value
 
 struct Tables {
   alignas(64) std::uint8_t slot[kContexts][kSlotStride];
@@ -97,6 +98,9 @@ struct Lane {
   std::uint32_t ans;
   const std::uint8_t* q;
   std::int32_t uw[kPlanes];
+  int run_left = 0;
+  bool blocked = false;
+  int run_reads = 0;  // run lengths read (reported, not used)
 };
 
 inline std::uint32_t read_value(const Tables& t, Lane& s, int x) {
@@ -119,22 +123,51 @@ inline std::uint32_t read_value(const Tables& t, Lane& s, int x) {
   return tok < 16 ? std::uint32_t(tok) : ((2u | std::uint32_t(tok & 1)) << raw_bits) | raw;
 }
 
+// Zero runs (kRunMode), as core::zero_run_step: a pixel continues a run,
+// or, unless the lane is blocked, starts one (a run length read in the run
+// context) when W's, N's and NW's codes are all zero; a run's pixels read
+// nothing and have code 0.
+inline bool scalar_run_step(const Tables& t, Lane& s, const std::int32_t* up, int c) {
+  if (s.run_left > 0) {
+    if (--s.run_left == 0) s.blocked = true;
+    return true;
+  }
+  if (s.blocked) {
+    s.blocked = false;
+    return false;
+  }
+  int any = 0;
+  for (int p = 0; p < kPlanes; ++p) any |= s.uw[p] | up[c * kPlanes + p] | up[(c - 1) * kPlanes + p];
+  if (any != 0) return false;
+  const int run = int(read_value(t, s, kRunContext));
+  ++s.run_reads;
+  if (run == 0) return false;
+  s.run_left = run - 1;
+  if (s.run_left == 0) s.blocked = true;
+  return true;
+}
+
 // Pixel c of row r: W is the lane's own last code, N and NW the row above's
 // (zeros above row 0 and left of column 0).
+template <bool kRunMode>
 inline void scalar_pixel(const Tables& t, Lane& s, const std::int32_t* up, std::int32_t* row, int c) {
+  const bool zero = kRunMode && scalar_run_step(t, s, up, c);
   for (int p = 0; p < kPlanes; ++p) {
     const int un = up[c * kPlanes + p], unw = up[(c - 1) * kPlanes + p];
     const int a = std::min(s.uw[p] + un + (unw >> 1), kActivity - 1);
     const int x = p * kGroups + t.group_of[p][a];
-    const std::int32_t u = std::int32_t(read_value(t, s, x));
+    const std::int32_t u = zero ? 0 : std::int32_t(read_value(t, s, x));
     row[std::size_t(c) * kPlanes + std::size_t(p)] = u;
     s.uw[p] = u;
   }
+  if (!zero) s.blocked = false;
 }
 
-// Returns the stream bytes the tile's rows consumed. Built for x86-64-v3 as
+// Returns the stream bytes the tile's rows consumed; adds the run lengths read to `run_reads`. Built for x86-64-v3 as
 // the decoder's row loops are (their target_clones copy).
-__attribute__((noinline, target("arch=x86-64-v3"))) std::size_t scalar_tile(const Tables& t, const std::uint8_t* streams, std::int32_t* codes) {
+template <bool kRunMode>
+__attribute__((noinline, target("arch=x86-64-v3"))) std::size_t scalar_tile(const Tables& t, const std::uint8_t* streams, std::int32_t* codes,
+                                                                                   std::size_t& run_reads) {
   std::size_t consumed = 0;
   for (int r = 0; r < kRows; r += 2) {
     Lane a{initial_state(streams + std::size_t(r) * kStreamBytes), streams + std::size_t(r) * kStreamBytes + 4, {}};
@@ -142,12 +175,13 @@ __attribute__((noinline, target("arch=x86-64-v3"))) std::size_t scalar_tile(cons
     const std::int32_t* up = codes + at(r - 1, 0, 0);
     std::int32_t* row0 = codes + at(r, 0, 0);
     std::int32_t* row1 = codes + at(r + 1, 0, 0);
-    scalar_pixel(t, a, up, row0, 0);
+    scalar_pixel<kRunMode>(t, a, up, row0, 0);
     for (int c = 1; c < kCols; ++c) {
-      scalar_pixel(t, a, up, row0, c);
-      scalar_pixel(t, b, row0, row1, c - 1);
+      scalar_pixel<kRunMode>(t, a, up, row0, c);
+      scalar_pixel<kRunMode>(t, b, row0, row1, c - 1);
     }
-    scalar_pixel(t, b, row0, row1, kCols - 1);
+    scalar_pixel<kRunMode>(t, b, row0, row1, kCols - 1);
+    run_reads += std::size_t(a.run_reads + b.run_reads);
     consumed += std::size_t(a.q - (streams + std::size_t(r) * kStreamBytes)) +
                 std::size_t(b.q - (streams + std::size_t(r + 1) * kStreamBytes));
   }
@@ -161,6 +195,8 @@ __attribute__((noinline, target("arch=x86-64-v3"))) std::size_t scalar_tile(cons
 // 16 rows' state: lane i is row r0 + i, one column behind lane i - 1.
 struct SimdRows {
   __m512i ans, q;              // rANS states; next unit as a byte offset from the streams
+  __m512i run_left;            // zero runs: pixels left
+  __mmask16 blocked;
   __m512i w[kPlanes];          // each lane's last code (W)
   __m512i w_prev[kPlanes];     // the step before's (the lane below's NW)
 };
@@ -185,14 +221,10 @@ L3_AVX512 void fill_entries(const Tables& t, Entries& out) {
     }
 }
 
-// The value of plane p for the active lanes of `R`, given their N and NW.
+// A value in context x (per lane) for the active lanes of `R` (others: 0).
 template <bool kEntries>
-L3_AVX512 inline __m512i simd_value(const Tables& t, const Entries& en, const SimdConsts& k, const std::uint8_t* streams,
-                                    SimdRows& R, __mmask16 active, int p, __m512i n, __m512i nw) {
-  __m512i a = _mm512_add_epi32(_mm512_add_epi32(R.w[p], n), _mm512_srai_epi32(nw, 1));
-  a = _mm512_min_epi32(a, k.clamp);
-  const __m512i group = _mm512_permutex2var_epi32(k.group[p][0], a, k.group[p][1]);
-  const __m512i x = _mm512_add_epi32(group, _mm512_set1_epi32(p * kGroups));
+L3_AVX512 inline __m512i simd_read(const Tables& t, const Entries& en, const SimdConsts& k, const std::uint8_t* streams,
+                                   SimdRows& R, __mmask16 active, __m512i x) {
   const __m512i slot = _mm512_and_si512(R.ans, k.slot_mask);
   __m512i tok, st;
   if constexpr (kEntries) {
@@ -226,6 +258,43 @@ L3_AVX512 inline __m512i simd_value(const Tables& t, const Entries& en, const Si
   return _mm512_maskz_or_epi32(active, _mm512_permutex2var_epi32(k.base_lo, tok, k.base_hi), raw);
 }
 
+// The value of plane p for the active lanes of `R`, given their N and NW.
+template <bool kEntries>
+L3_AVX512 inline __m512i simd_value(const Tables& t, const Entries& en, const SimdConsts& k, const std::uint8_t* streams,
+                                    SimdRows& R, __mmask16 active, int p, __m512i n, __m512i nw) {
+  __m512i a = _mm512_add_epi32(_mm512_add_epi32(R.w[p], n), _mm512_srai_epi32(nw, 1));
+  a = _mm512_min_epi32(a, k.clamp);
+  const __m512i group = _mm512_permutex2var_epi32(k.group[p][0], a, k.group[p][1]);
+  const __m512i x = _mm512_add_epi32(group, _mm512_set1_epi32(p * kGroups));
+  return simd_read<kEntries>(t, en, k, streams, R, active, x);
+}
+
+// scalar_run_step for the active lanes of `R`: returns the lanes whose pixel
+// is in a run. The run length read happens only when a lane needs one.
+template <bool kEntries>
+L3_AVX512 inline __mmask16 simd_run_step(const Tables& t, const Entries& en, const SimdConsts& k,
+                                         const std::uint8_t* streams, SimdRows& R, __mmask16 active, const __m512i* n,
+                                         const __m512i* nw) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __mmask16 running = _mm512_mask_cmpgt_epi32_mask(active, R.run_left, zero);
+  R.run_left = _mm512_mask_sub_epi32(R.run_left, running, R.run_left, k.one);
+  const __mmask16 run_ends = _mm512_mask_cmpeq_epi32_mask(running, R.run_left, zero);
+  const __mmask16 unblocked = active & ~running & R.blocked;
+  R.blocked = (R.blocked & ~unblocked) | run_ends;
+  __m512i any = zero;
+  for (int p = 0; p < kPlanes; ++p) any = _mm512_or_si512(any, _mm512_or_si512(R.w[p], _mm512_or_si512(n[p], nw[p])));
+  const __mmask16 starts = _mm512_mask_cmpeq_epi32_mask(active & ~running & ~unblocked, any, zero);
+  __mmask16 in_run = running;
+  if (starts) {
+    const __m512i run = simd_read<kEntries>(t, en, k, streams, R, starts, _mm512_set1_epi32(kRunContext));
+    const __mmask16 begun = _mm512_mask_cmpneq_epi32_mask(starts, run, zero);
+    R.run_left = _mm512_mask_sub_epi32(R.run_left, begun, run, k.one);
+    R.blocked |= _mm512_mask_cmpeq_epi32_mask(begun, R.run_left, zero);
+    in_run |= begun;
+  }
+  return in_run;
+}
+
 L3_AVX512 void simd_rows_init(SimdRows& R, const std::uint8_t* streams, int r0) {
   alignas(64) std::int32_t q0[16];
   alignas(64) std::uint32_t s0[16];
@@ -235,6 +304,8 @@ L3_AVX512 void simd_rows_init(SimdRows& R, const std::uint8_t* streams, int r0) 
   }
   R.ans = _mm512_load_si512(s0);
   R.q = _mm512_load_si512(q0);
+  R.run_left = _mm512_setzero_si512();
+  R.blocked = 0;
   for (int p = 0; p < kPlanes; ++p) R.w[p] = R.w_prev[p] = _mm512_setzero_si512();
 }
 
@@ -243,7 +314,7 @@ L3_AVX512 void simd_rows_init(SimdRows& R, const std::uint8_t* streams, int r0) 
 // a step, and every neighbour is in a register: A's lane 0 has zeros above
 // (the tile's first row), B's lane 0 takes A's lane 15. `diag` receives the
 // codes by step ([step][plane][32 rows]); they are then written by row.
-template <bool kEntries>
+template <bool kRunMode, bool kEntries>
 L3_AVX512 __attribute__((noinline)) void simd_tile(const Tables& t, Entries& en, const std::uint8_t* streams,
                                                   std::int32_t* codes, std::int32_t* diag) {
   if constexpr (kEntries) fill_entries(t, en);
@@ -276,13 +347,21 @@ L3_AVX512 __attribute__((noinline)) void simd_tile(const Tables& t, Entries& en,
     const __m512i zero = _mm512_setzero_si512(), cols = _mm512_set1_epi32(kCols);
     const __mmask16 active_a = _mm512_cmpge_epi32_mask(col_a, zero) & _mm512_cmplt_epi32_mask(col_a, cols);
     const __mmask16 active_b = _mm512_cmpge_epi32_mask(col_b, zero) & _mm512_cmplt_epi32_mask(col_b, cols);
+    __m512i n_a[kPlanes], nw_a[kPlanes], n_b[kPlanes], nw_b[kPlanes];
     for (int p = 0; p < kPlanes; ++p) {
-      const __m512i n_a = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w[p]);
-      const __m512i nw_a = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w_prev[p]);
-      const __m512i n_b = _mm512_permutex2var_epi32(A.w[p], shift_b, B.w[p]);
-      const __m512i nw_b = _mm512_permutex2var_epi32(A.w_prev[p], shift_b, B.w_prev[p]);
-      const __m512i va = simd_value<kEntries>(t, en, k, streams, A, active_a, p, n_a, nw_a);
-      const __m512i vb = simd_value<kEntries>(t, en, k, streams, B, active_b, p, n_b, nw_b);
+      n_a[p] = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w[p]);
+      nw_a[p] = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w_prev[p]);
+      n_b[p] = _mm512_permutex2var_epi32(A.w[p], shift_b, B.w[p]);
+      nw_b[p] = _mm512_permutex2var_epi32(A.w_prev[p], shift_b, B.w_prev[p]);
+    }
+    __mmask16 read_a = active_a, read_b = active_b;  // lanes not in a zero run
+    if constexpr (kRunMode) {
+      read_a = __mmask16(read_a & ~simd_run_step<kEntries>(t, en, k, streams, A, active_a, n_a, nw_a));
+      read_b = __mmask16(read_b & ~simd_run_step<kEntries>(t, en, k, streams, B, active_b, n_b, nw_b));
+    }
+    for (int p = 0; p < kPlanes; ++p) {
+      const __m512i va = simd_value<kEntries>(t, en, k, streams, A, read_a, p, n_a[p], nw_a[p]);
+      const __m512i vb = simd_value<kEntries>(t, en, k, streams, B, read_b, p, n_b[p], nw_b[p]);
       A.w_prev[p] = A.w[p];
       B.w_prev[p] = B.w[p];
       // Lanes before their column 0 keep 0 (W and NW there are 0).
@@ -291,6 +370,10 @@ L3_AVX512 __attribute__((noinline)) void simd_tile(const Tables& t, Entries& en,
       std::int32_t* d = diag + (std::size_t(s) * kPlanes + std::size_t(p)) * 32;
       _mm512_store_si512(d, va);
       _mm512_store_si512(d + 16, vb);
+    }
+    if constexpr (kRunMode) {  // a pixel outside a run unblocks its lane
+      A.blocked &= ~read_a;
+      B.blocked &= ~read_b;
     }
   }
   // By row (a pass 2 across the lanes would read the diagonals as they are).
@@ -308,43 +391,27 @@ double thread_seconds() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const int tiles = argc > 1 ? std::atoi(argv[1]) : 64;
-  const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
-  // Token frequencies fall by this ratio per token in group 0 (0.12 more per
-  // group): lower is more skewed, fewer stream bits per value.
-  const double flatness = argc > 3 ? std::atof(argv[3]) : 0.35;
-  if (tiles < 1 || rounds < 1 || !(flatness > 0.05 && flatness < 0.6)) {
-    std::fprintf(stderr, "usage: simd_rows_probe [TILES [ROUNDS [FLATNESS in (0.05, 0.6)]]]\n");
-    return 2;
-  }
-  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq")) {
-    std::fprintf(stderr, "simd_rows_probe: this CPU has no AVX-512 (F, BW, VL, DQ): nothing measured\n");
-    return 1;
-  }
-  std::mt19937 rng(12);
-  std::vector<Tables> tables(static_cast<std::size_t>(tiles));
-  std::vector<std::uint8_t> streams(std::size_t(tiles) * kRows * kStreamBytes);
-  for (auto& t : tables) make_tables(t, rng, flatness);
-  for (auto& b : streams) b = std::uint8_t(rng());
+// One mode's check and timing; 0 when every variant's codes equal the scalar side's.
+template <bool kRunMode>
+int measure(int tiles, int rounds, const std::vector<Tables>& tables, const std::vector<std::uint8_t>& streams) {
   const std::size_t tile_codes = kTileCodes;
   std::vector<std::int32_t> a(tile_codes * std::size_t(tiles)), b(a.size());
   std::vector<std::int32_t> diag_store(std::size_t(kCols + kRows) * kPlanes * 32 + 16);
   std::int32_t* diag = reinterpret_cast<std::int32_t*>((reinterpret_cast<std::uintptr_t>(diag_store.data()) + 63) & ~std::uintptr_t(63));
-  std::size_t consumed = 0;
+  std::size_t consumed = 0, run_reads = 0;
   auto run_scalar = [&] {
     consumed = 0;
+    run_reads = 0;
     for (int i = 0; i < tiles; ++i)
-      consumed += scalar_tile(tables[std::size_t(i)], streams.data() + std::size_t(i) * kRows * kStreamBytes, a.data() + tile_codes * std::size_t(i));
+      consumed += scalar_tile<kRunMode>(tables[std::size_t(i)], streams.data() + std::size_t(i) * kRows * kStreamBytes, a.data() + tile_codes * std::size_t(i), run_reads);
   };
   std::vector<Entries> entries(1);
   auto run_simd = [&](bool with_entries) {
     for (int i = 0; i < tiles; ++i) {
       const std::uint8_t* tile_streams = streams.data() + std::size_t(i) * kRows * kStreamBytes;
       std::int32_t* out = b.data() + tile_codes * std::size_t(i);
-      if (with_entries) simd_tile<true>(tables[std::size_t(i)], entries[0], tile_streams, out, diag);
-      else simd_tile<false>(tables[std::size_t(i)], entries[0], tile_streams, out, diag);
+      if (with_entries) simd_tile<kRunMode, true>(tables[std::size_t(i)], entries[0], tile_streams, out, diag);
+      else simd_tile<kRunMode, false>(tables[std::size_t(i)], entries[0], tile_streams, out, diag);
     }
   };
   run_scalar();
@@ -374,13 +441,43 @@ int main(int argc, char** argv) {
     best_entries = std::min(best_entries, thread_seconds() - t0);
   }
   const double values = double(kRows) * kCols * kPlanes * tiles;
-  std::printf("tiles %d (256x32, 3 planes), %.0f values, %.2f stream bits per value, codes equal (sum %llu)\n",
-              tiles, values, double(consumed) * 8 / values, static_cast<unsigned long long>(sum));
-  std::printf("scalar pair loop  %.3f ms  %.2f ns/value\n", best_scalar * 1e3, best_scalar * 1e9 / values);
-  std::printf("simd 32 lanes     %.3f ms  %.2f ns/value\n", best_simd * 1e3, best_simd * 1e9 / values);
-  std::printf("simd 32 lanes, one gather for token and frequency (tables filled per tile)  %.3f ms  %.2f ns/value\n",
+  std::size_t zeros = 0;
+  for (std::int32_t v : a) zeros += v == 0;
+  zeros -= kTileCodes - std::size_t(kRows) * kCols * kPlanes;  // the padding
+  std::printf("%s: tiles %d (256x32, 3 planes), %.0f samples (%.1f%% zero), %.1f run lengths read per 1000 pixels, "
+              "%.2f stream bits per sample, codes equal (sum %llu)\n",
+              kRunMode ? "zero runs on" : "zero runs off", tiles, values, 100.0 * double(zeros) / values,
+              1000.0 * double(run_reads) * kPlanes / values,
+              double(consumed) * 8 / values, static_cast<unsigned long long>(sum));
+  std::printf("scalar pair loop  %.3f ms  %.2f ns/sample\n", best_scalar * 1e3, best_scalar * 1e9 / values);
+  std::printf("simd 32 lanes     %.3f ms  %.2f ns/sample\n", best_simd * 1e3, best_simd * 1e9 / values);
+  std::printf("simd 32 lanes, one gather for token and frequency (tables filled per tile)  %.3f ms  %.2f ns/sample\n",
               best_entries * 1e3, best_entries * 1e9 / values);
   std::printf("simd / scalar speed: %.2fx; with the one-gather tables %.2fx\n", best_scalar / best_simd,
               best_scalar / best_entries);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  const int tiles = argc > 1 ? std::atoi(argv[1]) : 64;
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 7;
+  // Token frequencies fall by this ratio per token in group 0 (0.12 more per
+  // group): lower is more skewed, fewer stream bits per value.
+  const double flatness = argc > 3 ? std::atof(argv[3]) : 0.35;
+  if (tiles < 1 || rounds < 1 || !(flatness > 0.05 && flatness < 0.6)) {
+    std::fprintf(stderr, "usage: simd_rows_probe [TILES [ROUNDS [FLATNESS in (0.05, 0.6)]]]\n");
+    return 2;
+  }
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq")) {
+    std::fprintf(stderr, "simd_rows_probe: this CPU has no AVX-512 (F, BW, VL, DQ): nothing measured\n");
+    return 1;
+  }
+  std::mt19937 rng(12);
+  std::vector<Tables> tables(static_cast<std::size_t>(tiles));
+  std::vector<std::uint8_t> streams(std::size_t(tiles) * kRows * kStreamBytes);
+  for (auto& t : tables) make_tables(t, rng, flatness);
+  for (auto& b : streams) b = std::uint8_t(rng());
+  const int status = measure<false>(tiles, rounds, tables, streams);
+  return status != 0 ? status : measure<true>(tiles, rounds, tables, streams);
 }
