@@ -2,6 +2,8 @@
 # the GPU suite (label gpu). Without a CUDA device the GPU suite prints
 # L3_GPU_SKIPPED and ctest reports it as skipped.
 l3_add_test(test_cuda_emu test_cuda_emu.cpp LIBS l3_cuda_emu l3_codec l3_imageio LABELS cuda)
+add_test(NAME test_cuda_emu_scalar COMMAND test_cuda_emu --no-intro=true)
+set_tests_properties(test_cuda_emu_scalar PROPERTIES ENVIRONMENT L3_FORCE_SCALAR=1 LABELS cuda)
 l3_add_test(test_cuda_emu_other_shape test_cuda_emu.cpp LIBS l3_cuda_emu_other_shape l3_codec l3_imageio LABELS cuda)
 
 if(L3_HAVE_CUDA AND TARGET l3_cuda)

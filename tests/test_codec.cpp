@@ -2,6 +2,7 @@
 // random and structured images of every layout and many sizes, real photos,
 // region decode, threading, determinism, the spec's test vectors, caller
 // errors, limits, and corrupt input (never a crash; ASan checks bounds in CI).
+#include <cstdlib>
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -665,6 +666,19 @@ TEST_CASE("spec/vectors/codec: valid vectors decode to their pixels, invalid one
   }
   CHECK(valid >= 8);
   CHECK(invalid >= 30);
+}
+
+TEST_CASE("cpu_decode_path: avx512 on a CPU with AVX-512 unless L3_FORCE_SCALAR is set, else scalar") {
+  const std::string path = l3::cpu_decode_path();
+  bool avx512 = false;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#endif
+  const char* force = std::getenv("L3_FORCE_SCALAR");
+  if (force != nullptr && std::string(force) != "0") avx512 = false;
+  MESSAGE("cpu_decode_path: " << path);
+  CHECK(path == (avx512 ? "avx512" : "scalar"));
 }
 
 TEST_CASE("caller errors") {

@@ -493,6 +493,53 @@ TEST_CASE("corrupted streams: same status as l3::decode, never out of bounds") {
   }
 }
 
+TEST_CASE("whole 256x32 RGB entropy-coded tiles (the CPU decoder's AVX-512 lanes): same pixels and status as the emulation") {
+  // l3::decode takes decode_ans_lanes.hpp's pass 1 for these tiles where
+  // l3::cpu_decode_path() is "avx512" (ctest runs this suite again with
+  // L3_FORCE_SCALAR=1 for the pair loop). Width and height leave partial
+  // tiles at the right and bottom, which take the pair loop either way.
+  MESSAGE("cpu_decode_path: " << std::string(l3::cpu_decode_path()));
+  std::vector<std::vector<std::uint8_t>> bases;
+  int ans_streams = 0;
+  for (int kind = 1; kind < 6; ++kind) {
+    const Img im = with_rare_noise(structured_image(kind, 520, 70, 3), 7, 30);
+    const auto e = enc(im, 256, 32, 2);
+    ans_streams += l3::read_info(e).version >= 3;
+    check_same(e, "kind " + std::to_string(kind) + " with noise " + shape(im, 256, 32));
+    bases.push_back(e);
+  }
+  CHECK(ans_streams >= 4);
+  std::mt19937 rng(77);
+  l3::DecodeOptions dopt;
+  dopt.verify_checksum = false;  // let the damage reach the tiles
+  l3::cuda::BatchOptions bopt;
+  bopt.verify_checksum = false;
+  int rejected = 0, total = 0;
+  for (const auto& base : bases)
+    for (int k = 0; k < 40; ++k) {
+      auto e = base;
+      for (int f = 0; f < 1 + k % 3; ++f) {
+        const std::size_t at = std::uniform_int_distribution<std::size_t>(std::min<std::size_t>(e.size() - 1, 200), e.size() - 1)(rng);
+        e[at] ^= std::uint8_t(1u << std::uniform_int_distribution<int>(0, 7)(rng));
+      }
+      ++total;
+      l3::errc want = l3::errc::ok;
+      Pixels ref;
+      try {
+        ref = l3::decode(e, nullptr, dopt);
+      } catch (const l3::Error& ex) {
+        want = ex.code();
+      }
+      rejected += want != l3::errc::ok;
+      l3::cuda::HostImage h{e, std::nullopt};
+      const emu::BatchOutput out = emu::decode_batch(std::span<const l3::cuda::HostImage>(&h, 1), bopt);
+      CHECK(static_cast<int>(out.slots[0].status) == static_cast<int>(want));
+      if (want == l3::errc::ok) CHECK(out.pixels == ref);
+    }
+  MESSAGE(rejected << " of " << total << " damaged streams rejected");
+  CHECK(rejected > total / 2);
+}
+
 // The GPU's refill (l3::core::load_be64_words) runs only on the device; its
 // host build is the same arithmetic (3 aligned words, 2 funnel shifts at
 // every alignment), checked here against byte loads at every alignment, up to

@@ -35,6 +35,11 @@ struct AnsSlots {
 // This thread's table, filled for tile `t`.
 const AnsSlots& ans_slots(const core::CodedTileParams& t);
 
+// Whether whole 3-plane entropy-coded tiles decode their pass 1 across
+// AVX-512 lanes (decode_ans_lanes.hpp): the CPU has AVX-512 F/BW/VL/DQ and
+// L3_FORCE_SCALAR is unset or "0". Decided once.
+bool decode_lanes_enabled();
+
 // Decodes parsed coded tile `t` (CH coded planes: 1 in a palette tile) into
 // `o`; returns a core::Status. read_end: where the readable bytes around the
 // tile end (the encoded stream's end): the row loops' refills may load up to

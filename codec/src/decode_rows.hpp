@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "decode_ans_lanes.hpp"
 #include "decode_codes.hpp"
 
 namespace l3 {
@@ -223,7 +224,22 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   const bool full = o.x1 == t.width && o.y1 == t.height;
   bool constant_planes = false;
   for (int p = 0; p < CH; ++p) constant_planes |= t.plane[p].constant;
-  const AnsSlots* slots = t.ans ? &ans_slots(t) : nullptr;
+  // Pass 1 of a whole 3-plane entropy-coded tile across AVX-512 lanes where
+  // it applies (decode_ans_lanes.hpp): then lane_rows holds every row's
+  // codes and tile_lanes their lanes, and the groups below run pass 2 only.
+  LaneState tile_lanes[core::kMaxTileHeight];
+  CodeRow<CH>* lane_rows = nullptr;
+  if constexpr (CH == 3) {
+    if (t.ans && full && t.height == int(core::kMaxTileHeight)) {
+      for (int r = 0; r < t.height; ++r) core::lane_begin(tile_lanes[r], tile, t, r);
+      if (ans_lanes_eligible<CH>(t, tile_lanes, read_end, full)) {
+        LaneScratch& scratch = lane_scratch();
+        ans_lanes_codes(tile, t, tile_lanes, scratch);
+        lane_rows = scratch.rows;
+      }
+    }
+  }
+  const AnsSlots* slots = t.ans && !lane_rows ? &ans_slots(t) : nullptr;
   std::uint32_t palette[core::kMaxPalette];
   if constexpr (CH == 1)
     for (std::uint32_t i = 0; i < t.palette_size; ++i)
@@ -232,9 +248,13 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
     const int g = std::min(kGroupRows, o.y1 - r0);
     // Pass 1: row by row, or by pairs in entropy-coded tiles; zero rows
     // (spec §4.3) as zeros.
-    LaneState lane[kGroupRows];
-    for (int i = 0; i < g; ++i) core::lane_begin(lane[i], tile, t, r0 + i);
-    if (t.ans) {
+    LaneState group_lanes[kGroupRows];
+    LaneState* lane = lane_rows ? tile_lanes + r0 : group_lanes;
+    if (!lane_rows)
+      for (int i = 0; i < g; ++i) core::lane_begin(lane[i], tile, t, r0 + i);
+    if (lane_rows) {
+      // Decoded above.
+    } else if (t.ans) {
       for (int i = 0; i < g; i += 2) {
         // rows: the row above the pair (the previous group's last row at i = 0), then the pair's.
         CodeRow<CH>* rows[3] = {&code[(i + kGroupRows - 1) % kGroupRows], &code[i], &code[i + 1 < g ? i + 1 : i]};
@@ -252,7 +272,7 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
     // Pass 2, the group's rows in lockstep.
     CodeRow<CH>* codes[kGroupRows];
     V4* vals[kGroupRows + 1];  // vals[i]: row r0 + i - 1, from column -1
-    for (int i = 0; i < g; ++i) codes[i] = &code[i];
+    for (int i = 0; i < g; ++i) codes[i] = lane_rows ? &lane_rows[r0 + i] : &code[i];
     for (int i = 0; i <= g; ++i) vals[i] = val[(r0 + i) % kRing] + 1;
     const bool first = r0 == 0;
     if (kGroupRows >= 4 && g == 4) reconstruct_group<CH, kPred, 4>(k, first, codes, vals, o.x1);

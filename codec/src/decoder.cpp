@@ -6,6 +6,7 @@
 // decoder runs the same core as a wavefront.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -28,6 +29,20 @@ struct UnusedSlots {
   UnusedSlots() { std::memset(token, core::kAnsCumSize - 2, sizeof token); }
 };
 }  // namespace
+
+bool decode_lanes_enabled() {
+  static const bool enabled = [] {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    const char* force = std::getenv("L3_FORCE_SCALAR");
+    if (force != nullptr && std::strcmp(force, "0") != 0) return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#else
+    return false;
+#endif
+  }();
+  return enabled;
+}
 
 const AnsSlots& ans_slots(const core::CodedTileParams& t) {
   static const UnusedSlots unused;
@@ -190,5 +205,7 @@ void decode_region(std::span<const std::uint8_t> encoded, const Rect& region, co
   check_output(out, region.width, region.height, img.info.channels);
   decode_into(img, region, out, options);
 }
+
+const char* cpu_decode_path() { return detail::decode_lanes_enabled() ? "avx512" : "scalar"; }
 
 }  // namespace l3

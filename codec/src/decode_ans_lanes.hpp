@@ -1,0 +1,327 @@
+// The CPU decoder's pass 1 for whole 3-plane entropy-coded tiles across
+// AVX-512 lanes (spec/codec.md §7.4, §8; measured in §12 and
+// bench/simd_rows_probe.cpp): the tile's 32 rows in the 16 lanes of two
+// registers, row i one column behind row i - 1 (§8's wavefront), so that N
+// and NW are the last two steps' codes shifted by one lane; each value is
+// one gather of a 32-bit slot entry (slot - F, f and the token) and one of
+// the row's next two 16-bit units. The same values as ans_decode_codes
+// (decode_codes.hpp), lane state included: the rows' end checks (§7.3) and
+// errors stay the caller's. Included by decode_rows.hpp; used where
+// ans_lanes_eligible says, else the scalar pair loop runs.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "decode_codes.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define L3_HAVE_ANS_LANES 1
+#include <immintrin.h>
+#else
+#define L3_HAVE_ANS_LANES 0
+#endif
+
+namespace l3 {
+namespace {  // internal linkage: see decode_codes.hpp
+
+#if L3_HAVE_ANS_LANES
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), which
+// -Wuninitialized reports inside them (a known false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#define L3_ANS_LANES_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+inline constexpr int kLaneRows = 32;                   // a whole tile: two registers of 16
+inline constexpr int kLaneCols = 1 << core::kMaxTileWidthLog2;
+inline constexpr int kLaneSteps = kLaneCols + kLaneRows - 1;
+
+// Whether the lanes decode this tile's pass 1: a full 256 x 32 decode of a
+// 3-plane entropy-coded tile without constant planes or zero rows, every
+// row starting kRowReach bytes before read_end (no load needs a bounds
+// test), with detail::decode_lanes_enabled(). Other tiles take the pair loop.
+template <int CH>
+bool ans_lanes_eligible(const CodedTileParams& t, const LaneState* lanes, const std::uint8_t* read_end, bool full) {
+  if (CH != 3 || !t.ans || !full || t.width != kLaneCols || t.height != kLaneRows || !detail::decode_lanes_enabled())
+    return false;
+  for (int p = 0; p < CH; ++p)
+    if (t.plane[p].constant) return false;
+  for (int r = 0; r < kLaneRows; ++r)
+    if (core::is_zero_row(t, r) || read_end - lanes[r].br.p < kRowReach<CH>) return false;
+  return true;
+}
+
+// Per context and slot: slot - F[token] (bits 0-11), the token's frequency
+// (12-24, 4096 at most) and the token (25-29); 0 in an unused context
+// (frequency 0: an error, as in ans_read_units).
+struct AnsEntries {
+  alignas(64) std::uint32_t e[core::kAnsContexts][core::kAnsTotal];
+};
+
+// The contexts of 3 planes and the run context (the others are never read).
+L3_ANS_LANES_TARGET inline void fill_ans_entries(const CodedTileParams& t, AnsEntries& out) {
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int x = 0; x < core::kAnsContexts; ++x) {
+    if (x >= 3 * core::kAnsGroups && x != core::kAnsRunContext) continue;
+    const std::uint16_t* cum = t.ans_cum[x];
+    std::uint32_t* e = out.e[x];
+    if (cum[core::kAnsCumSize - 1] == 0) {
+      std::memset(e, 0, sizeof out.e[x]);
+      continue;
+    }
+    for (int k = 0; k < core::kAnsTokens; ++k) {
+      const std::uint32_t lo = cum[k], f = std::uint32_t(cum[k + 1]) - lo;
+      // slot - F, f and k for the slots [lo, lo + f), 16 at a time.
+      __m512i v = _mm512_add_epi32(_mm512_set1_epi32(int((f << 12) | (std::uint32_t(k) << 25))), iota);
+      for (std::uint32_t j = 0; j < f; j += 16) {
+        const __mmask16 m = f - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (f - j)) - 1);
+        _mm512_mask_storeu_epi32(e + lo + j, m, v);
+        v = _mm512_add_epi32(v, _mm512_set1_epi32(16));
+      }
+    }
+  }
+}
+
+// A thread's buffers for the lanes (about 550 KB, on the heap: they would
+// swell every thread's static TLS block).
+struct LaneScratch {
+  AnsEntries entries;
+  alignas(64) std::int32_t diag[kLaneSteps][3][kLaneRows];  // the codes by step: [step][plane][row]
+  CodeRow<3> rows[kLaneRows];                                // the codes by row, for pass 2
+};
+
+inline LaneScratch& lane_scratch() {
+  thread_local std::unique_ptr<LaneScratch> scratch;
+  if (!scratch) scratch.reset(new LaneScratch());  // zeros: the rows' padding lane stays 0
+  return *scratch;
+}
+
+// 16 rows' state.
+struct LaneRows {
+  __m512i ans, q;           // rANS states; the next unit, as a byte offset from the tile
+  __m512i run_left;         // zero runs (spec §6.4)
+  __mmask16 blocked, error;
+  __m512i w[3], w_prev[3];  // each row's last code (W) per plane, and the one before
+};
+
+struct LaneConsts {
+  __m512i raw_lo, raw_hi, base_lo, base_hi, bswap;
+};
+
+// ans_read_units for the lanes in `read`, in context x (per lane); 0 in the others.
+L3_ANS_LANES_TARGET inline __m512i lanes_read(const AnsEntries& en, const LaneConsts& k, const std::uint8_t* tile,
+                                             LaneRows& R, __mmask16 read, __m512i x) {
+  const __m512i low = _mm512_set1_epi32(int(core::kAnsLow)), one = _mm512_set1_epi32(1);
+  const __m512i slot = _mm512_and_si512(R.ans, _mm512_set1_epi32(int(core::kAnsTotal - 1)));
+  const __m512i at = _mm512_add_epi32(_mm512_slli_epi32(x, core::kAnsPrecisionBits), slot);
+  const __m512i e = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), read, at, &en.e[0][0], 4);
+  const __m512i tok = _mm512_srli_epi32(e, 25);
+  const __m512i f = _mm512_and_si512(_mm512_srli_epi32(e, 12), _mm512_set1_epi32(0x1fff));
+  R.error |= _mm512_mask_cmpeq_epi32_mask(read, f, _mm512_setzero_si512());
+  __m512i a = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(R.ans, core::kAnsPrecisionBits)),
+                               _mm512_and_si512(e, _mm512_set1_epi32(0xfff)));
+  // The two units at q, big-endian (ans_units): the first in the high half.
+  const __m512i units =
+      _mm512_shuffle_epi8(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), read, R.q, tile, 1), k.bswap);
+  const __mmask16 first = _mm512_mask_cmplt_epu32_mask(read, a, low);
+  a = _mm512_mask_or_epi32(a, first, _mm512_slli_epi32(a, 16), _mm512_srli_epi32(units, 16));
+  const __m512i raw_bits = _mm512_permutex2var_epi32(k.raw_lo, tok, k.raw_hi);
+  const __m512i raw = _mm512_and_si512(a, _mm512_sub_epi32(_mm512_sllv_epi32(one, raw_bits), one));
+  a = _mm512_srlv_epi32(a, raw_bits);
+  const __mmask16 second = _mm512_mask_cmplt_epu32_mask(read, a, low);
+  const __m512i next = _mm512_mask_and_epi32(_mm512_srli_epi32(units, 16), first, units, _mm512_set1_epi32(0xffff));
+  a = _mm512_mask_or_epi32(a, second, _mm512_slli_epi32(a, 16), next);
+  const __m512i two = _mm512_set1_epi32(2);
+  R.q = _mm512_mask_add_epi32(R.q, first, R.q, two);
+  R.q = _mm512_mask_add_epi32(R.q, second, R.q, two);
+  R.ans = _mm512_mask_mov_epi32(R.ans, read, a);
+  return _mm512_maskz_or_epi32(read, _mm512_permutex2var_epi32(k.base_lo, tok, k.base_hi), raw);
+}
+
+// core::zero_run_step for the active lanes: returns those whose pixel is in
+// a run. w, n, nw: the neighbours' codes after the edge rules.
+L3_ANS_LANES_TARGET inline __mmask16 lanes_run_step(const AnsEntries& en, const LaneConsts& k, const std::uint8_t* tile,
+                                                   LaneRows& R, __mmask16 active, __m512i col, const __m512i* w,
+                                                   const __m512i* n, const __m512i* nw) {
+  const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
+  const __mmask16 running = _mm512_mask_cmpgt_epi32_mask(active, R.run_left, zero);
+  R.run_left = _mm512_mask_sub_epi32(R.run_left, running, R.run_left, one);
+  const __mmask16 run_ends = _mm512_mask_cmpeq_epi32_mask(running, R.run_left, zero);
+  const __mmask16 unblocked = __mmask16(active & ~running & R.blocked);
+  R.blocked = __mmask16((R.blocked & ~unblocked) | run_ends);
+  __m512i any = zero;
+  for (int p = 0; p < 3; ++p) any = _mm512_or_si512(any, _mm512_or_si512(w[p], _mm512_or_si512(n[p], nw[p])));
+  const __mmask16 starts = _mm512_mask_cmpeq_epi32_mask(__mmask16(active & ~running & ~unblocked), any, zero);
+  __mmask16 in_run = running;
+  if (starts) {
+    const __m512i run = lanes_read(en, k, tile, R, starts, _mm512_set1_epi32(core::kAnsRunContext));
+    // A run longer than the rest of the row (spec §6.4).
+    R.error |= _mm512_mask_cmpgt_epi32_mask(starts, run, _mm512_sub_epi32(_mm512_set1_epi32(kLaneCols), col));
+    const __mmask16 begun = _mm512_mask_cmpneq_epi32_mask(starts, run, zero);
+    R.run_left = _mm512_mask_sub_epi32(R.run_left, begun, run, one);
+    R.blocked |= _mm512_mask_cmpeq_epi32_mask(begun, R.run_left, zero);
+    in_run |= begun;
+  }
+  return in_run;
+}
+
+L3_ANS_LANES_TARGET inline void lane_rows_begin(LaneRows& R, const LaneState* lanes, const std::uint8_t* tile) {
+  alignas(64) std::uint32_t ans[16];
+  alignas(64) std::int32_t q[16];
+  alignas(64) std::int32_t run_left[16];
+  __mmask16 blocked = 0, error = 0;
+  for (int i = 0; i < 16; ++i) {
+    const LaneState& s = lanes[i];
+    ans[i] = s.ans;
+    // The first unread byte: lane_begin read whole bytes (the 32-bit state).
+    q[i] = std::int32_t(s.br.p + s.br.past - (s.br.avail >> 3) - tile);
+    run_left[i] = s.run_left;
+    blocked = __mmask16(blocked | (int(s.blocked) << i));
+    error = __mmask16(error | (int(s.error) << i));
+  }
+  R.ans = _mm512_load_si512(ans);
+  R.q = _mm512_load_si512(q);
+  R.run_left = _mm512_load_si512(run_left);
+  R.blocked = blocked;
+  R.error = error;
+  for (int p = 0; p < 3; ++p) R.w[p] = R.w_prev[p] = _mm512_setzero_si512();
+}
+
+L3_ANS_LANES_TARGET inline void lane_rows_end(const LaneRows& R, LaneState* lanes, const std::uint8_t* tile) {
+  alignas(64) std::uint32_t ans[16];
+  alignas(64) std::int32_t q[16];
+  alignas(64) std::int32_t run_left[16];
+  _mm512_store_si512(ans, R.ans);
+  _mm512_store_si512(q, R.q);
+  _mm512_store_si512(run_left, R.run_left);
+  for (int i = 0; i < 16; ++i) {
+    LaneState& s = lanes[i];
+    s.ans = ans[i];
+    s.run_left = run_left[i];
+    s.blocked = (R.blocked >> i) & 1;
+    s.error = (R.error >> i) & 1;
+    // The bit reader where q stopped, empty, as ans_decode_codes leaves it.
+    s.br.init(tile + q[i], s.br.end);
+  }
+}
+
+// One step of 16 rows: the edge rules, the zero-run step, the three planes'
+// values; the codes go to out[p * kLaneRows + lane]. n_in, nw_in: the
+// codes of the row above each lane at its column and the one before.
+L3_ANS_LANES_TARGET inline void lanes_step(const AnsEntries& entries, const LaneConsts& k, const std::uint8_t* tile,
+                                          bool run_mode, LaneRows& R, __m512i col, const __m512i* n_in,
+                                          const __m512i* nw_in, bool first_rows, std::int32_t* out) {
+  const __m512i zero = _mm512_setzero_si512(), cols = _mm512_set1_epi32(kLaneCols);
+  const __m512i g1 = _mm512_set1_epi32(1), g4 = _mm512_set1_epi32(4), g16 = _mm512_set1_epi32(16);
+  const __mmask16 active = __mmask16(_mm512_cmpge_epi32_mask(col, zero) & _mm512_cmplt_epi32_mask(col, cols));
+  const __mmask16 col0 = _mm512_cmpeq_epi32_mask(col, zero);
+  __m512i w[3], n[3], nw[3];
+  for (int p = 0; p < 3; ++p) {
+    n[p] = n_in[p];
+    nw[p] = nw_in[p];
+    // The tile's first row (A's lane 0): N = NW = W (spec §6.3).
+    if (first_rows) {
+      n[p] = _mm512_mask_mov_epi32(n[p], 1, R.w[p]);
+      nw[p] = _mm512_mask_mov_epi32(nw[p], 1, R.w[p]);
+    }
+    // Column 0: W and NW are N's codes (column -1 copies column 0).
+    w[p] = _mm512_mask_mov_epi32(R.w[p], col0, n[p]);
+    nw[p] = _mm512_mask_mov_epi32(nw[p], col0, n[p]);
+  }
+  __mmask16 read = active;
+  if (run_mode) read = __mmask16(read & ~lanes_run_step(entries, k, tile, R, active, col, w, n, nw));
+  for (int p = 0; p < 3; ++p) {
+    // Activity u(W) + u(N) + u(NW) / 2 (spec §6.2), its bucket group (§4.5).
+    const __m512i a = _mm512_add_epi32(_mm512_add_epi32(w[p], n[p]), _mm512_srai_epi32(nw[p], 1));
+    __m512i x = _mm512_set1_epi32(p * core::kAnsGroups);
+    x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, g1), x, g1);
+    x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, g4), x, g1);
+    x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, g16), x, g1);
+    const __m512i v = lanes_read(entries, k, tile, R, read, x);
+    R.w_prev[p] = R.w[p];
+    // Lanes before their column 0 keep 0; after their last column, their last code.
+    R.w[p] = _mm512_mask_mov_epi32(R.w[p], active, v);
+    _mm512_store_si512(out + p * kLaneRows, v);
+  }
+}
+
+// Pass 1 of a tile that ans_lanes_eligible takes: the codes of its 32 rows
+// into x.rows (each with its column -1), the lanes' state as
+// ans_decode_codes leaves it. lanes: from core::lane_begin.
+L3_ANS_LANES_TARGET __attribute__((noinline)) inline void ans_lanes_codes(const std::uint8_t* tile,
+                                                                          const CodedTileParams& t, LaneState* lanes,
+                                                                          LaneScratch& x) {
+  AnsEntries& entries = x.entries;
+  auto& diag = x.diag;
+  CodeRow<3>* rows = x.rows;
+  fill_ans_entries(t, entries);
+  LaneConsts k;
+  alignas(64) std::int32_t raw[32] = {}, base[32] = {};
+  for (int i = 0; i < core::kAnsTokens; ++i) {
+    raw[i] = core::ans_raw_bits(i);
+    base[i] = std::int32_t(core::ans_value(i, 0));
+  }
+  k.raw_lo = _mm512_load_si512(raw);
+  k.raw_hi = _mm512_load_si512(raw + 16);
+  k.base_lo = _mm512_load_si512(base);
+  k.base_hi = _mm512_load_si512(base + 16);
+  // Each dword's bytes reversed.
+  k.bswap = _mm512_set4_epi32(0x0c0d0e0f, 0x08090a0b, 0x04050607, 0x00010203);
+  const __m512i lane_ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  // Lane i takes lane i - 1 of its register; B's lane 0 takes A's lane 15.
+  const __m512i shift_a = _mm512_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
+  const __m512i shift_b = _mm512_setr_epi32(15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30);
+  const __m512i g16 = _mm512_set1_epi32(16);
+  LaneRows A, B;
+  lane_rows_begin(A, lanes, tile);
+  lane_rows_begin(B, lanes + 16, tile);
+  for (int s = 0; s < kLaneSteps; ++s) {
+    const __m512i col_a = _mm512_sub_epi32(_mm512_set1_epi32(s), lane_ids);
+    const __m512i col_b = _mm512_sub_epi32(col_a, g16);
+    __m512i n_a[3], nw_a[3], n_b[3], nw_b[3];
+    for (int p = 0; p < 3; ++p) {
+      n_a[p] = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w[p]);
+      nw_a[p] = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w_prev[p]);
+      n_b[p] = _mm512_permutex2var_epi32(A.w[p], shift_b, B.w[p]);
+      nw_b[p] = _mm512_permutex2var_epi32(A.w_prev[p], shift_b, B.w_prev[p]);
+    }
+    lanes_step(entries, k, tile, t.run_mode, A, col_a, n_a, nw_a, true, &diag[s][0][0]);
+    lanes_step(entries, k, tile, t.run_mode, B, col_b, n_b, nw_b, false, &diag[s][0][16]);
+  }
+  lane_rows_end(A, lanes, tile);
+  lane_rows_end(B, lanes + 16, tile);
+  // By row, as pass 2 reads them.
+  for (int r = 0; r < kLaneRows; ++r) {
+    CodeRow<3>& row = rows[r];
+    for (int c = 0; c < kLaneCols; ++c)
+      for (int p = 0; p < 3; ++p) row.code[c + 1][p] = diag[c + r][p][r];
+    for (int p = 0; p < CodeRow<3>::CS; ++p) row.code[0][p] = row.code[1][p];
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#else  // no AVX-512 build: the pair loop only
+
+struct LaneScratch {
+  CodeRow<3> rows[32];
+};
+inline LaneScratch& lane_scratch() { __builtin_unreachable(); }
+template <int CH>
+bool ans_lanes_eligible(const CodedTileParams&, const LaneState*, const std::uint8_t*, bool) {
+  return false;
+}
+inline void ans_lanes_codes(const std::uint8_t*, const CodedTileParams&, LaneState*, LaneScratch&) {}
+
+#endif
+
+}  // namespace
+}  // namespace l3
