@@ -88,11 +88,10 @@ L3_ANS_LANES_TARGET inline void fill_ans_entries(const CodedTileParams& t, AnsEn
   }
 }
 
-// A thread's buffers for the lanes (about 550 KB, on the heap: they would
+// A thread's buffers for the lanes (about 440 KB, on the heap: they would
 // swell every thread's static TLS block).
 struct LaneScratch {
   AnsEntries entries;
-  alignas(64) std::int32_t diag[kLaneSteps][3][kLaneRows];  // the codes by step: [step][plane][row]
   CodeRow<3> rows[kLaneRows];                                // the codes by row, for pass 2
 };
 
@@ -211,12 +210,38 @@ L3_ANS_LANES_TARGET inline void lane_rows_end(const LaneRows& R, LaneState* lane
   }
 }
 
+// Stores the codes of 16 rows' pixels (one per lane, planes in v[0..2]) to
+// rows[lane].code[col + 1], as pass 2 reads them (the padding plane 0):
+// the planes interleaved in registers, then one 16-byte store per lane.
+L3_ANS_LANES_TARGET inline void store_pixels(CodeRow<3>* rows, int first_col, __mmask16 active, const __m512i* v) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(v[2], zero), t3 = _mm512_unpackhi_epi32(v[2], zero);
+  // Lane 4b + j's pixel is block b of px[j].
+  const __m512i px[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                         _mm512_unpackhi_epi64(t1, t3)};
+  alignas(64) __m128i blocks[16];
+  for (int j = 0; j < 4; ++j) {
+    blocks[j] = _mm512_castsi512_si128(px[j]);
+    blocks[4 + j] = _mm512_extracti32x4_epi32(px[j], 1);
+    blocks[8 + j] = _mm512_extracti32x4_epi32(px[j], 2);
+    blocks[12 + j] = _mm512_extracti32x4_epi32(px[j], 3);
+  }
+  // Lane i's column is first_col - i.
+  if (active == 0xffff) {
+    for (int i = 0; i < 16; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[i].code[first_col - i + 1]), blocks[i]);
+  } else {
+    for (int i = 0; i < 16; ++i)
+      if ((active >> i) & 1) _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[i].code[first_col - i + 1]), blocks[i]);
+  }
+}
+
 // One step of 16 rows: the edge rules, the zero-run step, the three planes'
-// values; the codes go to out[p * kLaneRows + lane]. n_in, nw_in: the
-// codes of the row above each lane at its column and the one before.
+// values, stored by store_pixels (lane 0's column: first_col). n_in, nw_in:
+// the codes of the row above each lane at its column and the one before.
 L3_ANS_LANES_TARGET inline void lanes_step(const AnsEntries& entries, const LaneConsts& k, const std::uint8_t* tile,
                                           bool run_mode, LaneRows& R, __m512i col, const __m512i* n_in,
-                                          const __m512i* nw_in, bool first_rows, std::int32_t* out) {
+                                          const __m512i* nw_in, bool first_rows, CodeRow<3>* rows, int first_col) {
   const __m512i zero = _mm512_setzero_si512(), cols = _mm512_set1_epi32(kLaneCols);
   const __m512i g1 = _mm512_set1_epi32(1), g4 = _mm512_set1_epi32(4), g16 = _mm512_set1_epi32(16);
   const __mmask16 active = __mmask16(_mm512_cmpge_epi32_mask(col, zero) & _mm512_cmplt_epi32_mask(col, cols));
@@ -236,6 +261,7 @@ L3_ANS_LANES_TARGET inline void lanes_step(const AnsEntries& entries, const Lane
   }
   __mmask16 read = active;
   if (run_mode) read = __mmask16(read & ~lanes_run_step(entries, k, tile, R, active, col, w, n, nw));
+  __m512i v[3];
   for (int p = 0; p < 3; ++p) {
     // Activity u(W) + u(N) + u(NW) / 2 (spec §6.2), its bucket group (§4.5).
     const __m512i a = _mm512_add_epi32(_mm512_add_epi32(w[p], n[p]), _mm512_srai_epi32(nw[p], 1));
@@ -243,12 +269,12 @@ L3_ANS_LANES_TARGET inline void lanes_step(const AnsEntries& entries, const Lane
     x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, g1), x, g1);
     x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, g4), x, g1);
     x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, g16), x, g1);
-    const __m512i v = lanes_read(entries, k, tile, R, read, x);
+    v[p] = lanes_read(entries, k, tile, R, read, x);
     R.w_prev[p] = R.w[p];
     // Lanes before their column 0 keep 0; after their last column, their last code.
-    R.w[p] = _mm512_mask_mov_epi32(R.w[p], active, v);
-    _mm512_store_si512(out + p * kLaneRows, v);
+    R.w[p] = _mm512_mask_mov_epi32(R.w[p], active, v[p]);
   }
+  if (active) store_pixels(rows, first_col, active, v);
 }
 
 // Pass 1 of a tile that ans_lanes_eligible takes: the codes of its 32 rows
@@ -258,7 +284,6 @@ L3_ANS_LANES_TARGET __attribute__((noinline)) inline void ans_lanes_codes(const 
                                                                           const CodedTileParams& t, LaneState* lanes,
                                                                           LaneScratch& x) {
   AnsEntries& entries = x.entries;
-  auto& diag = x.diag;
   CodeRow<3>* rows = x.rows;
   fill_ans_entries(t, entries);
   LaneConsts k;
@@ -291,18 +316,14 @@ L3_ANS_LANES_TARGET __attribute__((noinline)) inline void ans_lanes_codes(const 
       n_b[p] = _mm512_permutex2var_epi32(A.w[p], shift_b, B.w[p]);
       nw_b[p] = _mm512_permutex2var_epi32(A.w_prev[p], shift_b, B.w_prev[p]);
     }
-    lanes_step(entries, k, tile, t.run_mode, A, col_a, n_a, nw_a, true, &diag[s][0][0]);
-    lanes_step(entries, k, tile, t.run_mode, B, col_b, n_b, nw_b, false, &diag[s][0][16]);
+    lanes_step(entries, k, tile, t.run_mode, A, col_a, n_a, nw_a, true, rows, s);
+    lanes_step(entries, k, tile, t.run_mode, B, col_b, n_b, nw_b, false, rows + 16, s - 16);
   }
   lane_rows_end(A, lanes, tile);
   lane_rows_end(B, lanes + 16, tile);
-  // By row, as pass 2 reads them.
-  for (int r = 0; r < kLaneRows; ++r) {
-    CodeRow<3>& row = rows[r];
-    for (int c = 0; c < kLaneCols; ++c)
-      for (int p = 0; p < 3; ++p) row.code[c + 1][p] = diag[c + r][p][r];
-    for (int p = 0; p < CodeRow<3>::CS; ++p) row.code[0][p] = row.code[1][p];
-  }
+  // Column -1 of each row: a copy of column 0 (spec §6.3).
+  for (int r = 0; r < kLaneRows; ++r)
+    for (int p = 0; p < CodeRow<3>::CS; ++p) rows[r].code[0][p] = rows[r].code[1][p];
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
