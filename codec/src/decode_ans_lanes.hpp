@@ -38,21 +38,19 @@ namespace {  // internal linkage: see decode_codes.hpp
 
 #define L3_ANS_LANES_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 
-inline constexpr int kLaneRows = 32;                   // a whole tile: two registers of 16
-inline constexpr int kLaneCols = 1 << core::kMaxTileWidthLog2;
-inline constexpr int kLaneSteps = kLaneCols + kLaneRows - 1;
+inline constexpr int kLaneRows = 32;  // a tile's rows at most: two registers of 16
 
-// Whether the lanes decode this tile's pass 1: a full 256 x 32 decode of a
-// 3-plane entropy-coded tile without constant planes or zero rows, every
-// row starting kRowReach bytes before read_end (no load needs a bounds
-// test), with detail::decode_lanes_enabled(). Other tiles take the pair loop.
+// Whether the lanes decode pass 1 of rows [0, rows) of this tile: a
+// 3-plane entropy-coded tile without constant planes, no zero row among
+// them, each starting kRowReach bytes before read_end (no load needs a
+// bounds test), with detail::decode_lanes_enabled(). Other tiles take the
+// pair loop.
 template <int CH>
-bool ans_lanes_eligible(const CodedTileParams& t, const LaneState* lanes, const std::uint8_t* read_end, bool full) {
-  if (CH != 3 || !t.ans || !full || t.width != kLaneCols || t.height != kLaneRows || !detail::decode_lanes_enabled())
-    return false;
+bool ans_lanes_eligible(const CodedTileParams& t, const LaneState* lanes, const std::uint8_t* read_end, int rows) {
+  if (CH != 3 || !t.ans || !detail::decode_lanes_enabled()) return false;
   for (int p = 0; p < CH; ++p)
     if (t.plane[p].constant) return false;
-  for (int r = 0; r < kLaneRows; ++r)
+  for (int r = 0; r < rows; ++r)
     if (core::is_zero_row(t, r) || read_end - lanes[r].br.p < kRowReach<CH>) return false;
   return true;
 }
@@ -146,7 +144,7 @@ L3_ANS_LANES_TARGET inline __m512i lanes_read(const AnsEntries& en, const LaneCo
 // core::zero_run_step for the active lanes: returns those whose pixel is in
 // a run. w, n, nw: the neighbours' codes after the edge rules.
 L3_ANS_LANES_TARGET inline __mmask16 lanes_run_step(const AnsEntries& en, const LaneConsts& k, const std::uint8_t* tile,
-                                                   LaneRows& R, __mmask16 active, __m512i col, const __m512i* w,
+                                                   int width, LaneRows& R, __mmask16 active, __m512i col, const __m512i* w,
                                                    const __m512i* n, const __m512i* nw) {
   const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
   const __mmask16 running = _mm512_mask_cmpgt_epi32_mask(active, R.run_left, zero);
@@ -161,7 +159,7 @@ L3_ANS_LANES_TARGET inline __mmask16 lanes_run_step(const AnsEntries& en, const 
   if (starts) {
     const __m512i run = lanes_read(en, k, tile, R, starts, _mm512_set1_epi32(core::kAnsRunContext));
     // A run longer than the rest of the row (spec §6.4).
-    R.error |= _mm512_mask_cmpgt_epi32_mask(starts, run, _mm512_sub_epi32(_mm512_set1_epi32(kLaneCols), col));
+    R.error |= _mm512_mask_cmpgt_epi32_mask(starts, run, _mm512_sub_epi32(_mm512_set1_epi32(width), col));
     const __mmask16 begun = _mm512_mask_cmpneq_epi32_mask(starts, run, zero);
     R.run_left = _mm512_mask_sub_epi32(R.run_left, begun, run, one);
     R.blocked |= _mm512_mask_cmpeq_epi32_mask(begun, R.run_left, zero);
@@ -170,12 +168,13 @@ L3_ANS_LANES_TARGET inline __mmask16 lanes_run_step(const AnsEntries& en, const 
   return in_run;
 }
 
-L3_ANS_LANES_TARGET inline void lane_rows_begin(LaneRows& R, const LaneState* lanes, const std::uint8_t* tile) {
-  alignas(64) std::uint32_t ans[16];
-  alignas(64) std::int32_t q[16];
-  alignas(64) std::int32_t run_left[16];
+// Lanes [0, n) from lanes[0..n); the others idle (never active).
+L3_ANS_LANES_TARGET inline void lane_rows_begin(LaneRows& R, const LaneState* lanes, const std::uint8_t* tile, int n) {
+  alignas(64) std::uint32_t ans[16] = {};
+  alignas(64) std::int32_t q[16] = {};
+  alignas(64) std::int32_t run_left[16] = {};
   __mmask16 blocked = 0, error = 0;
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < n; ++i) {
     const LaneState& s = lanes[i];
     ans[i] = s.ans;
     // The first unread byte: lane_begin read whole bytes (the 32-bit state).
@@ -192,14 +191,14 @@ L3_ANS_LANES_TARGET inline void lane_rows_begin(LaneRows& R, const LaneState* la
   for (int p = 0; p < 3; ++p) R.w[p] = R.w_prev[p] = _mm512_setzero_si512();
 }
 
-L3_ANS_LANES_TARGET inline void lane_rows_end(const LaneRows& R, LaneState* lanes, const std::uint8_t* tile) {
+L3_ANS_LANES_TARGET inline void lane_rows_end(const LaneRows& R, LaneState* lanes, const std::uint8_t* tile, int n) {
   alignas(64) std::uint32_t ans[16];
   alignas(64) std::int32_t q[16];
   alignas(64) std::int32_t run_left[16];
   _mm512_store_si512(ans, R.ans);
   _mm512_store_si512(q, R.q);
   _mm512_store_si512(run_left, R.run_left);
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < n; ++i) {
     LaneState& s = lanes[i];
     s.ans = ans[i];
     s.run_left = run_left[i];
@@ -241,10 +240,12 @@ L3_ANS_LANES_TARGET inline void store_pixels(CodeRow<3>* rows, int first_col, __
 // the codes of the row above each lane at its column and the one before.
 L3_ANS_LANES_TARGET inline void lanes_step(const AnsEntries& entries, const LaneConsts& k, const std::uint8_t* tile,
                                           bool run_mode, LaneRows& R, __m512i col, const __m512i* n_in,
-                                          const __m512i* nw_in, bool first_rows, CodeRow<3>* rows, int first_col) {
-  const __m512i zero = _mm512_setzero_si512(), cols = _mm512_set1_epi32(kLaneCols);
+                                          const __m512i* nw_in, bool first_rows, CodeRow<3>* rows, int first_col,
+                                          __m512i cols, __mmask16 lane_rows, int width) {
+  const __m512i zero = _mm512_setzero_si512();
   const __m512i g1 = _mm512_set1_epi32(1), g4 = _mm512_set1_epi32(4), g16 = _mm512_set1_epi32(16);
-  const __mmask16 active = __mmask16(_mm512_cmpge_epi32_mask(col, zero) & _mm512_cmplt_epi32_mask(col, cols));
+  const __mmask16 active =
+      __mmask16(lane_rows & _mm512_cmpge_epi32_mask(col, zero) & _mm512_cmplt_epi32_mask(col, cols));
   const __mmask16 col0 = _mm512_cmpeq_epi32_mask(col, zero);
   __m512i w[3], n[3], nw[3];
   for (int p = 0; p < 3; ++p) {
@@ -260,7 +261,7 @@ L3_ANS_LANES_TARGET inline void lanes_step(const AnsEntries& entries, const Lane
     nw[p] = _mm512_mask_mov_epi32(nw[p], col0, n[p]);
   }
   __mmask16 read = active;
-  if (run_mode) read = __mmask16(read & ~lanes_run_step(entries, k, tile, R, active, col, w, n, nw));
+  if (run_mode) read = __mmask16(read & ~lanes_run_step(entries, k, tile, width, R, active, col, w, n, nw));
   __m512i v[3];
   for (int p = 0; p < 3; ++p) {
     // Activity u(W) + u(N) + u(NW) / 2 (spec §6.2), its bucket group (§4.5).
@@ -277,12 +278,13 @@ L3_ANS_LANES_TARGET inline void lanes_step(const AnsEntries& entries, const Lane
   if (active) store_pixels(rows, first_col, active, v);
 }
 
-// Pass 1 of a tile that ans_lanes_eligible takes: the codes of its 32 rows
-// into x.rows (each with its column -1), the lanes' state as
-// ans_decode_codes leaves it. lanes: from core::lane_begin.
+// Pass 1 of columns [0, cols) of rows [0, rows) of a tile that
+// ans_lanes_eligible takes (the rest of the tile is never needed by them,
+// as in a crop): their codes into x.rows (each with its column -1), their
+// lanes' state as ans_decode_codes leaves it. lanes: from core::lane_begin.
 L3_ANS_LANES_TARGET __attribute__((noinline)) inline void ans_lanes_codes(const std::uint8_t* tile,
                                                                           const CodedTileParams& t, LaneState* lanes,
-                                                                          LaneScratch& x) {
+                                                                          LaneScratch& x, int cols, int rows_used) {
   AnsEntries& entries = x.entries;
   CodeRow<3>* rows = x.rows;
   fill_ans_entries(t, entries);
@@ -303,26 +305,33 @@ L3_ANS_LANES_TARGET __attribute__((noinline)) inline void ans_lanes_codes(const 
   const __m512i shift_a = _mm512_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
   const __m512i shift_b = _mm512_setr_epi32(15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30);
   const __m512i g16 = _mm512_set1_epi32(16);
+  const __m512i cols_v = _mm512_set1_epi32(cols);
+  const int rows_a = rows_used < 16 ? rows_used : 16, rows_b = rows_used - rows_a;
+  const __mmask16 lanes_a = __mmask16((1u << rows_a) - 1), lanes_b = __mmask16((1u << rows_b) - 1);
   LaneRows A, B;
-  lane_rows_begin(A, lanes, tile);
-  lane_rows_begin(B, lanes + 16, tile);
-  for (int s = 0; s < kLaneSteps; ++s) {
+  lane_rows_begin(A, lanes, tile, rows_a);
+  lane_rows_begin(B, lanes + 16, tile, rows_b);
+  const int steps = cols + rows_used - 1;
+  for (int s = 0; s < steps; ++s) {
     const __m512i col_a = _mm512_sub_epi32(_mm512_set1_epi32(s), lane_ids);
-    const __m512i col_b = _mm512_sub_epi32(col_a, g16);
     __m512i n_a[3], nw_a[3], n_b[3], nw_b[3];
     for (int p = 0; p < 3; ++p) {
       n_a[p] = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w[p]);
       nw_a[p] = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w_prev[p]);
-      n_b[p] = _mm512_permutex2var_epi32(A.w[p], shift_b, B.w[p]);
-      nw_b[p] = _mm512_permutex2var_epi32(A.w_prev[p], shift_b, B.w_prev[p]);
+      if (rows_b > 0) {
+        n_b[p] = _mm512_permutex2var_epi32(A.w[p], shift_b, B.w[p]);
+        nw_b[p] = _mm512_permutex2var_epi32(A.w_prev[p], shift_b, B.w_prev[p]);
+      }
     }
-    lanes_step(entries, k, tile, t.run_mode, A, col_a, n_a, nw_a, true, rows, s);
-    lanes_step(entries, k, tile, t.run_mode, B, col_b, n_b, nw_b, false, rows + 16, s - 16);
+    lanes_step(entries, k, tile, t.run_mode, A, col_a, n_a, nw_a, true, rows, s, cols_v, lanes_a, t.width);
+    if (rows_b > 0)
+      lanes_step(entries, k, tile, t.run_mode, B, _mm512_sub_epi32(col_a, g16), n_b, nw_b, false, rows + 16, s - 16,
+                 cols_v, lanes_b, t.width);
   }
-  lane_rows_end(A, lanes, tile);
-  lane_rows_end(B, lanes + 16, tile);
+  lane_rows_end(A, lanes, tile, rows_a);
+  lane_rows_end(B, lanes + 16, tile, rows_b);
   // Column -1 of each row: a copy of column 0 (spec §6.3).
-  for (int r = 0; r < kLaneRows; ++r)
+  for (int r = 0; r < rows_used; ++r)
     for (int p = 0; p < CodeRow<3>::CS; ++p) rows[r].code[0][p] = rows[r].code[1][p];
 }
 
@@ -337,10 +346,10 @@ struct LaneScratch {
 };
 inline LaneScratch& lane_scratch() { __builtin_unreachable(); }
 template <int CH>
-bool ans_lanes_eligible(const CodedTileParams&, const LaneState*, const std::uint8_t*, bool) {
+bool ans_lanes_eligible(const CodedTileParams&, const LaneState*, const std::uint8_t*, int) {
   return false;
 }
-inline void ans_lanes_codes(const std::uint8_t*, const CodedTileParams&, LaneState*, LaneScratch&) {}
+inline void ans_lanes_codes(const std::uint8_t*, const CodedTileParams&, LaneState*, LaneScratch&, int, int) {}
 
 #endif
 

@@ -224,17 +224,18 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   const bool full = o.x1 == t.width && o.y1 == t.height;
   bool constant_planes = false;
   for (int p = 0; p < CH; ++p) constant_planes |= t.plane[p].constant;
-  // Pass 1 of a whole 3-plane entropy-coded tile across AVX-512 lanes where
-  // it applies (decode_ans_lanes.hpp): then lane_rows holds every row's
-  // codes and tile_lanes their lanes, and the groups below run pass 2 only.
+  // Pass 1 of a 3-plane entropy-coded tile's rows [0, y1), columns [0, x1),
+  // across AVX-512 lanes where it applies (decode_ans_lanes.hpp): then
+  // lane_rows holds their codes and tile_lanes their lanes, and the groups
+  // below run pass 2 only.
   LaneState tile_lanes[core::kMaxTileHeight];
   CodeRow<CH>* lane_rows = nullptr;
   if constexpr (CH == 3) {
-    if (t.ans && full && t.height == int(core::kMaxTileHeight)) {
-      for (int r = 0; r < t.height; ++r) core::lane_begin(tile_lanes[r], tile, t, r);
-      if (ans_lanes_eligible<CH>(t, tile_lanes, read_end, full)) {
+    if (t.ans) {
+      for (int r = 0; r < o.y1; ++r) core::lane_begin(tile_lanes[r], tile, t, r);
+      if (ans_lanes_eligible<CH>(t, tile_lanes, read_end, o.y1)) {
         LaneScratch& scratch = lane_scratch();
-        ans_lanes_codes(tile, t, tile_lanes, scratch);
+        ans_lanes_codes(tile, t, tile_lanes, scratch, o.x1, o.y1);
         lane_rows = scratch.rows;
       }
     }
