@@ -427,6 +427,30 @@ TEST_CASE("a batch: mixed sizes, layouts, crops and a corrupt image") {
   }
 }
 
+// A (damaged) stream through l3::decode and the emulated batch: the same
+// status, and the same pixels where it decodes. Returns l3::decode's status
+// and whether the batch's differed.
+struct StatusPair {
+  l3::errc want;
+  bool mismatch;
+};
+StatusPair same_status_as_decode(const std::vector<std::uint8_t>& e, const l3::DecodeOptions& dopt,
+                                 const l3::cuda::BatchOptions& bopt) {
+  l3::errc want = l3::errc::ok;
+  Pixels ref;
+  try {
+    ref = l3::decode(e, nullptr, dopt);
+  } catch (const l3::Error& ex) {
+    want = ex.code();
+  }
+  // The batch path: the corrupt image's status, and no access outside it.
+  l3::cuda::HostImage h{e, std::nullopt};
+  const emu::BatchOutput out = emu::decode_batch(std::span<const l3::cuda::HostImage>(&h, 1), bopt);
+  CHECK(static_cast<int>(out.slots[0].status) == static_cast<int>(want));
+  if (want == l3::errc::ok) CHECK(out.pixels == ref);  // an undetected flip: the same pixels
+  return {want, out.slots[0].status != want};
+}
+
 TEST_CASE("corrupted streams: same status as l3::decode, never out of bounds") {
   std::mt19937 rng(4242);
   std::vector<std::vector<std::uint8_t>> bases;
@@ -454,21 +478,10 @@ TEST_CASE("corrupted streams: same status as l3::decode, never out of bounds") {
         }
         if (k % 7 == 3) e.resize(std::uniform_int_distribution<std::size_t>(0, e.size() - 1)(rng));
         ++total;
-        l3::errc want = l3::errc::ok;
-        Pixels ref;
-        try {
-          ref = l3::decode(e, nullptr, dopt);
-        } catch (const l3::Error& ex) {
-          want = ex.code();
-        }
+        const auto [want, mismatch] = same_status_as_decode(e, dopt, bopt);
+        mismatches += mismatch;
         rejected += want != l3::errc::ok;
         tile_errors += want == l3::errc::corrupt_tile || want == l3::errc::truncated || want == l3::errc::reserved_bits_set;
-        // The batch path: the corrupt image's status, and no access outside it.
-        l3::cuda::HostImage h{e, std::nullopt};
-        const emu::BatchOutput out = emu::decode_batch(std::span<const l3::cuda::HostImage>(&h, 1), bopt);
-        if (out.slots[0].status != want) ++mismatches;
-        CHECK(static_cast<int>(out.slots[0].status) == static_cast<int>(want));
-        if (want == l3::errc::ok) CHECK(out.pixels == ref);  // an undetected flip: the same pixels
         // A crop of the damaged stream against decode_region.
         l3::ImageInfo info;
         try {
@@ -523,18 +536,7 @@ TEST_CASE("whole 256x32 RGB entropy-coded tiles (the CPU decoder's AVX-512 lanes
         e[at] ^= std::uint8_t(1u << std::uniform_int_distribution<int>(0, 7)(rng));
       }
       ++total;
-      l3::errc want = l3::errc::ok;
-      Pixels ref;
-      try {
-        ref = l3::decode(e, nullptr, dopt);
-      } catch (const l3::Error& ex) {
-        want = ex.code();
-      }
-      rejected += want != l3::errc::ok;
-      l3::cuda::HostImage h{e, std::nullopt};
-      const emu::BatchOutput out = emu::decode_batch(std::span<const l3::cuda::HostImage>(&h, 1), bopt);
-      CHECK(static_cast<int>(out.slots[0].status) == static_cast<int>(want));
-      if (want == l3::errc::ok) CHECK(out.pixels == ref);
+      rejected += same_status_as_decode(e, dopt, bopt).want != l3::errc::ok;
     }
   MESSAGE(rejected << " of " << total << " damaged streams rejected");
   CHECK(rejected > total / 2);

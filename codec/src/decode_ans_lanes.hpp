@@ -40,18 +40,17 @@ namespace {  // internal linkage: see decode_codes.hpp
 
 inline constexpr int kLaneRows = 32;  // a tile's rows at most: two registers of 16
 
-// Whether the lanes decode pass 1 of rows [0, rows) of this tile: a
-// 3-plane entropy-coded tile without constant planes, no zero row among
-// them, each starting kRowReach bytes before read_end (no load needs a
-// bounds test), with detail::decode_lanes_enabled(). Other tiles take the
-// pair loop.
-template <int CH>
-bool ans_lanes_eligible(const CodedTileParams& t, const LaneState* lanes, const std::uint8_t* read_end, int rows) {
-  if (CH != 3 || !t.ans || !detail::decode_lanes_enabled()) return false;
-  for (int p = 0; p < CH; ++p)
+// Whether the lanes decode pass 1 of rows [0, rows) of a 3-plane
+// entropy-coded tile: no constant plane, no zero row among them, each
+// starting kRowReach bytes before read_end (no load needs a bounds test),
+// with detail::decode_lanes_enabled(). Other tiles take the pair loop.
+inline bool ans_lanes_eligible(const CodedTileParams& t, const LaneState* lanes, const std::uint8_t* read_end,
+                               int rows) {
+  if (!detail::decode_lanes_enabled()) return false;
+  for (int p = 0; p < 3; ++p)
     if (t.plane[p].constant) return false;
   for (int r = 0; r < rows; ++r)
-    if (core::is_zero_row(t, r) || read_end - lanes[r].br.p < kRowReach<CH>) return false;
+    if (core::is_zero_row(t, r) || read_end - lanes[r].br.p < kRowReach<3>) return false;
   return true;
 }
 
@@ -110,6 +109,21 @@ struct LaneRows {
 struct LaneConsts {
   __m512i raw_lo, raw_hi, base_lo, base_hi, bswap;
 };
+
+// core::ans_raw_bits and core::ans_value(t, 0) per token, padded to 32 for
+// two-register permutes.
+struct TokenTables {
+  alignas(64) std::int32_t raw[32];
+  alignas(64) std::int32_t base[32];
+};
+inline constexpr TokenTables kTokenTables = [] {
+  TokenTables m{};
+  for (int i = 0; i < core::kAnsTokens; ++i) {
+    m.raw[i] = core::ans_raw_bits(i);
+    m.base[i] = std::int32_t(core::ans_value(i, 0));
+  }
+  return m;
+}();
 
 // ans_read_units for the lanes in `read`, in context x (per lane); 0 in the others.
 L3_ANS_LANES_TARGET inline __m512i lanes_read(const AnsEntries& en, const LaneConsts& k, const std::uint8_t* tile,
@@ -289,15 +303,10 @@ L3_ANS_LANES_TARGET __attribute__((noinline)) inline void ans_lanes_codes(const 
   CodeRow<3>* rows = x.rows;
   fill_ans_entries(t, entries);
   LaneConsts k;
-  alignas(64) std::int32_t raw[32] = {}, base[32] = {};
-  for (int i = 0; i < core::kAnsTokens; ++i) {
-    raw[i] = core::ans_raw_bits(i);
-    base[i] = std::int32_t(core::ans_value(i, 0));
-  }
-  k.raw_lo = _mm512_load_si512(raw);
-  k.raw_hi = _mm512_load_si512(raw + 16);
-  k.base_lo = _mm512_load_si512(base);
-  k.base_hi = _mm512_load_si512(base + 16);
+  k.raw_lo = _mm512_load_si512(kTokenTables.raw);
+  k.raw_hi = _mm512_load_si512(kTokenTables.raw + 16);
+  k.base_lo = _mm512_load_si512(kTokenTables.base);
+  k.base_hi = _mm512_load_si512(kTokenTables.base + 16);
   // Each dword's bytes reversed.
   k.bswap = _mm512_set4_epi32(0x0c0d0e0f, 0x08090a0b, 0x04050607, 0x00010203);
   const __m512i lane_ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -345,10 +354,7 @@ struct LaneScratch {
   CodeRow<3> rows[32];
 };
 inline LaneScratch& lane_scratch() { __builtin_unreachable(); }
-template <int CH>
-bool ans_lanes_eligible(const CodedTileParams&, const LaneState*, const std::uint8_t*, int) {
-  return false;
-}
+inline bool ans_lanes_eligible(const CodedTileParams&, const LaneState*, const std::uint8_t*, int) { return false; }
 inline void ans_lanes_codes(const std::uint8_t*, const CodedTileParams&, LaneState*, LaneScratch&, int, int) {}
 
 #endif

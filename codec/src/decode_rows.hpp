@@ -226,14 +226,16 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   for (int p = 0; p < CH; ++p) constant_planes |= t.plane[p].constant;
   // Pass 1 of a 3-plane entropy-coded tile's rows [0, y1), columns [0, x1),
   // across AVX-512 lanes where it applies (decode_ans_lanes.hpp): then
-  // lane_rows holds their codes and tile_lanes their lanes, and the groups
-  // below run pass 2 only.
+  // lane_rows holds their codes, and the groups below run pass 2 only.
+  // Such tiles begin every row's lane here (tile_lanes), for the groups too.
   LaneState tile_lanes[core::kMaxTileHeight];
+  const bool tile_lanes_begun = CH == 3 && t.ans;
   CodeRow<CH>* lane_rows = nullptr;
+  if (tile_lanes_begun)
+    for (int r = 0; r < o.y1; ++r) core::lane_begin(tile_lanes[r], tile, t, r);
   if constexpr (CH == 3) {
-    if (t.ans) {
-      for (int r = 0; r < o.y1; ++r) core::lane_begin(tile_lanes[r], tile, t, r);
-      if (ans_lanes_eligible<CH>(t, tile_lanes, read_end, o.y1)) {
+    if (tile_lanes_begun) {
+      if (ans_lanes_eligible(t, tile_lanes, read_end, o.y1)) {
         LaneScratch& scratch = lane_scratch();
         ans_lanes_codes(tile, t, tile_lanes, scratch, o.x1, o.y1);
         lane_rows = scratch.rows;
@@ -250,8 +252,8 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
     // Pass 1: row by row, or by pairs in entropy-coded tiles; zero rows
     // (spec §4.3) as zeros.
     LaneState group_lanes[kGroupRows];
-    LaneState* lane = lane_rows ? tile_lanes + r0 : group_lanes;
-    if (!lane_rows)
+    LaneState* lane = tile_lanes_begun ? tile_lanes + r0 : group_lanes;
+    if (!tile_lanes_begun)
       for (int i = 0; i < g; ++i) core::lane_begin(lane[i], tile, t, r0 + i);
     if (lane_rows) {
       // Decoded above.
