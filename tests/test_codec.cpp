@@ -673,7 +673,8 @@ TEST_CASE("cpu_decode_path: avx512 on a CPU with AVX-512 unless L3_FORCE_SCALAR 
   bool avx512 = false;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512cd");
 #endif
   const char* force = std::getenv("L3_FORCE_SCALAR");
   if (force != nullptr && std::string(force) != "0") avx512 = false;

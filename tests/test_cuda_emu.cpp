@@ -131,11 +131,13 @@ template <class Wanted> int check_vectors(Wanted&& wanted) {
   return vectors;
 }
 
-std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th, int effort = 1) {
+std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th, int effort = 1,
+                              bool entropy_coding = true) {
   l3::EncodeOptions o;
   o.tile_width = tw;
   o.tile_height = th;
   o.effort = effort;
+  o.entropy_coding = entropy_coding;
   return l3::encode(im.view(), o);
 }
 
@@ -506,21 +508,23 @@ TEST_CASE("corrupted streams: same status as l3::decode, never out of bounds") {
   }
 }
 
-TEST_CASE("whole 256x32 RGB entropy-coded tiles (the CPU decoder's AVX-512 lanes): same pixels and status as the emulation") {
-  // l3::decode takes decode_ans_lanes.hpp's pass 1 for these tiles where
-  // l3::cpu_decode_path() is "avx512" (ctest runs this suite again with
-  // L3_FORCE_SCALAR=1 for the pair loop). Width and height leave partial
-  // tiles at the right and bottom, which take the pair loop either way.
+TEST_CASE("RGB tiles up to 256x32, Rice- and entropy-coded (the CPU decoder's AVX-512 lanes): same pixels and status as the emulation") {
+  // l3::decode takes decode_lanes.hpp's pass 1 for the 3-plane tiles of
+  // these images where l3::cpu_decode_path() is "avx512" (ctest runs this
+  // suite again with L3_FORCE_SCALAR=1 for the scalar loops): whole tiles
+  // and the partial ones at the right and bottom.
   MESSAGE("cpu_decode_path: " << std::string(l3::cpu_decode_path()));
   std::vector<std::vector<std::uint8_t>> bases;
   int ans_streams = 0;
-  for (int kind = 1; kind < 6; ++kind) {
-    const Img im = with_rare_noise(structured_image(kind, 520, 70, 3), 7, 30);
-    const auto e = enc(im, 256, 32, 2);
-    ans_streams += l3::read_info(e).version >= 3;
-    check_same(e, "kind " + std::to_string(kind) + " with noise " + shape(im, 256, 32));
-    bases.push_back(e);
-  }
+  for (const bool entropy_coding : {true, false})
+    for (int kind = 1; kind < 6; ++kind) {
+      const Img im = with_rare_noise(structured_image(kind, 520, 70, 3), 7, 30);
+      const auto e = enc(im, 256, 32, 2, entropy_coding);
+      ans_streams += l3::read_info(e).version >= 3 && entropy_coding;
+      check_same(e, std::string(entropy_coding ? "rANS" : "Rice") + " kind " + std::to_string(kind) + " with noise " +
+                        shape(im, 256, 32));
+      bases.push_back(e);
+    }
   CHECK(ans_streams >= 4);
   std::mt19937 rng(77);
   l3::DecodeOptions dopt;

@@ -35,8 +35,8 @@ struct AnsSlots {
 // This thread's table, filled for tile `t`.
 const AnsSlots& ans_slots(const core::CodedTileParams& t);
 
-// Whether whole 3-plane entropy-coded tiles decode their pass 1 across
-// AVX-512 lanes (decode_ans_lanes.hpp): the CPU has AVX-512 F/BW/VL/DQ and
+// Whether 3-plane coded tiles decode their pass 1 across AVX-512 lanes
+// (decode_lanes.hpp): the CPU has AVX-512 F/BW/VL/DQ/CD and
 // L3_FORCE_SCALAR is unset or "0". Decided once.
 bool decode_lanes_enabled();
 

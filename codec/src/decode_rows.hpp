@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "decode_ans_lanes.hpp"
+#include "decode_lanes.hpp"
 #include "decode_codes.hpp"
 
 namespace l3 {
@@ -224,22 +224,19 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   const bool full = o.x1 == t.width && o.y1 == t.height;
   bool constant_planes = false;
   for (int p = 0; p < CH; ++p) constant_planes |= t.plane[p].constant;
-  // Pass 1 of a 3-plane entropy-coded tile's rows [0, y1), columns [0, x1),
-  // across AVX-512 lanes where it applies (decode_ans_lanes.hpp): then
-  // lane_rows holds their codes, and the groups below run pass 2 only.
-  // Such tiles begin every row's lane here (tile_lanes), for the groups too.
+  // Pass 1 of a 3-plane coded tile's rows [0, y1), columns [0, x1), across
+  // AVX-512 lanes where it applies (decode_lanes.hpp): then lane_rows holds
+  // their codes, and the groups below run pass 2 only. 3-plane tiles begin
+  // every row's lane here (tile_lanes), for the groups too.
   LaneState tile_lanes[core::kMaxTileHeight];
-  const bool tile_lanes_begun = CH == 3 && t.ans;
+  const bool tile_lanes_begun = CH == 3;
   CodeRow<CH>* lane_rows = nullptr;
-  if (tile_lanes_begun)
-    for (int r = 0; r < o.y1; ++r) core::lane_begin(tile_lanes[r], tile, t, r);
   if constexpr (CH == 3) {
-    if (tile_lanes_begun) {
-      if (ans_lanes_eligible(t, tile_lanes, read_end, o.y1)) {
-        LaneScratch& scratch = lane_scratch();
-        ans_lanes_codes(tile, t, tile_lanes, scratch, o.x1, o.y1);
-        lane_rows = scratch.rows;
-      }
+    for (int r = 0; r < o.y1; ++r) core::lane_begin(tile_lanes[r], tile, t, r);
+    if (lanes_eligible(t, tile_lanes, read_end, o.y1)) {
+      LaneScratch& scratch = lane_scratch();
+      lanes_codes(tile, t, tile_lanes, scratch, o.x1, o.y1);
+      lane_rows = scratch.rows;
     }
   }
   const AnsSlots* slots = t.ans && !lane_rows ? &ans_slots(t) : nullptr;

@@ -36,7 +36,8 @@ bool decode_lanes_enabled() {
     const char* force = std::getenv("L3_FORCE_SCALAR");
     if (force != nullptr && std::strcmp(force, "0") != 0) return false;
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512cd");
 #else
     return false;
 #endif

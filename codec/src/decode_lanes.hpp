@@ -1,0 +1,569 @@
+// The CPU decoder's pass 1 for 3-plane coded tiles across AVX-512 lanes
+// (spec/codec.md §7.2, §7.4, §8; measured in §12 and
+// bench/simd_rows_probe.cpp): the tile's 32 rows in the 16 lanes of two
+// registers, row i one column behind row i - 1 (§8's wavefront), so that N
+// and NW are the last two steps' codes shifted by one lane. Two coders plug
+// into the one wavefront (lanes_codes):
+//   - AnsCoder, entropy-coded tiles (§7.4): each value is one gather of a
+//     32-bit slot entry (slot - F, f and the token) and one of the row's
+//     next two 16-bit units;
+//   - RiceCoder, Rice-coded tiles (§7.2): each lane reads its row through a
+//     32-bit window over four big-endian words of the stream (LaneWords),
+//     gathering the words it moved past once per pixel, not per value.
+// The same codes as the scalar loops of decode_codes.hpp (ans_decode_codes,
+// decode_row_codes), lane state included: the rows' end checks (§7.3) and
+// errors stay the caller's. Included by decode_rows.hpp; used where
+// lanes_eligible says, else the scalar loops run.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "decode_codes.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define L3_HAVE_DECODE_LANES 1
+#include <immintrin.h>
+#else
+#define L3_HAVE_DECODE_LANES 0
+#endif
+
+namespace l3 {
+namespace {  // internal linkage: see decode_codes.hpp
+
+#if L3_HAVE_DECODE_LANES
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), which
+// -Wuninitialized reports inside them (a known false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#define L3_LANES_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512cd")))
+
+inline constexpr int kLaneRows = 32;  // a tile's rows at most: two registers of 16
+
+// Whether the lanes decode pass 1 of rows [0, rows) of a 3-plane coded tile:
+// no constant plane, no zero row among them, each starting kRowReach bytes
+// before read_end (no load needs a bounds test), with
+// detail::decode_lanes_enabled(). Other tiles take the scalar loops.
+inline bool lanes_eligible(const CodedTileParams& t, const LaneState* lanes, const std::uint8_t* read_end, int rows) {
+  if (!detail::decode_lanes_enabled()) return false;
+  for (int p = 0; p < 3; ++p)
+    if (t.plane[p].constant) return false;
+  for (int r = 0; r < rows; ++r)
+    if (core::is_zero_row(t, r) || read_end - lanes[r].br.p < kRowReach<3>) return false;
+  return true;
+}
+
+// Per context and slot: slot - F[token] (bits 0-11), the token's frequency
+// (12-24, 4096 at most) and the token (25-29); 0 in an unused context
+// (frequency 0: an error, as in ans_read_units).
+struct AnsEntries {
+  alignas(64) std::uint32_t e[core::kAnsContexts][core::kAnsTotal];
+};
+
+// The contexts of 3 planes and the run context (the others are never read).
+L3_LANES_TARGET inline void fill_ans_entries(const CodedTileParams& t, AnsEntries& out) {
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int x = 0; x < core::kAnsContexts; ++x) {
+    if (x >= 3 * core::kAnsGroups && x != core::kAnsRunContext) continue;
+    const std::uint16_t* cum = t.ans_cum[x];
+    std::uint32_t* e = out.e[x];
+    if (cum[core::kAnsCumSize - 1] == 0) {
+      std::memset(e, 0, sizeof out.e[x]);
+      continue;
+    }
+    for (int k = 0; k < core::kAnsTokens; ++k) {
+      const std::uint32_t lo = cum[k], f = std::uint32_t(cum[k + 1]) - lo;
+      // slot - F, f and k for the slots [lo, lo + f), 16 at a time.
+      __m512i v = _mm512_add_epi32(_mm512_set1_epi32(int((f << 12) | (std::uint32_t(k) << 25))), iota);
+      for (std::uint32_t j = 0; j < f; j += 16) {
+        const __mmask16 m = f - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (f - j)) - 1);
+        _mm512_mask_storeu_epi32(e + lo + j, m, v);
+        v = _mm512_add_epi32(v, _mm512_set1_epi32(16));
+      }
+    }
+  }
+}
+
+// A thread's buffers for the lanes (about 440 KB, on the heap: they would
+// swell every thread's static TLS block).
+struct LaneScratch {
+  AnsEntries entries;         // entropy-coded tiles only
+  CodeRow<3> rows[kLaneRows];  // the codes by row, for pass 2
+};
+
+inline LaneScratch& lane_scratch() {
+  thread_local std::unique_ptr<LaneScratch> scratch;
+  if (!scratch) scratch.reset(new LaneScratch());  // zeros: the rows' padding lane stays 0
+  return *scratch;
+}
+
+// What the wavefront keeps of 16 rows besides their coder's state.
+template <class Coder>
+struct LaneRows {
+  typename Coder::State c;
+  __m512i run_left;  // zero runs (spec §6.4)
+  __mmask16 blocked, error;
+  __m512i w[3], w_prev[3];  // each row's last code (W) per plane, and the one before
+};
+
+// The position of a lane's reader, in bits from the tile's first byte.
+inline std::uint32_t reader_bit(const core::BitReader& br, const std::uint8_t* tile) {
+  return std::uint32_t(br.p - tile + br.past) * 8u - std::uint32_t(br.avail);
+}
+
+// A lane's reader after `bit` bits from the tile's first byte, as the scalar
+// loops leave it as far as the end checks see (spec §7.3, consumed_bits).
+inline void reader_at(core::BitReader& br, const std::uint8_t* tile, std::uint32_t bit) {
+  br.init(tile + (bit >> 3), br.end);
+  if (bit & 7u) {
+    br.refill();
+    br.consume(int(bit & 7u));
+  }
+}
+
+// core::ans_raw_bits and core::ans_value(t, 0) per token, padded to 32 for
+// two-register permutes.
+struct TokenTables {
+  alignas(64) std::int32_t raw[32];
+  alignas(64) std::int32_t base[32];
+};
+inline constexpr TokenTables kTokenTables = [] {
+  TokenTables m{};
+  for (int i = 0; i < core::kAnsTokens; ++i) {
+    m.raw[i] = core::ans_raw_bits(i);
+    m.base[i] = std::int32_t(core::ans_value(i, 0));
+  }
+  return m;
+}();
+
+// Each lane's row stream as a 32-bit window at bit `off` of the big-endian
+// words hi:lo (hi at byte `word` from the tile), followed by n1 and n2. A
+// value takes at most 32 bits, so the window moves on by at most one word
+// per value; the words that move in are gathered once per pixel (refill)
+// rather than once per value: a pixel's values take at most 96 bits, which
+// the four words hold from any off < 32. The gathers were most of the
+// lanes' time when each value gathered its own.
+struct LaneWords {
+  __m512i hi, lo, n1, n2;
+  __m512i off, word;
+  __m512i moved;  // words moved in since the last refill: the last `moved` of hi, lo, n1, n2 are stale
+};
+
+L3_LANES_TARGET inline __m512i load_words(const std::uint8_t* tile, __mmask16 mask, __m512i byte_at) {
+  const __m512i bswap = _mm512_set4_epi32(0x0c0d0e0f, 0x08090a0b, 0x04050607, 0x00010203);
+  return _mm512_shuffle_epi8(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, byte_at, tile, 1), bswap);
+}
+
+// Lanes [0, n) at their readers' positions (core::lane_begin, and for
+// entropy-coded tiles the initial state read).
+L3_LANES_TARGET inline void words_begin(LaneWords& W, const std::uint8_t* tile, const LaneState* lanes, int n) {
+  alignas(64) std::uint32_t word[16] = {};
+  alignas(64) std::uint32_t off[16] = {};
+  for (int i = 0; i < n; ++i) {
+    const std::uint32_t bit = reader_bit(lanes[i].br, tile);
+    word[i] = bit >> 3;
+    off[i] = bit & 7u;
+  }
+  const __mmask16 used = __mmask16((1u << n) - 1);
+  W.word = _mm512_load_si512(word);
+  W.off = _mm512_load_si512(off);
+  W.hi = load_words(tile, used, W.word);
+  W.lo = load_words(tile, used, _mm512_add_epi32(W.word, _mm512_set1_epi32(4)));
+  W.n1 = load_words(tile, used, _mm512_add_epi32(W.word, _mm512_set1_epi32(8)));
+  W.n2 = load_words(tile, used, _mm512_add_epi32(W.word, _mm512_set1_epi32(12)));
+  W.moved = _mm512_setzero_si512();
+}
+
+L3_LANES_TARGET inline void words_end(const LaneWords& W, const std::uint8_t* tile, LaneState* lanes, int n) {
+  alignas(64) std::uint32_t word[16];
+  alignas(64) std::uint32_t off[16];
+  _mm512_store_si512(word, W.word);
+  _mm512_store_si512(off, W.off);
+  for (int i = 0; i < n; ++i) reader_at(lanes[i].br, tile, word[i] * 8u + off[i]);
+}
+
+// The next 32 bits of each lane. srlv by 32 gives 0: off = 0 needs no case.
+L3_LANES_TARGET inline __m512i words_window(const LaneWords& W) {
+  return _mm512_or_si512(_mm512_sllv_epi32(W.hi, W.off),
+                         _mm512_srlv_epi32(W.lo, _mm512_sub_epi32(_mm512_set1_epi32(32), W.off)));
+}
+
+// Takes `bits` (at most 32) in the lanes of `mask`.
+L3_LANES_TARGET inline void words_consume(LaneWords& W, __mmask16 mask, __m512i bits) {
+  const __m512i c32 = _mm512_set1_epi32(32);
+  W.off = _mm512_mask_add_epi32(W.off, mask, W.off, bits);
+  const __mmask16 moved = _mm512_mask_cmpge_epu32_mask(mask, W.off, c32);
+  W.off = _mm512_mask_sub_epi32(W.off, moved, W.off, c32);
+  W.hi = _mm512_mask_mov_epi32(W.hi, moved, W.lo);
+  W.lo = _mm512_mask_mov_epi32(W.lo, moved, W.n1);
+  W.n1 = _mm512_mask_mov_epi32(W.n1, moved, W.n2);
+  const __m512i one = _mm512_set1_epi32(1);
+  W.word = _mm512_mask_add_epi32(W.word, moved, W.word, _mm512_set1_epi32(4));
+  W.moved = _mm512_mask_add_epi32(W.moved, moved, W.moved, one);
+}
+
+// Gathers the stale words (after at most three moves).
+L3_LANES_TARGET inline void words_refill(LaneWords& W, const std::uint8_t* tile) {
+  const __mmask16 m1 = _mm512_cmpge_epi32_mask(W.moved, _mm512_set1_epi32(1));
+  if (!m1) return;
+  W.n2 = _mm512_mask_mov_epi32(W.n2, m1, load_words(tile, m1, _mm512_add_epi32(W.word, _mm512_set1_epi32(12))));
+  const __mmask16 m2 = _mm512_cmpge_epi32_mask(W.moved, _mm512_set1_epi32(2));
+  if (m2) {
+    W.n1 = _mm512_mask_mov_epi32(W.n1, m2, load_words(tile, m2, _mm512_add_epi32(W.word, _mm512_set1_epi32(8))));
+    const __mmask16 m3 = _mm512_cmpge_epi32_mask(W.moved, _mm512_set1_epi32(3));
+    if (m3) W.lo = _mm512_mask_mov_epi32(W.lo, m3, load_words(tile, m3, _mm512_add_epi32(W.word, _mm512_set1_epi32(4))));
+  }
+  W.moved = _mm512_setzero_si512();
+}
+
+// Entropy-coded tiles (spec §7.4): ans_read_units across the lanes. Each
+// value gathers its two units at q (the lanes' words, as Rice-coded tiles
+// read them, measured 13% slower here: more operations per value, and the
+// gather of the slot entries stays).
+struct AnsCoder {
+  struct State {
+    __m512i ans, q;  // rANS states; the next unit, as a byte offset from the tile
+  };
+  const AnsEntries& en;
+  const std::uint8_t* tile;
+  __m512i raw_lo, raw_hi, base_lo, base_hi;
+
+  L3_LANES_TARGET AnsCoder(const AnsEntries& entries, const std::uint8_t* tile_bytes) : en(entries), tile(tile_bytes) {
+    raw_lo = _mm512_load_si512(kTokenTables.raw);
+    raw_hi = _mm512_load_si512(kTokenTables.raw + 16);
+    base_lo = _mm512_load_si512(kTokenTables.base);
+    base_hi = _mm512_load_si512(kTokenTables.base + 16);
+  }
+
+  L3_LANES_TARGET void begin(State& S, const LaneState* lanes, int n) const {
+    alignas(64) std::uint32_t ans[16] = {};
+    alignas(64) std::uint32_t q[16] = {};
+    for (int i = 0; i < n; ++i) {
+      ans[i] = lanes[i].ans;
+      // lane_begin read whole bytes (the 32-bit state).
+      q[i] = reader_bit(lanes[i].br, tile) >> 3;
+    }
+    S.ans = _mm512_load_si512(ans);
+    S.q = _mm512_load_si512(q);
+  }
+
+  L3_LANES_TARGET void end(const State& S, LaneState* lanes, int n) const {
+    alignas(64) std::uint32_t ans[16];
+    alignas(64) std::uint32_t q[16];
+    _mm512_store_si512(ans, S.ans);
+    _mm512_store_si512(q, S.q);
+    for (int i = 0; i < n; ++i) {
+      lanes[i].ans = ans[i];
+      // The bit reader where q stopped, empty, as ans_decode_codes leaves it.
+      reader_at(lanes[i].br, tile, q[i] * 8u);
+    }
+  }
+
+  L3_LANES_TARGET void refill(State&) const {}
+
+  // The value in context x (per lane) of the lanes in `read`; 0 in the others.
+  L3_LANES_TARGET __m512i read(State& S, __mmask16& error, __mmask16 read, __m512i x) const {
+    const __m512i low = _mm512_set1_epi32(int(core::kAnsLow)), one = _mm512_set1_epi32(1);
+    const __m512i slot = _mm512_and_si512(S.ans, _mm512_set1_epi32(int(core::kAnsTotal - 1)));
+    const __m512i at = _mm512_add_epi32(_mm512_slli_epi32(x, core::kAnsPrecisionBits), slot);
+    const __m512i e = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), read, at, &en.e[0][0], 4);
+    const __m512i tok = _mm512_srli_epi32(e, 25);
+    const __m512i f = _mm512_and_si512(_mm512_srli_epi32(e, 12), _mm512_set1_epi32(0x1fff));
+    error |= _mm512_mask_cmpeq_epi32_mask(read, f, _mm512_setzero_si512());
+    __m512i a = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(S.ans, core::kAnsPrecisionBits)),
+                                 _mm512_and_si512(e, _mm512_set1_epi32(0xfff)));
+    // The two units at q, big-endian (ans_units): the first in the high half.
+    const __m512i units = load_words(tile, read, S.q);
+    const __mmask16 first = _mm512_mask_cmplt_epu32_mask(read, a, low);
+    a = _mm512_mask_or_epi32(a, first, _mm512_slli_epi32(a, 16), _mm512_srli_epi32(units, 16));
+    const __m512i raw_bits = _mm512_permutex2var_epi32(raw_lo, tok, raw_hi);
+    const __m512i raw = _mm512_and_si512(a, _mm512_sub_epi32(_mm512_sllv_epi32(one, raw_bits), one));
+    a = _mm512_srlv_epi32(a, raw_bits);
+    const __mmask16 second = _mm512_mask_cmplt_epu32_mask(read, a, low);
+    const __m512i next = _mm512_mask_and_epi32(_mm512_srli_epi32(units, 16), first, units, _mm512_set1_epi32(0xffff));
+    a = _mm512_mask_or_epi32(a, second, _mm512_slli_epi32(a, 16), next);
+    const __m512i two = _mm512_set1_epi32(2);
+    S.q = _mm512_mask_add_epi32(S.q, first, S.q, two);
+    S.q = _mm512_mask_add_epi32(S.q, second, S.q, two);
+    S.ans = _mm512_mask_mov_epi32(S.ans, read, a);
+    return _mm512_maskz_or_epi32(read, _mm512_permutex2var_epi32(base_lo, tok, base_hi), raw);
+  }
+
+  // Plane p's value, its context from the activity a: the plane's bucket
+  // group (spec §4.5), (a >= 1) + (a >= 4) + (a >= 16).
+  L3_LANES_TARGET __m512i read_plane(State& S, __mmask16& error, __mmask16 mask, int p, __m512i a) const {
+    const __m512i g1 = _mm512_set1_epi32(1);
+    __m512i x = _mm512_set1_epi32(p * core::kAnsGroups);
+    x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, g1), x, g1);
+    x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, _mm512_set1_epi32(4)), x, g1);
+    x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, _mm512_set1_epi32(16)), x, g1);
+    return read(S, error, mask, x);
+  }
+
+  L3_LANES_TARGET __m512i read_run(State& S, __mmask16& error, __mmask16 mask) const {
+    return read(S, error, mask, _mm512_set1_epi32(core::kAnsRunContext));
+  }
+};
+
+// Rice-coded tiles (spec §7.2): read_rice_cpu across the lanes.
+struct RiceCoder {
+  using State = LaneWords;
+  const std::uint8_t* tile;
+  __m512i k_table[3];  // each plane's Rice parameter per bucket (spec §4.3)
+  __m512i run_k;
+
+  L3_LANES_TARGET RiceCoder(const CodedTileParams& t, const std::uint8_t* tile_bytes) : tile(tile_bytes) {
+    for (int p = 0; p < 3; ++p) {
+      alignas(64) std::int32_t k[16];
+      for (int b = 0; b < 16; ++b) k[b] = t.plane[p].k[b];
+      k_table[p] = _mm512_load_si512(k);
+    }
+    run_k = _mm512_set1_epi32(t.run_k);
+  }
+
+  L3_LANES_TARGET void begin(State& S, const LaneState* lanes, int n) const { words_begin(S, tile, lanes, n); }
+  L3_LANES_TARGET void end(const State& S, LaneState* lanes, int n) const { words_end(S, tile, lanes, n); }
+  L3_LANES_TARGET void refill(State& S) const { words_refill(S, tile); }
+
+  // A Rice value with parameter k (per lane) of the lanes in `read`; 0 in
+  // the others. As read_rice_cpu: q zeros, a one and k low bits, or an
+  // escape (q >= 20: twenty zeros and 10 bits); at most 30 bits, so the
+  // window holds every value whole.
+  L3_LANES_TARGET __m512i read_rice(State& S, __mmask16 read, __m512i k) const {
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i window = words_window(S);
+    // `| 1`: a window of zeros counts 31, an escape as any count >= 20.
+    const __m512i q = _mm512_lzcnt_epi32(_mm512_or_si512(window, one));
+    const __mmask16 escape = _mm512_cmpge_epi32_mask(q, _mm512_set1_epi32(int(core::kEscapeZeros)));
+    // window << q starts with the terminating one: k + 1 bits of it are
+    // (1 << k) + low, and adding (q - 1) << k (mod 2^32) gives (q << k) + low.
+    __m512i u = _mm512_add_epi32(
+        _mm512_srlv_epi32(_mm512_sllv_epi32(window, q), _mm512_sub_epi32(_mm512_set1_epi32(31), k)),
+        _mm512_sllv_epi32(_mm512_sub_epi32(q, one), k));
+    __m512i bits = _mm512_add_epi32(_mm512_add_epi32(q, one), k);
+    u = _mm512_mask_mov_epi32(
+        u, escape, _mm512_srli_epi32(_mm512_slli_epi32(window, int(core::kEscapeZeros)), 32 - int(core::kEscapeBits)));
+    bits = _mm512_mask_mov_epi32(bits, escape, _mm512_set1_epi32(int(core::kEscapeZeros + core::kEscapeBits)));
+    words_consume(S, read, bits);
+    return _mm512_maskz_mov_epi32(read, u);
+  }
+
+  // Plane p's value, its Rice parameter from the activity a: the plane's
+  // k of bucket_of(a) (spec §6.2): a below 4, else 2 log2(a) plus the bit
+  // below the top one, at most 15.
+  L3_LANES_TARGET __m512i read_plane(State& S, __mmask16&, __mmask16 mask, int p, __m512i a) const {
+    const __m512i four = _mm512_set1_epi32(4);
+    const __m512i l = _mm512_sub_epi32(_mm512_set1_epi32(31), _mm512_lzcnt_epi32(a));
+    const __m512i half = _mm512_and_si512(_mm512_srlv_epi32(a, _mm512_sub_epi32(l, _mm512_set1_epi32(1))),
+                                          _mm512_set1_epi32(1));
+    __m512i b = _mm512_min_epi32(_mm512_add_epi32(_mm512_add_epi32(l, l), half), _mm512_set1_epi32(15));
+    b = _mm512_mask_mov_epi32(b, _mm512_cmplt_epi32_mask(a, four), a);
+    return read_rice(S, mask, _mm512_permutexvar_epi32(b, k_table[p]));
+  }
+
+  L3_LANES_TARGET __m512i read_run(State& S, __mmask16&, __mmask16 mask) const { return read_rice(S, mask, run_k); }
+};
+
+// core::zero_run_step for the active lanes: returns those whose pixel is in
+// a run. w, n, nw: the neighbours' codes after the edge rules.
+template <class Coder>
+L3_LANES_TARGET inline __mmask16 lanes_run_step(const Coder& coder, int width, LaneRows<Coder>& R, __mmask16 active,
+                                                __m512i col, const __m512i* w, const __m512i* n, const __m512i* nw) {
+  const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
+  const __mmask16 running = _mm512_mask_cmpgt_epi32_mask(active, R.run_left, zero);
+  R.run_left = _mm512_mask_sub_epi32(R.run_left, running, R.run_left, one);
+  const __mmask16 run_ends = _mm512_mask_cmpeq_epi32_mask(running, R.run_left, zero);
+  const __mmask16 unblocked = __mmask16(active & ~running & R.blocked);
+  R.blocked = __mmask16((R.blocked & ~unblocked) | run_ends);
+  __m512i any = zero;
+  for (int p = 0; p < 3; ++p) any = _mm512_or_si512(any, _mm512_or_si512(w[p], _mm512_or_si512(n[p], nw[p])));
+  const __mmask16 starts = _mm512_mask_cmpeq_epi32_mask(__mmask16(active & ~running & ~unblocked), any, zero);
+  __mmask16 in_run = running;
+  if (starts) {
+    const __m512i run = coder.read_run(R.c, R.error, starts);
+    coder.refill(R.c);  // the pixel's values may need all four words
+    // A run longer than the rest of the row (spec §6.4).
+    R.error |= _mm512_mask_cmpgt_epi32_mask(starts, run, _mm512_sub_epi32(_mm512_set1_epi32(width), col));
+    const __mmask16 begun = _mm512_mask_cmpneq_epi32_mask(starts, run, zero);
+    R.run_left = _mm512_mask_sub_epi32(R.run_left, begun, run, one);
+    R.blocked |= _mm512_mask_cmpeq_epi32_mask(begun, R.run_left, zero);
+    in_run |= begun;
+  }
+  return in_run;
+}
+
+// Lanes [0, n) from lanes[0..n); the others idle (never active).
+template <class Coder>
+L3_LANES_TARGET inline void lane_rows_begin(const Coder& coder, LaneRows<Coder>& R, const LaneState* lanes, int n) {
+  alignas(64) std::int32_t run_left[16] = {};
+  __mmask16 blocked = 0, error = 0;
+  for (int i = 0; i < n; ++i) {
+    const LaneState& s = lanes[i];
+    run_left[i] = s.run_left;
+    blocked = __mmask16(blocked | (int(s.blocked) << i));
+    error = __mmask16(error | (int(s.error) << i));
+  }
+  coder.begin(R.c, lanes, n);
+  R.run_left = _mm512_load_si512(run_left);
+  R.blocked = blocked;
+  R.error = error;
+  for (int p = 0; p < 3; ++p) R.w[p] = R.w_prev[p] = _mm512_setzero_si512();
+}
+
+template <class Coder>
+L3_LANES_TARGET inline void lane_rows_end(const Coder& coder, const LaneRows<Coder>& R, LaneState* lanes, int n) {
+  alignas(64) std::int32_t run_left[16];
+  _mm512_store_si512(run_left, R.run_left);
+  coder.end(R.c, lanes, n);
+  for (int i = 0; i < n; ++i) {
+    LaneState& s = lanes[i];
+    s.run_left = run_left[i];
+    s.blocked = (R.blocked >> i) & 1;
+    s.error = (R.error >> i) & 1;
+  }
+}
+
+// Stores the codes of 16 rows' pixels (one per lane, planes in v[0..2]) to
+// rows[lane].code[col + 1], as pass 2 reads them (the padding plane 0):
+// the planes interleaved in registers, then one 16-byte store per lane.
+L3_LANES_TARGET inline void store_pixels(CodeRow<3>* rows, int first_col, __mmask16 active, const __m512i* v) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(v[2], zero), t3 = _mm512_unpackhi_epi32(v[2], zero);
+  // Lane 4b + j's pixel is block b of px[j].
+  const __m512i px[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+                         _mm512_unpackhi_epi64(t1, t3)};
+  alignas(64) __m128i blocks[16];
+  for (int j = 0; j < 4; ++j) {
+    blocks[j] = _mm512_castsi512_si128(px[j]);
+    blocks[4 + j] = _mm512_extracti32x4_epi32(px[j], 1);
+    blocks[8 + j] = _mm512_extracti32x4_epi32(px[j], 2);
+    blocks[12 + j] = _mm512_extracti32x4_epi32(px[j], 3);
+  }
+  // Lane i's column is first_col - i.
+  if (active == 0xffff) {
+    for (int i = 0; i < 16; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[i].code[first_col - i + 1]), blocks[i]);
+  } else {
+    for (int i = 0; i < 16; ++i)
+      if ((active >> i) & 1) _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[i].code[first_col - i + 1]), blocks[i]);
+  }
+}
+
+// One step of 16 rows: the edge rules, the zero-run step, the three planes'
+// values, stored by store_pixels (lane 0's column: first_col). n_in, nw_in:
+// the codes of the row above each lane at its column and the one before.
+template <class Coder>
+L3_LANES_TARGET inline void lanes_step(const Coder& coder, bool run_mode, LaneRows<Coder>& R, __m512i col,
+                                       const __m512i* n_in, const __m512i* nw_in, bool first_rows, CodeRow<3>* rows,
+                                       int first_col, __m512i cols, __mmask16 lane_rows, int width) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __mmask16 active =
+      __mmask16(lane_rows & _mm512_cmpge_epi32_mask(col, zero) & _mm512_cmplt_epi32_mask(col, cols));
+  const __mmask16 col0 = _mm512_cmpeq_epi32_mask(col, zero);
+  __m512i w[3], n[3], nw[3];
+  for (int p = 0; p < 3; ++p) {
+    n[p] = n_in[p];
+    nw[p] = nw_in[p];
+    // The tile's first row (A's lane 0): N = NW = W (spec §6.3).
+    if (first_rows) {
+      n[p] = _mm512_mask_mov_epi32(n[p], 1, R.w[p]);
+      nw[p] = _mm512_mask_mov_epi32(nw[p], 1, R.w[p]);
+    }
+    // Column 0: W and NW are N's codes (column -1 copies column 0).
+    w[p] = _mm512_mask_mov_epi32(R.w[p], col0, n[p]);
+    nw[p] = _mm512_mask_mov_epi32(nw[p], col0, n[p]);
+  }
+  __mmask16 read = active;
+  if (run_mode) read = __mmask16(read & ~lanes_run_step(coder, width, R, active, col, w, n, nw));
+  __m512i v[3];
+  for (int p = 0; p < 3; ++p) {
+    // Activity u(W) + u(N) + u(NW) / 2 (spec §6.2).
+    const __m512i a = _mm512_add_epi32(_mm512_add_epi32(w[p], n[p]), _mm512_srai_epi32(nw[p], 1));
+    v[p] = coder.read_plane(R.c, R.error, read, p, a);
+    R.w_prev[p] = R.w[p];
+    // Lanes before their column 0 keep 0; after their last column, their last code.
+    R.w[p] = _mm512_mask_mov_epi32(R.w[p], active, v[p]);
+  }
+  coder.refill(R.c);
+  if (active) store_pixels(rows, first_col, active, v);
+}
+
+// Pass 1 of columns [0, cols) of rows [0, rows_used) of a tile that
+// lanes_eligible takes (the rest of the tile is never needed by them, as in
+// a crop): their codes into rows (each with its column -1), their lanes'
+// state as the scalar loops leave it. lanes: from core::lane_begin.
+template <class Coder>
+L3_LANES_TARGET __attribute__((noinline)) inline void lanes_codes(const Coder& coder, const CodedTileParams& t, LaneState* lanes, CodeRow<3>* rows,
+                                        int cols, int rows_used) {
+  const __m512i lane_ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  // Lane i takes lane i - 1 of its register; B's lane 0 takes A's lane 15.
+  const __m512i shift_a = _mm512_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
+  const __m512i shift_b = _mm512_setr_epi32(15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30);
+  const __m512i g16 = _mm512_set1_epi32(16);
+  const __m512i cols_v = _mm512_set1_epi32(cols);
+  const int rows_a = rows_used < 16 ? rows_used : 16, rows_b = rows_used - rows_a;
+  const __mmask16 lanes_a = __mmask16((1u << rows_a) - 1), lanes_b = __mmask16((1u << rows_b) - 1);
+  LaneRows<Coder> A, B;
+  lane_rows_begin(coder, A, lanes, rows_a);
+  lane_rows_begin(coder, B, lanes + 16, rows_b);
+  const int steps = cols + rows_used - 1;
+  for (int s = 0; s < steps; ++s) {
+    const __m512i col_a = _mm512_sub_epi32(_mm512_set1_epi32(s), lane_ids);
+    __m512i n_a[3], nw_a[3], n_b[3], nw_b[3];
+    for (int p = 0; p < 3; ++p) {
+      n_a[p] = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w[p]);
+      nw_a[p] = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w_prev[p]);
+      if (rows_b > 0) {
+        n_b[p] = _mm512_permutex2var_epi32(A.w[p], shift_b, B.w[p]);
+        nw_b[p] = _mm512_permutex2var_epi32(A.w_prev[p], shift_b, B.w_prev[p]);
+      }
+    }
+    lanes_step(coder, t.run_mode, A, col_a, n_a, nw_a, true, rows, s, cols_v, lanes_a, t.width);
+    if (rows_b > 0)
+      lanes_step(coder, t.run_mode, B, _mm512_sub_epi32(col_a, g16), n_b, nw_b, false, rows + 16, s - 16, cols_v,
+                 lanes_b, t.width);
+  }
+  lane_rows_end(coder, A, lanes, rows_a);
+  lane_rows_end(coder, B, lanes + 16, rows_b);
+  // Column -1 of each row: a copy of column 0 (spec §6.3).
+  for (int r = 0; r < rows_used; ++r)
+    for (int p = 0; p < CodeRow<3>::CS; ++p) rows[r].code[0][p] = rows[r].code[1][p];
+}
+
+// Pass 1 of columns [0, cols) of rows [0, rows_used) of a 3-plane coded
+// tile that lanes_eligible takes, its coder picked by the tile's kind: the
+// codes into x.rows.
+L3_LANES_TARGET __attribute__((noinline)) inline void lanes_codes(const std::uint8_t* tile, const CodedTileParams& t,
+                                                                  LaneState* lanes, LaneScratch& x, int cols,
+                                                                  int rows_used) {
+  if (t.ans) {
+    fill_ans_entries(t, x.entries);
+    lanes_codes(AnsCoder(x.entries, tile), t, lanes, x.rows, cols, rows_used);
+  } else {
+    lanes_codes(RiceCoder(t, tile), t, lanes, x.rows, cols, rows_used);
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#else  // no AVX-512 build: the scalar loops only
+
+struct LaneScratch {
+  CodeRow<3> rows[32];
+};
+inline LaneScratch& lane_scratch() { __builtin_unreachable(); }
+inline bool lanes_eligible(const CodedTileParams&, const LaneState*, const std::uint8_t*, int) { return false; }
+inline void lanes_codes(const std::uint8_t*, const CodedTileParams&, LaneState*, LaneScratch&, int, int) {}
+
+#endif
+
+}  // namespace
+}  // namespace l3
