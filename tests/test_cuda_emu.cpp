@@ -509,7 +509,7 @@ TEST_CASE("corrupted streams: same status as l3::decode, never out of bounds") {
 }
 
 TEST_CASE("RGB tiles up to 256x32, Rice- and entropy-coded (the CPU decoder's AVX-512 lanes): same pixels and status as the emulation") {
-  // l3::decode takes decode_lanes.hpp's pass 1 for the 3-plane tiles of
+  // l3::decode takes decode_lanes.hpp's passes 1 and 2 for the 3-plane tiles of
   // these images where l3::cpu_decode_path() is "avx512" (ctest runs this
   // suite again with L3_FORCE_SCALAR=1 for the scalar loops): whole tiles
   // and the partial ones at the right and bottom.

@@ -1,17 +1,19 @@
-// The CPU decoder's pass 1 for 3-plane coded tiles across AVX-512 lanes
-// (spec/codec.md §7.2, §7.4, §8; measured in §12 and
+// The CPU decoder's passes 1 and 2 for 3-plane coded tiles across AVX-512
+// lanes (spec/codec.md §6, §7.2, §7.4, §8; measured in §12 and
 // bench/simd_rows_probe.cpp): the tile's 32 rows in the 16 lanes of two
 // registers, row i one column behind row i - 1 (§8's wavefront), so that N
-// and NW are the last two steps' codes shifted by one lane. Two coders plug
-// into the one wavefront (lanes_codes):
+// and NW are the last two steps' codes and plane values shifted by one lane.
+// Each step decodes a pixel's codes and predicts its values (the scalar
+// loops' two passes in one); the values go to rows for row_to_pixels. Two
+// coders plug into the one wavefront (lanes_values):
 //   - AnsCoder, entropy-coded tiles (§7.4): each value is one gather of a
 //     32-bit slot entry (slot - F, f and the token) and one of the row's
 //     next two 16-bit units;
 //   - RiceCoder, Rice-coded tiles (§7.2): each lane reads its row through a
 //     32-bit window over four big-endian words of the stream (LaneWords),
 //     gathering the words it moved past once per pixel, not per value.
-// The same codes as the scalar loops of decode_codes.hpp (ans_decode_codes,
-// decode_row_codes), lane state included: the rows' end checks (§7.3) and
+// The same codes and values as the scalar loops of decode_codes.hpp and
+// decode_rows.hpp, lane state included: the rows' end checks (§7.3) and
 // errors stay the caller's. Included by decode_rows.hpp; used where
 // lanes_eligible says, else the scalar loops run.
 #pragma once
@@ -32,6 +34,11 @@
 namespace l3 {
 namespace {  // internal linkage: see decode_codes.hpp
 
+// The plane values of a row of a tile, by column, as row_to_pixels reads them.
+struct ValueRow {
+  V4 v[1 << core::kMaxTileWidthLog2];
+};
+
 #if L3_HAVE_DECODE_LANES
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), which
@@ -46,7 +53,7 @@ namespace {  // internal linkage: see decode_codes.hpp
 
 inline constexpr int kLaneRows = 32;  // a tile's rows at most: two registers of 16
 
-// Whether the lanes decode pass 1 of rows [0, rows) of a 3-plane coded tile:
+// Whether the lanes decode rows [0, rows) of a 3-plane coded tile:
 // no constant plane, no zero row among them, each starting kRowReach bytes
 // before read_end (no load needs a bounds test), with
 // detail::decode_lanes_enabled(). Other tiles take the scalar loops.
@@ -93,8 +100,8 @@ L3_LANES_TARGET inline void fill_ans_entries(const CodedTileParams& t, AnsEntrie
 // A thread's buffers for the lanes (about 440 KB, on the heap: they would
 // swell every thread's static TLS block).
 struct LaneScratch {
-  AnsEntries entries;         // entropy-coded tiles only
-  CodeRow<3> rows[kLaneRows];  // the codes by row, for pass 2
+  AnsEntries entries;          // entropy-coded tiles only
+  ValueRow rows[kLaneRows];    // the plane values by row, for row_to_pixels
 };
 
 inline LaneScratch& lane_scratch() {
@@ -109,7 +116,8 @@ struct LaneRows {
   typename Coder::State c;
   __m512i run_left;  // zero runs (spec §6.4)
   __mmask16 blocked, error;
-  __m512i w[3], w_prev[3];  // each row's last code (W) per plane, and the one before
+  __m512i w[3], w_prev[3];    // each row's last code (W) per plane, and the one before
+  __m512i vw[3], vw_prev[3];  // the same for plane values
 };
 
 // The position of a lane's reader, in bits from the tile's first byte.
@@ -429,10 +437,11 @@ L3_LANES_TARGET inline void lane_rows_end(const Coder& coder, const LaneRows<Cod
   }
 }
 
-// Stores the codes of 16 rows' pixels (one per lane, planes in v[0..2]) to
-// rows[lane].code[col + 1], as pass 2 reads them (the padding plane 0):
-// the planes interleaved in registers, then one 16-byte store per lane.
-L3_LANES_TARGET inline void store_pixels(CodeRow<3>* rows, int first_col, __mmask16 active, const __m512i* v) {
+// Stores the plane values of 16 rows' pixels (one per lane, planes in
+// v[0..2]) to rows[lane].v[col], as row_to_pixels reads them (the padding
+// plane 0): the planes interleaved in registers, then one 16-byte store per
+// lane.
+L3_LANES_TARGET inline void store_pixels(ValueRow* rows, int first_col, __mmask16 active, const __m512i* v) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
   const __m512i t2 = _mm512_unpacklo_epi32(v[2], zero), t3 = _mm512_unpackhi_epi32(v[2], zero);
@@ -448,36 +457,79 @@ L3_LANES_TARGET inline void store_pixels(CodeRow<3>* rows, int first_col, __mmas
   }
   // Lane i's column is first_col - i.
   if (active == 0xffff) {
-    for (int i = 0; i < 16; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[i].code[first_col - i + 1]), blocks[i]);
+    for (int i = 0; i < 16; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(&rows[i].v[first_col - i]), blocks[i]);
   } else {
     for (int i = 0; i < 16; ++i)
-      if ((active >> i) & 1) _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[i].code[first_col - i + 1]), blocks[i]);
+      if ((active >> i) & 1) _mm_storeu_si128(reinterpret_cast<__m128i*>(&rows[i].v[first_col - i]), blocks[i]);
   }
 }
 
-// One step of 16 rows: the edge rules, the zero-run step, the three planes'
-// values, stored by store_pixels (lane 0's column: first_col). n_in, nw_in:
-// the codes of the row above each lane at its column and the one before.
+// Each plane's predictor and range (spec §6.1), as the lanes use them.
+struct LanePredict {
+  std::uint8_t pred[3];
+  __m512i lo[3], hi[3], mid[3];
+};
+
+L3_LANES_TARGET inline LanePredict lane_predict(const CodedTileParams& t) {
+  LanePredict k;
+  for (int p = 0; p < 3; ++p) {
+    k.pred[p] = t.plane[p].pred;
+    k.lo[p] = _mm512_set1_epi32(t.plane[p].range.lo);
+    k.hi[p] = _mm512_set1_epi32(t.plane[p].range.hi);
+    k.mid[p] = _mm512_set1_epi32(t.plane[p].range.mid);
+  }
+  return k;
+}
+
+// core::predict for plane p (its predictor the same for the whole tile:
+// the branch is always taken the same way).
+L3_LANES_TARGET inline __m512i lanes_predict(const LanePredict& k, int p, __m512i w, __m512i n, __m512i nw) {
+  switch (k.pred[p]) {
+    case core::kPredW: return w;
+    case core::kPredN: return n;
+    case core::kPredAvg: return _mm512_srai_epi32(_mm512_add_epi32(w, n), 1);
+    default: break;
+  }
+  const __m512i grad = _mm512_sub_epi32(_mm512_add_epi32(w, n), nw);
+  if (k.pred[p] == core::kPredGrad) return _mm512_min_epi32(k.hi[p], _mm512_max_epi32(k.lo[p], grad));
+  return _mm512_min_epi32(_mm512_max_epi32(w, n), _mm512_max_epi32(_mm512_min_epi32(w, n), grad));  // MED
+}
+
+// The neighbours of 16 lanes' pixels in the row above: N and NW, as codes
+// and as plane values.
+struct LaneAbove {
+  __m512i n[3], nw[3], vn[3], vnw[3];
+};
+
+// Applies spec §6.3's edge rules to a lane's neighbours (x = w, n, nw):
+// on the tile's first row (first_row: lane 0) N = NW = W; at column 0 W and
+// NW are N.
+L3_LANES_TARGET inline void edge_rules(__m512i& w, __m512i& n, __m512i& nw, __mmask16 first_row, __mmask16 col0) {
+  n = _mm512_mask_mov_epi32(n, first_row, w);
+  nw = _mm512_mask_mov_epi32(nw, first_row, w);
+  w = _mm512_mask_mov_epi32(w, col0, n);
+  nw = _mm512_mask_mov_epi32(nw, col0, n);
+}
+
+// One step of 16 rows (lane 0's column: first_col): the edge rules, the
+// zero-run step and the three planes' codes (pass 1), then their plane
+// values (pass 2: prediction, spec §6.1), stored by store_pixels.
 template <class Coder>
-L3_LANES_TARGET inline void lanes_step(const Coder& coder, bool run_mode, LaneRows<Coder>& R, __m512i col,
-                                       const __m512i* n_in, const __m512i* nw_in, bool first_rows, CodeRow<3>* rows,
+L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Coder& coder, const LanePredict& pk, bool run_mode, LaneRows<Coder>& R,
+                                       __m512i col, const LaneAbove& up, bool first_rows, ValueRow* rows,
                                        int first_col, __m512i cols, __mmask16 lane_rows, int width) {
   const __m512i zero = _mm512_setzero_si512();
   const __mmask16 active =
       __mmask16(lane_rows & _mm512_cmpge_epi32_mask(col, zero) & _mm512_cmplt_epi32_mask(col, cols));
   const __mmask16 col0 = _mm512_cmpeq_epi32_mask(col, zero);
+  // The tile's first row: A's lane 0.
+  const __mmask16 first_row = first_rows ? 1 : 0;
   __m512i w[3], n[3], nw[3];
   for (int p = 0; p < 3; ++p) {
-    n[p] = n_in[p];
-    nw[p] = nw_in[p];
-    // The tile's first row (A's lane 0): N = NW = W (spec §6.3).
-    if (first_rows) {
-      n[p] = _mm512_mask_mov_epi32(n[p], 1, R.w[p]);
-      nw[p] = _mm512_mask_mov_epi32(nw[p], 1, R.w[p]);
-    }
-    // Column 0: W and NW are N's codes (column -1 copies column 0).
-    w[p] = _mm512_mask_mov_epi32(R.w[p], col0, n[p]);
-    nw[p] = _mm512_mask_mov_epi32(nw[p], col0, n[p]);
+    w[p] = R.w[p];
+    n[p] = up.n[p];
+    nw[p] = up.nw[p];
+    edge_rules(w[p], n[p], nw[p], first_row, col0);
   }
   __mmask16 read = active;
   if (run_mode) read = __mmask16(read & ~lanes_run_step(coder, width, R, active, col, w, n, nw));
@@ -485,68 +537,90 @@ L3_LANES_TARGET inline void lanes_step(const Coder& coder, bool run_mode, LaneRo
   for (int p = 0; p < 3; ++p) {
     // Activity u(W) + u(N) + u(NW) / 2 (spec §6.2).
     const __m512i a = _mm512_add_epi32(_mm512_add_epi32(w[p], n[p]), _mm512_srai_epi32(nw[p], 1));
-    v[p] = coder.read_plane(R.c, R.error, read, p, a);
+    const __m512i u = coder.read_plane(R.c, R.error, read, p, a);
     R.w_prev[p] = R.w[p];
     // Lanes before their column 0 keep 0; after their last column, their last code.
-    R.w[p] = _mm512_mask_mov_epi32(R.w[p], active, v[p]);
+    R.w[p] = _mm512_mask_mov_epi32(R.w[p], active, u);
+    // The value: prediction + unzigzag(u). The tile's first pixel has W =
+    // the plane's midpoint (R.vw's initial value).
+    __m512i vw = R.vw[p], vn = up.vn[p], vnw = up.vnw[p];
+    edge_rules(vw, vn, vnw, first_row, col0);
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i residual = _mm512_xor_si512(_mm512_srli_epi32(u, 1), _mm512_sub_epi32(zero, _mm512_and_si512(u, one)));
+    v[p] = _mm512_add_epi32(lanes_predict(pk, p, vw, vn, vnw), residual);
+    R.vw_prev[p] = R.vw[p];
+    R.vw[p] = _mm512_mask_mov_epi32(R.vw[p], active, v[p]);
   }
   coder.refill(R.c);
   if (active) store_pixels(rows, first_col, active, v);
 }
 
-// Pass 1 of columns [0, cols) of rows [0, rows_used) of a tile that
+// Lane i's x[i - 1] (its register's lane 0: 0).
+L3_LANES_TARGET inline __m512i from_lane_above(__m512i x) {
+  const __m512i shift = _mm512_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
+  return _mm512_maskz_permutexvar_epi32(0xfffe, shift, x);
+}
+
+// B's lane i: B's x[i - 1]; its lane 0: A's lane 15.
+L3_LANES_TARGET inline __m512i from_lane_above(__m512i a, __m512i b) {
+  const __m512i shift = _mm512_setr_epi32(15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30);
+  return _mm512_permutex2var_epi32(a, shift, b);
+}
+
+// Passes 1 and 2 of columns [0, cols) of rows [0, rows_used) of a tile that
 // lanes_eligible takes (the rest of the tile is never needed by them, as in
-// a crop): their codes into rows (each with its column -1), their lanes'
-// state as the scalar loops leave it. lanes: from core::lane_begin.
+// a crop): their plane values into rows, their lanes' state as the scalar
+// loops leave it. lanes: from core::lane_begin.
 template <class Coder>
-L3_LANES_TARGET __attribute__((noinline)) inline void lanes_codes(const Coder& coder, const CodedTileParams& t, LaneState* lanes, CodeRow<3>* rows,
-                                        int cols, int rows_used) {
+L3_LANES_TARGET __attribute__((noinline)) inline void lanes_values(const Coder& coder, const CodedTileParams& t,
+                                                                   LaneState* lanes, ValueRow* rows, int cols,
+                                                                   int rows_used) {
   const __m512i lane_ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  // Lane i takes lane i - 1 of its register; B's lane 0 takes A's lane 15.
-  const __m512i shift_a = _mm512_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
-  const __m512i shift_b = _mm512_setr_epi32(15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30);
   const __m512i g16 = _mm512_set1_epi32(16);
   const __m512i cols_v = _mm512_set1_epi32(cols);
+  const LanePredict pk = lane_predict(t);
   const int rows_a = rows_used < 16 ? rows_used : 16, rows_b = rows_used - rows_a;
   const __mmask16 lanes_a = __mmask16((1u << rows_a) - 1), lanes_b = __mmask16((1u << rows_b) - 1);
   LaneRows<Coder> A, B;
   lane_rows_begin(coder, A, lanes, rows_a);
   lane_rows_begin(coder, B, lanes + 16, rows_b);
+  for (int p = 0; p < 3; ++p) A.vw[p] = A.vw_prev[p] = B.vw[p] = B.vw_prev[p] = pk.mid[p];
   const int steps = cols + rows_used - 1;
   for (int s = 0; s < steps; ++s) {
     const __m512i col_a = _mm512_sub_epi32(_mm512_set1_epi32(s), lane_ids);
-    __m512i n_a[3], nw_a[3], n_b[3], nw_b[3];
+    LaneAbove up_a, up_b;
     for (int p = 0; p < 3; ++p) {
-      n_a[p] = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w[p]);
-      nw_a[p] = _mm512_maskz_permutexvar_epi32(0xfffe, shift_a, A.w_prev[p]);
+      up_a.n[p] = from_lane_above(A.w[p]);
+      up_a.nw[p] = from_lane_above(A.w_prev[p]);
+      up_a.vn[p] = from_lane_above(A.vw[p]);
+      up_a.vnw[p] = from_lane_above(A.vw_prev[p]);
       if (rows_b > 0) {
-        n_b[p] = _mm512_permutex2var_epi32(A.w[p], shift_b, B.w[p]);
-        nw_b[p] = _mm512_permutex2var_epi32(A.w_prev[p], shift_b, B.w_prev[p]);
+        up_b.n[p] = from_lane_above(A.w[p], B.w[p]);
+        up_b.nw[p] = from_lane_above(A.w_prev[p], B.w_prev[p]);
+        up_b.vn[p] = from_lane_above(A.vw[p], B.vw[p]);
+        up_b.vnw[p] = from_lane_above(A.vw_prev[p], B.vw_prev[p]);
       }
     }
-    lanes_step(coder, t.run_mode, A, col_a, n_a, nw_a, true, rows, s, cols_v, lanes_a, t.width);
+    lanes_step(coder, pk, t.run_mode, A, col_a, up_a, true, rows, s, cols_v, lanes_a, t.width);
     if (rows_b > 0)
-      lanes_step(coder, t.run_mode, B, _mm512_sub_epi32(col_a, g16), n_b, nw_b, false, rows + 16, s - 16, cols_v,
+      lanes_step(coder, pk, t.run_mode, B, _mm512_sub_epi32(col_a, g16), up_b, false, rows + 16, s - 16, cols_v,
                  lanes_b, t.width);
   }
   lane_rows_end(coder, A, lanes, rows_a);
   lane_rows_end(coder, B, lanes + 16, rows_b);
-  // Column -1 of each row: a copy of column 0 (spec §6.3).
-  for (int r = 0; r < rows_used; ++r)
-    for (int p = 0; p < CodeRow<3>::CS; ++p) rows[r].code[0][p] = rows[r].code[1][p];
 }
 
-// Pass 1 of columns [0, cols) of rows [0, rows_used) of a 3-plane coded
-// tile that lanes_eligible takes, its coder picked by the tile's kind: the
-// codes into x.rows.
-L3_LANES_TARGET __attribute__((noinline)) inline void lanes_codes(const std::uint8_t* tile, const CodedTileParams& t,
-                                                                  LaneState* lanes, LaneScratch& x, int cols,
-                                                                  int rows_used) {
+// Passes 1 and 2 of columns [0, cols) of rows [0, rows_used) of a 3-plane
+// coded tile that lanes_eligible takes, its coder picked by the tile's
+// kind: the plane values into x.rows.
+L3_LANES_TARGET __attribute__((noinline)) inline void lanes_values(const std::uint8_t* tile, const CodedTileParams& t,
+                                                                   LaneState* lanes, LaneScratch& x, int cols,
+                                                                   int rows_used) {
   if (t.ans) {
     fill_ans_entries(t, x.entries);
-    lanes_codes(AnsCoder(x.entries, tile), t, lanes, x.rows, cols, rows_used);
+    lanes_values(AnsCoder(x.entries, tile), t, lanes, x.rows, cols, rows_used);
   } else {
-    lanes_codes(RiceCoder(t, tile), t, lanes, x.rows, cols, rows_used);
+    lanes_values(RiceCoder(t, tile), t, lanes, x.rows, cols, rows_used);
   }
 }
 
@@ -557,11 +631,11 @@ L3_LANES_TARGET __attribute__((noinline)) inline void lanes_codes(const std::uin
 #else  // no AVX-512 build: the scalar loops only
 
 struct LaneScratch {
-  CodeRow<3> rows[32];
+  ValueRow rows[32];
 };
 inline LaneScratch& lane_scratch() { __builtin_unreachable(); }
 inline bool lanes_eligible(const CodedTileParams&, const LaneState*, const std::uint8_t*, int) { return false; }
-inline void lanes_codes(const std::uint8_t*, const CodedTileParams&, LaneState*, LaneScratch&, int, int) {}
+inline void lanes_values(const std::uint8_t*, const CodedTileParams&, LaneState*, LaneScratch&, int, int) {}
 
 #endif
 
