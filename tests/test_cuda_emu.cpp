@@ -508,24 +508,34 @@ TEST_CASE("corrupted streams: same status as l3::decode, never out of bounds") {
   }
 }
 
-TEST_CASE("RGB tiles up to 256x32, Rice- and entropy-coded (the CPU decoder's AVX-512 lanes): same pixels and status as the emulation") {
-  // l3::decode takes decode_lanes.hpp's passes 1 and 2 for the 3-plane tiles of
-  // these images where l3::cpu_decode_path() is "avx512" (ctest runs this
-  // suite again with L3_FORCE_SCALAR=1 for the scalar loops): whole tiles
-  // and the partial ones at the right and bottom.
+TEST_CASE("tiles up to 256x32 of 1-4 planes, Rice- and entropy-coded (the CPU decoder's AVX-512 lanes): same pixels and status as the emulation") {
+  // l3::decode takes decode_lanes.hpp's passes 1 and 2 for the coded tiles
+  // of these images where l3::cpu_decode_path() is "avx512" (ctest runs
+  // this suite again with L3_FORCE_SCALAR=1 for the scalar loops): whole
+  // tiles and the partial ones at the right and bottom; gray, gray + alpha,
+  // RGB and RGBA planes, palette tiles (the stripes and discs), constant
+  // planes (opaque alpha).
   MESSAGE("cpu_decode_path: " << std::string(l3::cpu_decode_path()));
-  std::vector<std::vector<std::uint8_t>> bases;
+  struct Base {
+    std::vector<std::uint8_t> bytes;
+    int damage_rounds;
+  };
+  std::vector<Base> bases;
   int ans_streams = 0;
-  for (const bool entropy_coding : {true, false})
-    for (int kind = 1; kind < 6; ++kind) {
-      const Img im = with_rare_noise(structured_image(kind, 520, 70, 3), 7, 30);
-      const auto e = enc(im, 256, 32, 2, entropy_coding);
-      ans_streams += l3::read_info(e).version >= 3 && entropy_coding;
-      check_same(e, std::string(entropy_coding ? "rANS" : "Rice") + " kind " + std::to_string(kind) + " with noise " +
-                        shape(im, 256, 32));
-      bases.push_back(e);
-    }
-  CHECK(ans_streams >= 4);
+  for (const std::uint32_t ch : {3u, 1u, 2u, 4u})
+    for (const bool entropy_coding : {true, false})
+      for (int kind = 1; kind < 6; ++kind) {
+        Img im = with_rare_noise(structured_image(kind, 520, 70, ch), 7, 30);
+        const bool opaque = ch == 4 && kind % 2 == 0;
+        if (opaque)
+          for (std::size_t i = 3; i < im.px.size(); i += 4) im.px[i] = 255;
+        const auto e = enc(im, 256, 32, 2, entropy_coding);
+        ans_streams += l3::read_info(e).version >= 3 && entropy_coding;
+        check_same(e, std::string(entropy_coding ? "rANS" : "Rice") + " kind " + std::to_string(kind) +
+                          (opaque ? " opaque" : "") + " with noise " + shape(im, 256, 32));
+        bases.push_back({e, ch == 3 ? 40 : 10});
+      }
+  CHECK(ans_streams >= 16);
   std::mt19937 rng(77);
   l3::DecodeOptions dopt;
   dopt.verify_checksum = false;  // let the damage reach the tiles
@@ -533,8 +543,8 @@ TEST_CASE("RGB tiles up to 256x32, Rice- and entropy-coded (the CPU decoder's AV
   bopt.verify_checksum = false;
   int rejected = 0, total = 0;
   for (const auto& base : bases)
-    for (int k = 0; k < 40; ++k) {
-      auto e = base;
+    for (int k = 0; k < base.damage_rounds; ++k) {
+      auto e = base.bytes;
       for (int f = 0; f < 1 + k % 3; ++f) {
         const std::size_t at = std::uniform_int_distribution<std::size_t>(std::min<std::size_t>(e.size() - 1, 200), e.size() - 1)(rng);
         e[at] ^= std::uint8_t(1u << std::uniform_int_distribution<int>(0, 7)(rng));

@@ -53,16 +53,15 @@ struct ValueRow {
 
 inline constexpr int kLaneRows = 32;  // a tile's rows at most: two registers of 16
 
-// Whether the lanes decode rows [0, rows) of a 3-plane coded tile:
-// no constant plane, no zero row among them, each starting kRowReach bytes
-// before read_end (no load needs a bounds test), with
-// detail::decode_lanes_enabled(). Other tiles take the scalar loops.
+// Whether the lanes decode rows [0, rows) of a coded tile of CH planes: no
+// zero row among them, each starting kRowReach bytes before read_end (no
+// load needs a bounds test), with detail::decode_lanes_enabled(). Other
+// tiles take the scalar loops.
+template <int CH>
 inline bool lanes_eligible(const CodedTileParams& t, const LaneState* lanes, const std::uint8_t* read_end, int rows) {
   if (!detail::decode_lanes_enabled()) return false;
-  for (int p = 0; p < 3; ++p)
-    if (t.plane[p].constant) return false;
   for (int r = 0; r < rows; ++r)
-    if (core::is_zero_row(t, r) || read_end - lanes[r].br.p < kRowReach<3>) return false;
+    if (core::is_zero_row(t, r) || read_end - lanes[r].br.p < kRowReach<CH>) return false;
   return true;
 }
 
@@ -73,11 +72,11 @@ struct AnsEntries {
   alignas(64) std::uint32_t e[core::kAnsContexts][core::kAnsTotal];
 };
 
-// The contexts of 3 planes and the run context (the others are never read).
+// The contexts of the tile's planes and the run context (the others are never read).
 L3_LANES_TARGET inline void fill_ans_entries(const CodedTileParams& t, AnsEntries& out) {
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (int x = 0; x < core::kAnsContexts; ++x) {
-    if (x >= 3 * core::kAnsGroups && x != core::kAnsRunContext) continue;
+    if (x >= t.channels * core::kAnsGroups && x != core::kAnsRunContext) continue;
     const std::uint16_t* cum = t.ans_cum[x];
     std::uint32_t* e = out.e[x];
     if (cum[core::kAnsCumSize - 1] == 0) {
@@ -111,13 +110,13 @@ inline LaneScratch& lane_scratch() {
 }
 
 // What the wavefront keeps of 16 rows besides their coder's state.
-template <class Coder>
+template <class Coder, int CH>
 struct LaneRows {
   typename Coder::State c;
   __m512i run_left;  // zero runs (spec §6.4)
   __mmask16 blocked, error;
-  __m512i w[3], w_prev[3];    // each row's last code (W) per plane, and the one before
-  __m512i vw[3], vw_prev[3];  // the same for plane values
+  __m512i w[CH], w_prev[CH];    // each row's last code (W) per plane, and the one before
+  __m512i vw[CH], vw_prev[CH];  // the same for plane values
 };
 
 // The position of a lane's reader, in bits from the tile's first byte.
@@ -323,11 +322,11 @@ struct AnsCoder {
 struct RiceCoder {
   using State = LaneWords;
   const std::uint8_t* tile;
-  __m512i k_table[3];  // each plane's Rice parameter per bucket (spec §4.3)
+  __m512i k_table[core::kMaxChannels];  // each plane's Rice parameter per bucket (spec §4.3)
   __m512i run_k;
 
   L3_LANES_TARGET RiceCoder(const CodedTileParams& t, const std::uint8_t* tile_bytes) : tile(tile_bytes) {
-    for (int p = 0; p < 3; ++p) {
+    for (int p = 0; p < t.channels; ++p) {
       alignas(64) std::int32_t k[16];
       for (int b = 0; b < 16; ++b) k[b] = t.plane[p].k[b];
       k_table[p] = _mm512_load_si512(k);
@@ -380,8 +379,8 @@ struct RiceCoder {
 
 // core::zero_run_step for the active lanes: returns those whose pixel is in
 // a run. w, n, nw: the neighbours' codes after the edge rules.
-template <class Coder>
-L3_LANES_TARGET inline __mmask16 lanes_run_step(const Coder& coder, int width, LaneRows<Coder>& R, __mmask16 active,
+template <class Coder, int CH>
+L3_LANES_TARGET inline __mmask16 lanes_run_step(const Coder& coder, int width, LaneRows<Coder, CH>& R, __mmask16 active,
                                                 __m512i col, const __m512i* w, const __m512i* n, const __m512i* nw) {
   const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
   const __mmask16 running = _mm512_mask_cmpgt_epi32_mask(active, R.run_left, zero);
@@ -390,12 +389,12 @@ L3_LANES_TARGET inline __mmask16 lanes_run_step(const Coder& coder, int width, L
   const __mmask16 unblocked = __mmask16(active & ~running & R.blocked);
   R.blocked = __mmask16((R.blocked & ~unblocked) | run_ends);
   __m512i any = zero;
-  for (int p = 0; p < 3; ++p) any = _mm512_or_si512(any, _mm512_or_si512(w[p], _mm512_or_si512(n[p], nw[p])));
+  for (int p = 0; p < CH; ++p) any = _mm512_or_si512(any, _mm512_or_si512(w[p], _mm512_or_si512(n[p], nw[p])));
   const __mmask16 starts = _mm512_mask_cmpeq_epi32_mask(__mmask16(active & ~running & ~unblocked), any, zero);
   __mmask16 in_run = running;
   if (starts) {
     const __m512i run = coder.read_run(R.c, R.error, starts);
-    coder.refill(R.c);  // the pixel's values may need all four words
+    coder.refill(R.c);  // the pixel's values may need every word
     // A run longer than the rest of the row (spec §6.4).
     R.error |= _mm512_mask_cmpgt_epi32_mask(starts, run, _mm512_sub_epi32(_mm512_set1_epi32(width), col));
     const __mmask16 begun = _mm512_mask_cmpneq_epi32_mask(starts, run, zero);
@@ -407,8 +406,8 @@ L3_LANES_TARGET inline __mmask16 lanes_run_step(const Coder& coder, int width, L
 }
 
 // Lanes [0, n) from lanes[0..n); the others idle (never active).
-template <class Coder>
-L3_LANES_TARGET inline void lane_rows_begin(const Coder& coder, LaneRows<Coder>& R, const LaneState* lanes, int n) {
+template <class Coder, int CH>
+L3_LANES_TARGET inline void lane_rows_begin(const Coder& coder, LaneRows<Coder, CH>& R, const LaneState* lanes, int n) {
   alignas(64) std::int32_t run_left[16] = {};
   __mmask16 blocked = 0, error = 0;
   for (int i = 0; i < n; ++i) {
@@ -421,11 +420,11 @@ L3_LANES_TARGET inline void lane_rows_begin(const Coder& coder, LaneRows<Coder>&
   R.run_left = _mm512_load_si512(run_left);
   R.blocked = blocked;
   R.error = error;
-  for (int p = 0; p < 3; ++p) R.w[p] = R.w_prev[p] = _mm512_setzero_si512();
+  for (int p = 0; p < CH; ++p) R.w[p] = R.w_prev[p] = _mm512_setzero_si512();
 }
 
-template <class Coder>
-L3_LANES_TARGET inline void lane_rows_end(const Coder& coder, const LaneRows<Coder>& R, LaneState* lanes, int n) {
+template <class Coder, int CH>
+L3_LANES_TARGET inline void lane_rows_end(const Coder& coder, const LaneRows<Coder, CH>& R, LaneState* lanes, int n) {
   alignas(64) std::int32_t run_left[16];
   _mm512_store_si512(run_left, R.run_left);
   coder.end(R.c, lanes, n);
@@ -438,13 +437,16 @@ L3_LANES_TARGET inline void lane_rows_end(const Coder& coder, const LaneRows<Cod
 }
 
 // Stores the plane values of 16 rows' pixels (one per lane, planes in
-// v[0..2]) to rows[lane].v[col], as row_to_pixels reads them (the padding
-// plane 0): the planes interleaved in registers, then one 16-byte store per
-// lane.
+// v[0..CH-1]) to rows[lane].v[col], as row_to_pixels reads them (planes
+// past CH: 0): the planes interleaved in registers, then one 16-byte store
+// per lane.
+template <int CH>
 L3_LANES_TARGET inline void store_pixels(ValueRow* rows, int first_col, __mmask16 active, const __m512i* v) {
   const __m512i zero = _mm512_setzero_si512();
-  const __m512i t0 = _mm512_unpacklo_epi32(v[0], v[1]), t1 = _mm512_unpackhi_epi32(v[0], v[1]);
-  const __m512i t2 = _mm512_unpacklo_epi32(v[2], zero), t3 = _mm512_unpackhi_epi32(v[2], zero);
+  const __m512i v1 = CH > 1 ? v[CH > 1 ? 1 : 0] : zero, v2 = CH > 2 ? v[CH > 2 ? 2 : 0] : zero;
+  const __m512i v3 = CH > 3 ? v[CH > 3 ? 3 : 0] : zero;
+  const __m512i t0 = _mm512_unpacklo_epi32(v[0], v1), t1 = _mm512_unpackhi_epi32(v[0], v1);
+  const __m512i t2 = _mm512_unpacklo_epi32(v2, v3), t3 = _mm512_unpackhi_epi32(v2, v3);
   // Lane 4b + j's pixel is block b of px[j].
   const __m512i px[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
                          _mm512_unpackhi_epi64(t1, t3)};
@@ -465,15 +467,19 @@ L3_LANES_TARGET inline void store_pixels(ValueRow* rows, int first_col, __mmask1
 }
 
 // Each plane's predictor and range (spec §6.1), as the lanes use them.
+template <int CH>
 struct LanePredict {
-  std::uint8_t pred[3];
-  __m512i lo[3], hi[3], mid[3];
+  std::uint8_t pred[CH];
+  bool constant[CH];  // reads nothing: its codes are 0 (spec §6.5)
+  __m512i lo[CH], hi[CH], mid[CH];
 };
 
-L3_LANES_TARGET inline LanePredict lane_predict(const CodedTileParams& t) {
-  LanePredict k;
-  for (int p = 0; p < 3; ++p) {
+template <int CH>
+L3_LANES_TARGET inline LanePredict<CH> lane_predict(const CodedTileParams& t) {
+  LanePredict<CH> k;
+  for (int p = 0; p < CH; ++p) {
     k.pred[p] = t.plane[p].pred;
+    k.constant[p] = t.plane[p].constant;
     k.lo[p] = _mm512_set1_epi32(t.plane[p].range.lo);
     k.hi[p] = _mm512_set1_epi32(t.plane[p].range.hi);
     k.mid[p] = _mm512_set1_epi32(t.plane[p].range.mid);
@@ -483,7 +489,8 @@ L3_LANES_TARGET inline LanePredict lane_predict(const CodedTileParams& t) {
 
 // core::predict for plane p (its predictor the same for the whole tile:
 // the branch is always taken the same way).
-L3_LANES_TARGET inline __m512i lanes_predict(const LanePredict& k, int p, __m512i w, __m512i n, __m512i nw) {
+template <int CH>
+L3_LANES_TARGET inline __m512i lanes_predict(const LanePredict<CH>& k, int p, __m512i w, __m512i n, __m512i nw) {
   switch (k.pred[p]) {
     case core::kPredW: return w;
     case core::kPredN: return n;
@@ -497,8 +504,9 @@ L3_LANES_TARGET inline __m512i lanes_predict(const LanePredict& k, int p, __m512
 
 // The neighbours of 16 lanes' pixels in the row above: N and NW, as codes
 // and as plane values.
+template <int CH>
 struct LaneAbove {
-  __m512i n[3], nw[3], vn[3], vnw[3];
+  __m512i n[CH], nw[CH], vn[CH], vnw[CH];
 };
 
 // Applies spec §6.3's edge rules to a lane's neighbours (x = w, n, nw):
@@ -514,9 +522,9 @@ L3_LANES_TARGET inline void edge_rules(__m512i& w, __m512i& n, __m512i& nw, __mm
 // One step of 16 rows (lane 0's column: first_col): the edge rules, the
 // zero-run step and the three planes' codes (pass 1), then their plane
 // values (pass 2: prediction, spec §6.1), stored by store_pixels.
-template <class Coder>
-L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Coder& coder, const LanePredict& pk, bool run_mode, LaneRows<Coder>& R,
-                                       __m512i col, const LaneAbove& up, bool first_rows, ValueRow* rows,
+template <class Coder, int CH>
+L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Coder& coder, const LanePredict<CH>& pk, bool run_mode, LaneRows<Coder, CH>& R,
+                                       __m512i col, const LaneAbove<CH>& up, bool first_rows, ValueRow* rows,
                                        int first_col, __m512i cols, __mmask16 lane_rows, int width) {
   const __m512i zero = _mm512_setzero_si512();
   const __mmask16 active =
@@ -524,8 +532,8 @@ L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Code
   const __mmask16 col0 = _mm512_cmpeq_epi32_mask(col, zero);
   // The tile's first row: A's lane 0.
   const __mmask16 first_row = first_rows ? 1 : 0;
-  __m512i w[3], n[3], nw[3];
-  for (int p = 0; p < 3; ++p) {
+  __m512i w[CH], n[CH], nw[CH];
+  for (int p = 0; p < CH; ++p) {
     w[p] = R.w[p];
     n[p] = up.n[p];
     nw[p] = up.nw[p];
@@ -533,11 +541,13 @@ L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Code
   }
   __mmask16 read = active;
   if (run_mode) read = __mmask16(read & ~lanes_run_step(coder, width, R, active, col, w, n, nw));
-  __m512i v[3];
-  for (int p = 0; p < 3; ++p) {
+  __m512i v[CH];
+  for (int p = 0; p < CH; ++p) {
     // Activity u(W) + u(N) + u(NW) / 2 (spec §6.2).
     const __m512i a = _mm512_add_epi32(_mm512_add_epi32(w[p], n[p]), _mm512_srai_epi32(nw[p], 1));
-    const __m512i u = coder.read_plane(R.c, R.error, read, p, a);
+    // A pixel's values take at most 3 x 32 bits between refills (LaneWords).
+    if (p == 3) coder.refill(R.c);
+    const __m512i u = coder.read_plane(R.c, R.error, pk.constant[p] ? __mmask16(0) : read, p, a);
     R.w_prev[p] = R.w[p];
     // Lanes before their column 0 keep 0; after their last column, their last code.
     R.w[p] = _mm512_mask_mov_epi32(R.w[p], active, u);
@@ -552,7 +562,7 @@ L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Code
     R.vw[p] = _mm512_mask_mov_epi32(R.vw[p], active, v[p]);
   }
   coder.refill(R.c);
-  if (active) store_pixels(rows, first_col, active, v);
+  if (active) store_pixels<CH>(rows, first_col, active, v);
 }
 
 // Lane i's x[i - 1] (its register's lane 0: 0).
@@ -571,25 +581,25 @@ L3_LANES_TARGET inline __m512i from_lane_above(__m512i a, __m512i b) {
 // lanes_eligible takes (the rest of the tile is never needed by them, as in
 // a crop): their plane values into rows, their lanes' state as the scalar
 // loops leave it. lanes: from core::lane_begin.
-template <class Coder>
+template <int CH, class Coder>
 L3_LANES_TARGET __attribute__((noinline)) inline void lanes_values(const Coder& coder, const CodedTileParams& t,
                                                                    LaneState* lanes, ValueRow* rows, int cols,
                                                                    int rows_used) {
   const __m512i lane_ids = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i g16 = _mm512_set1_epi32(16);
   const __m512i cols_v = _mm512_set1_epi32(cols);
-  const LanePredict pk = lane_predict(t);
+  const LanePredict<CH> pk = lane_predict<CH>(t);
   const int rows_a = rows_used < 16 ? rows_used : 16, rows_b = rows_used - rows_a;
   const __mmask16 lanes_a = __mmask16((1u << rows_a) - 1), lanes_b = __mmask16((1u << rows_b) - 1);
-  LaneRows<Coder> A, B;
+  LaneRows<Coder, CH> A, B;
   lane_rows_begin(coder, A, lanes, rows_a);
   lane_rows_begin(coder, B, lanes + 16, rows_b);
-  for (int p = 0; p < 3; ++p) A.vw[p] = A.vw_prev[p] = B.vw[p] = B.vw_prev[p] = pk.mid[p];
+  for (int p = 0; p < CH; ++p) A.vw[p] = A.vw_prev[p] = B.vw[p] = B.vw_prev[p] = pk.mid[p];
   const int steps = cols + rows_used - 1;
   for (int s = 0; s < steps; ++s) {
     const __m512i col_a = _mm512_sub_epi32(_mm512_set1_epi32(s), lane_ids);
-    LaneAbove up_a, up_b;
-    for (int p = 0; p < 3; ++p) {
+    LaneAbove<CH> up_a, up_b;
+    for (int p = 0; p < CH; ++p) {
       up_a.n[p] = from_lane_above(A.w[p]);
       up_a.nw[p] = from_lane_above(A.w_prev[p]);
       up_a.vn[p] = from_lane_above(A.vw[p]);
@@ -610,17 +620,18 @@ L3_LANES_TARGET __attribute__((noinline)) inline void lanes_values(const Coder& 
   lane_rows_end(coder, B, lanes + 16, rows_b);
 }
 
-// Passes 1 and 2 of columns [0, cols) of rows [0, rows_used) of a 3-plane
-// coded tile that lanes_eligible takes, its coder picked by the tile's
-// kind: the plane values into x.rows.
+// Passes 1 and 2 of columns [0, cols) of rows [0, rows_used) of a coded
+// tile of CH planes that lanes_eligible takes, its coder picked by the
+// tile's kind: the plane values into x.rows.
+template <int CH>
 L3_LANES_TARGET __attribute__((noinline)) inline void lanes_values(const std::uint8_t* tile, const CodedTileParams& t,
                                                                    LaneState* lanes, LaneScratch& x, int cols,
                                                                    int rows_used) {
   if (t.ans) {
     fill_ans_entries(t, x.entries);
-    lanes_values(AnsCoder(x.entries, tile), t, lanes, x.rows, cols, rows_used);
+    lanes_values<CH>(AnsCoder(x.entries, tile), t, lanes, x.rows, cols, rows_used);
   } else {
-    lanes_values(RiceCoder(t, tile), t, lanes, x.rows, cols, rows_used);
+    lanes_values<CH>(RiceCoder(t, tile), t, lanes, x.rows, cols, rows_used);
   }
 }
 
@@ -634,7 +645,9 @@ struct LaneScratch {
   ValueRow rows[32];
 };
 inline LaneScratch& lane_scratch() { __builtin_unreachable(); }
+template <int CH>
 inline bool lanes_eligible(const CodedTileParams&, const LaneState*, const std::uint8_t*, int) { return false; }
+template <int CH>
 inline void lanes_values(const std::uint8_t*, const CodedTileParams&, LaneState*, LaneScratch&, int, int) {}
 
 #endif

@@ -194,14 +194,25 @@ L3_DECODE_INLINE void reconstruct_group(const PredictConsts& k, bool first, Code
   else reconstruct_group<CH, kPred, G, false>(k, codes, vals, x1);
 }
 
+// A row's pixels, columns [x0, x1), from its plane values: through the
+// palette (`palette`: its colours as words) in a palette tile, else the
+// inverse transform. False when a value maps to no pixel.
+template <int CH>
+L3_DECODE_INLINE bool row_pixels(const CodedTileParams& t, const std::uint32_t* palette, const V4* vals, int x0, int x1,
+                                 std::uint8_t* out) {
+  if constexpr (CH == 1)
+    if (t.palette_size) return indices_to_pixels(palette, t, vals, x0, x1, out);
+  return row_to_pixels<CH>(t.transform, vals, x0, x1, out);
+}
+
 // The pixels of rows [y0, y1) from their plane values (decode_lanes.hpp),
 // then every row's end check (spec §7.3; a crop's rows: lane_end_partial).
 template <int CH>
-L3_DECODE_INLINE int rows_to_pixels(const CodedTileParams& t, const ValueRow* rows, LaneState* lanes,
-                                    const TileOutput& o, bool full) {
+L3_DECODE_INLINE int rows_to_pixels(const CodedTileParams& t, const std::uint32_t* palette, const ValueRow* rows,
+                                    LaneState* lanes, const TileOutput& o, bool full) {
   for (int r = o.y0; r < o.y1; ++r) {
     std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
-    if (!row_to_pixels<CH>(t.transform, rows[r].v, o.x0, o.x1, out)) return core::kCorruptTile;
+    if (!row_pixels<CH>(t, palette, rows[r].v, o.x0, o.x1, out)) return core::kCorruptTile;
   }
   for (int r = 0; r < o.y1; ++r) {
     const int status = full ? core::lane_end(lanes[r], t.row_length[r]) : core::lane_end_partial(lanes[r], t.row_length[r]);
@@ -240,33 +251,27 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   const bool full = o.x1 == t.width && o.y1 == t.height;
   bool constant_planes = false;
   for (int p = 0; p < CH; ++p) constant_planes |= t.plane[p].constant;
-  // Passes 1 and 2 of a 3-plane coded tile's rows [0, y1), columns [0, x1),
-  // across AVX-512 lanes where they apply (decode_lanes.hpp): then only the
-  // pixels and the rows' end checks remain. 3-plane tiles begin every row's
-  // lane here (tile_lanes), for the groups below too.
-  LaneState tile_lanes[core::kMaxTileHeight];
-  const bool tile_lanes_begun = CH == 3;
-  if constexpr (CH == 3) {
-    for (int r = 0; r < o.y1; ++r) core::lane_begin(tile_lanes[r], tile, t, r);
-    if (lanes_eligible(t, tile_lanes, read_end, o.y1)) {
-      LaneScratch& scratch = lane_scratch();
-      lanes_values(tile, t, tile_lanes, scratch, o.x1, o.y1);
-      return rows_to_pixels<CH>(t, scratch.rows, tile_lanes, o, full);
-    }
-  }
-  const AnsSlots* slots = t.ans ? &ans_slots(t) : nullptr;
   std::uint32_t palette[core::kMaxPalette];
   if constexpr (CH == 1)
     for (std::uint32_t i = 0; i < t.palette_size; ++i)
       core::palette_word(tile, t, int(i), palette[i]);
+  // Passes 1 and 2 of the tile's rows [0, y1), columns [0, x1), across
+  // AVX-512 lanes where they apply (decode_lanes.hpp): then only the pixels
+  // and the rows' end checks remain. Every row's lane begins here
+  // (tile_lanes), for the groups below too.
+  LaneState tile_lanes[core::kMaxTileHeight];
+  for (int r = 0; r < o.y1; ++r) core::lane_begin(tile_lanes[r], tile, t, r);
+  if (lanes_eligible<CH>(t, tile_lanes, read_end, o.y1)) {
+    LaneScratch& scratch = lane_scratch();
+    lanes_values<CH>(tile, t, tile_lanes, scratch, o.x1, o.y1);
+    return rows_to_pixels<CH>(t, palette, scratch.rows, tile_lanes, o, full);
+  }
+  const AnsSlots* slots = t.ans ? &ans_slots(t) : nullptr;
   for (int r0 = 0; r0 < o.y1; r0 += kGroupRows) {
     const int g = std::min(kGroupRows, o.y1 - r0);
     // Pass 1: row by row, or by pairs in entropy-coded tiles; zero rows
     // (spec §4.3) as zeros.
-    LaneState group_lanes[kGroupRows];
-    LaneState* lane = tile_lanes_begun ? tile_lanes + r0 : group_lanes;
-    if (!tile_lanes_begun)
-      for (int i = 0; i < g; ++i) core::lane_begin(lane[i], tile, t, r0 + i);
+    LaneState* lane = tile_lanes + r0;
     if (t.ans) {
       for (int i = 0; i < g; i += 2) {
         // rows: the row above the pair (the previous group's last row at i = 0), then the pair's.
@@ -298,13 +303,7 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
       const V4* cur = vals[i + 1];
       if (r >= o.y0) {
         std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
-        bool ok;
-        if constexpr (CH == 1)
-          ok = t.palette_size ? indices_to_pixels(palette, t, cur, o.x0, o.x1, out)
-                              : row_to_pixels<CH>(t.transform, cur, o.x0, o.x1, out);
-        else
-          ok = row_to_pixels<CH>(t.transform, cur, o.x0, o.x1, out);
-        if (!ok) return core::kCorruptTile;
+        if (!row_pixels<CH>(t, palette, cur, o.x0, o.x1, out)) return core::kCorruptTile;
       }
       LaneState& s = lane[i];
       if (full) {
