@@ -53,15 +53,16 @@ struct ValueRow {
 
 inline constexpr int kLaneRows = 32;  // a tile's rows at most: two registers of 16
 
-// Whether the lanes decode rows [0, rows) of a coded tile of CH planes:
-// each starting kRowReach bytes before read_end (no load needs a bounds
-// test), with detail::decode_lanes_enabled(). Other tiles take the scalar
-// loops.
+// Whether the lanes decode rows [0, rows) of a coded tile of CH planes: no
+// zero row among them (the scalar loops skip them; tiles with zero rows
+// were 6% slower on graphics across the lanes, spec §12), each starting
+// kRowReach bytes before read_end (no load needs a bounds test), with
+// detail::decode_lanes_enabled(). Other tiles take the scalar loops.
 template <int CH>
-inline bool lanes_eligible(const LaneState* lanes, const std::uint8_t* read_end, int rows) {
+inline bool lanes_eligible(const CodedTileParams& t, const LaneState* lanes, const std::uint8_t* read_end, int rows) {
   if (!detail::decode_lanes_enabled()) return false;
   for (int r = 0; r < rows; ++r)
-    if (read_end - lanes[r].br.p < kRowReach<CH>) return false;
+    if (core::is_zero_row(t, r) || read_end - lanes[r].br.p < kRowReach<CH>) return false;
   return true;
 }
 
@@ -115,7 +116,6 @@ struct LaneRows {
   typename Coder::State c;
   __m512i run_left;  // zero runs (spec §6.4)
   __mmask16 blocked, error;
-  __mmask16 zero_rows;  // zero rows (spec §4.3): every pixel in a run, nothing read
   __m512i w[CH], w_prev[CH];    // each row's last code (W) per plane, and the one before
   __m512i vw[CH], vw_prev[CH];  // the same for plane values
 };
@@ -410,15 +410,13 @@ L3_LANES_TARGET inline __mmask16 lanes_run_step(const Coder& coder, int width, L
 template <class Coder, int CH>
 L3_LANES_TARGET inline void lane_rows_begin(const Coder& coder, LaneRows<Coder, CH>& R, const LaneState* lanes, int n) {
   alignas(64) std::int32_t run_left[16] = {};
-  __mmask16 blocked = 0, error = 0, zero_rows = 0;
+  __mmask16 blocked = 0, error = 0;
   for (int i = 0; i < n; ++i) {
     const LaneState& s = lanes[i];
     run_left[i] = s.run_left;
     blocked = __mmask16(blocked | (int(s.blocked) << i));
     error = __mmask16(error | (int(s.error) << i));
-    zero_rows = __mmask16(zero_rows | (int(s.run_left == core::kZeroRowRun) << i));  // core::lane_begin's mark
   }
-  R.zero_rows = zero_rows;
   coder.begin(R.c, lanes, n);
   R.run_left = _mm512_load_si512(run_left);
   R.blocked = blocked;
@@ -523,12 +521,15 @@ L3_LANES_TARGET inline void edge_rules(__m512i& w, __m512i& n, __m512i& nw, __mm
 }
 
 // One step of 16 rows (lane 0's column: first_col): the edge rules, the
-// zero-run step and the three planes' codes (pass 1), then their plane
-// values (pass 2: prediction, spec §6.1), stored by store_pixels.
+// zero-run step and the planes' codes (pass 1), then their plane values
+// (pass 2: prediction, spec §6.1), stored by store_pixels. Always inline:
+// out of line, the step kept the rows' state in memory.
 template <class Coder, int CH>
-L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Coder& coder, const LanePredict<CH>& pk, bool run_mode, LaneRows<Coder, CH>& R,
-                                       __m512i col, const LaneAbove<CH>& up, bool first_rows, ValueRow* rows,
-                                       int first_col, __m512i cols, __mmask16 lane_rows, int width) {
+L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Coder& coder, const LanePredict<CH>& pk,
+                                                                      bool run_mode, LaneRows<Coder, CH>& R,
+                                                                      __m512i col, const LaneAbove<CH>& up,
+                                                                      bool first_rows, ValueRow* rows, int first_col,
+                                                                      __m512i cols, __mmask16 lane_rows, int width) {
   const __m512i zero = _mm512_setzero_si512();
   const __mmask16 active =
       __mmask16(lane_rows & _mm512_cmpge_epi32_mask(col, zero) & _mm512_cmplt_epi32_mask(col, cols));
@@ -543,10 +544,7 @@ L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Code
     edge_rules(w[p], n[p], nw[p], first_row, col0);
   }
   __mmask16 read = active;
-  // Zero rows are one run each (core::kZeroRowRun): lanes_run_step keeps
-  // them in it, and without run mode they are left out here.
   if (run_mode) read = __mmask16(read & ~lanes_run_step(coder, width, R, active, col, w, n, nw));
-  else read = __mmask16(read & ~R.zero_rows);
   __m512i v[CH];
   for (int p = 0; p < CH; ++p) {
     // Activity u(W) + u(N) + u(NW) / 2 (spec §6.2).
@@ -652,7 +650,7 @@ struct LaneScratch {
 };
 inline LaneScratch& lane_scratch() { __builtin_unreachable(); }
 template <int CH>
-inline bool lanes_eligible(const LaneState*, const std::uint8_t*, int) { return false; }
+inline bool lanes_eligible(const CodedTileParams&, const LaneState*, const std::uint8_t*, int) { return false; }
 template <int CH>
 inline void lanes_values(const std::uint8_t*, const CodedTileParams&, LaneState*, LaneScratch&, int, int) {}
 

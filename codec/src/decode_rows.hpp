@@ -261,7 +261,7 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   // (tile_lanes), for the groups below too.
   LaneState tile_lanes[core::kMaxTileHeight];
   for (int r = 0; r < o.y1; ++r) core::lane_begin(tile_lanes[r], tile, t, r);
-  if (lanes_eligible<CH>(tile_lanes, read_end, o.y1)) {
+  if (lanes_eligible<CH>(t, tile_lanes, read_end, o.y1)) {
     LaneScratch& scratch = lane_scratch();
     lanes_values<CH>(tile, t, tile_lanes, scratch, o.x1, o.y1);
     return rows_to_pixels<CH>(t, palette, scratch.rows, tile_lanes, o, full);
