@@ -35,7 +35,7 @@ struct AnsSlots {
 // This thread's table, filled for tile `t`.
 const AnsSlots& ans_slots(const core::CodedTileParams& t);
 
-// Whether 3-plane coded tiles decode their pass 1 across AVX-512 lanes
+// Whether coded tiles decode their passes 1 and 2 across AVX-512 lanes
 // (decode_lanes.hpp): the CPU has AVX-512 F/BW/VL/DQ/CD and
 // L3_FORCE_SCALAR is unset or "0". Decided once.
 bool decode_lanes_enabled();

@@ -106,7 +106,7 @@ struct LaneScratch {
 
 inline LaneScratch& lane_scratch() {
   thread_local std::unique_ptr<LaneScratch> scratch;
-  if (!scratch) scratch.reset(new LaneScratch());  // zeros: the rows' padding lane stays 0
+  if (!scratch) scratch.reset(new LaneScratch);  // store_pixels writes every plane, padding included
   return *scratch;
 }
 

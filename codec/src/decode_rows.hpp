@@ -205,8 +205,14 @@ L3_DECODE_INLINE bool row_pixels(const CodedTileParams& t, const std::uint32_t* 
   return row_to_pixels<CH>(t.transform, vals, x0, x1, out);
 }
 
+// A row's end check after its last pixel (spec §7.3), or, where a crop
+// stopped before the tile's end, lane_end_partial's.
+L3_DECODE_INLINE int row_end_status(LaneState& s, std::uint32_t row_length, bool full) {
+  return full ? core::lane_end(s, row_length) : core::lane_end_partial(s, row_length);
+}
+
 // The pixels of rows [y0, y1) from their plane values (decode_lanes.hpp),
-// then every row's end check (spec §7.3; a crop's rows: lane_end_partial).
+// then every row's end check.
 template <int CH>
 L3_DECODE_INLINE int rows_to_pixels(const CodedTileParams& t, const std::uint32_t* palette, const ValueRow* rows,
                                     LaneState* lanes, const TileOutput& o, bool full) {
@@ -215,8 +221,7 @@ L3_DECODE_INLINE int rows_to_pixels(const CodedTileParams& t, const std::uint32_
     if (!row_pixels<CH>(t, palette, rows[r].v, o.x0, o.x1, out)) return core::kCorruptTile;
   }
   for (int r = 0; r < o.y1; ++r) {
-    const int status = full ? core::lane_end(lanes[r], t.row_length[r]) : core::lane_end_partial(lanes[r], t.row_length[r]);
-    if (status != core::kOk) return status;
+    if (const int status = row_end_status(lanes[r], t.row_length[r], full); status != core::kOk) return status;
   }
   return core::kOk;
 }
@@ -237,20 +242,7 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   // A local copy: the compiler then knows the row stores below cannot alias
   // the parameters, and keeps them in registers.
   const CodedTileParams t = params;
-  const PredictConsts k = predict_consts<CH>(t);
-  // Plane values of a group's rows and of the row above it, used in turn
-  // (row r in val[(r + 1) % kRing]); index 0 stands for x = -1 and holds a
-  // copy of column 0 (spec §6.3) so that no pixel needs a branch.
-  constexpr int kCols = (1 << core::kMaxTileWidthLog2) + 1;
-  constexpr int kRing = kGroupRows + 1;
-  V4 val[kRing][kCols];
-  CodeRow<CH> code[kGroupRows];
-  UpContext<CH> up_context;
-  // The padding lane of 3-plane code rows is never written: keep it zero.
-  if constexpr (CodeRow<CH>::CS != CH) __builtin_memset(code, 0, sizeof code);
   const bool full = o.x1 == t.width && o.y1 == t.height;
-  bool constant_planes = false;
-  for (int p = 0; p < CH; ++p) constant_planes |= t.plane[p].constant;
   std::uint32_t palette[core::kMaxPalette];
   if constexpr (CH == 1)
     for (std::uint32_t i = 0; i < t.palette_size; ++i)
@@ -266,6 +258,20 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
     lanes_values<CH>(tile, t, tile_lanes, scratch, o.x1, o.y1);
     return rows_to_pixels<CH>(t, palette, scratch.rows, tile_lanes, o, full);
   }
+  // The scalar loops.
+  const PredictConsts k = predict_consts<CH>(t);
+  bool constant_planes = false;
+  for (int p = 0; p < CH; ++p) constant_planes |= t.plane[p].constant;
+  // Plane values of a group's rows and of the row above it, used in turn
+  // (row r in val[(r + 1) % kRing]); index 0 stands for x = -1 and holds a
+  // copy of column 0 (spec §6.3) so that no pixel needs a branch.
+  constexpr int kCols = (1 << core::kMaxTileWidthLog2) + 1;
+  constexpr int kRing = kGroupRows + 1;
+  V4 val[kRing][kCols];
+  CodeRow<CH> code[kGroupRows];
+  UpContext<CH> up_context;
+  // The padding lane of 3-plane code rows is never written: keep it zero.
+  if constexpr (CodeRow<CH>::CS != CH) __builtin_memset(code, 0, sizeof code);
   const AnsSlots* slots = t.ans ? &ans_slots(t) : nullptr;
   for (int r0 = 0; r0 < o.y1; r0 += kGroupRows) {
     const int g = std::min(kGroupRows, o.y1 - r0);
@@ -305,13 +311,7 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
         std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
         if (!row_pixels<CH>(t, palette, cur, o.x0, o.x1, out)) return core::kCorruptTile;
       }
-      LaneState& s = lane[i];
-      if (full) {
-        const int status = core::lane_end(s, t.row_length[r]);
-        if (status != core::kOk) return status;
-      } else if (const int status = core::lane_end_partial(s, t.row_length[r]); status != core::kOk) {
-        return status;
-      }
+      if (const int status = row_end_status(lane[i], t.row_length[r], full); status != core::kOk) return status;
     }
   }
   return core::kOk;
