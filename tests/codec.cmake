@@ -6,7 +6,7 @@ target_link_libraries(gen_codec_vectors PRIVATE l3_codec l3_warnings)
 l3_add_test(test_codec
   ${CMAKE_CURRENT_SOURCE_DIR}/test_codec.cpp
   LIBS l3_codec l3_imageio)
-# Again with the CPU decoder's AVX-512 lanes off (codec/src/decode_ans_lanes.hpp):
+# Again with the CPU decoder's AVX-512 lanes off (codec/src/decode_lanes.hpp):
 # both paths run in CI wherever the machine has AVX-512.
 add_test(NAME test_codec_scalar COMMAND test_codec --no-intro=true)
 set_tests_properties(test_codec_scalar PROPERTIES ENVIRONMENT L3_FORCE_SCALAR=1)

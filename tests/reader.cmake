@@ -2,6 +2,10 @@
 # target: the lead's CI runs `ctest -L tsan` in a -DL3_SANITIZE=thread build.
 l3_add_test(test_reader_order test_reader_order.cpp LIBS l3_reader LABELS reader)
 l3_add_test(test_reader_transforms test_reader_transforms.cpp LIBS l3_reader LABELS reader)
+# Again with the transforms' AVX2 pass off (reader/src/transforms.cpp): both
+# paths run in CI wherever the machine has AVX2.
+add_test(NAME test_reader_transforms_scalar COMMAND test_reader_transforms --no-intro=true)
+set_tests_properties(test_reader_transforms_scalar PROPERTIES ENVIRONMENT L3_FORCE_SCALAR=1 LABELS reader)
 l3_add_test(test_reader_pipeline test_reader_pipeline.cpp LIBS l3_reader LABELS "reader;tsan")
 # The peer cache against memcached servers it starts on 127.0.0.1 (Debian's
 # memcached; the client, libmemcached-dev, also builds the reader's peer cache).

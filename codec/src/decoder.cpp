@@ -15,6 +15,7 @@
 
 #include "header.hpp"
 #include "l3/codec/codec.hpp"
+#include "l3/common/cpu_features.hpp"
 #include "l3/common/parallel.hpp"
 #include "l3/common/target_clones.hpp"
 #include "l3/codec/tile_core.hpp"
@@ -33,9 +34,7 @@ struct UnusedSlots {
 bool decode_lanes_enabled() {
   static const bool enabled = [] {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    const char* force = std::getenv("L3_FORCE_SCALAR");
-    if (force != nullptr && std::strcmp(force, "0") != 0) return false;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    return !force_scalar() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512cd");
 #else

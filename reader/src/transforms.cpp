@@ -4,6 +4,11 @@
 #include <cstring>
 #include <string>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "l3/common/cpu_features.hpp"
 #include "l3/common/error.hpp"
 #include "l3/common/target_clones.hpp"
 
@@ -81,6 +86,15 @@ namespace {
 #define L3_XF_CLONES
 #endif
 
+// The horizontal pass has a hand-written AVX2 twin (horizontal_pass_avx2),
+// taken when the CPU has AVX2 and L3_FORCE_SCALAR is unset (avx2_enabled()).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define L3_XF_HAVE_AVX2 1
+#define L3_XF_AVX2 __attribute__((target("avx2")))
+#else
+#define L3_XF_HAVE_AVX2 0
+#endif
+
 // The weight table of one axis, rebuilt only when (in_len, out_len, antialias) changes.
 void axis_table(AxisTable& t, int in_len, int out_len, bool antialias) {
   if (t.in_len == in_len && t.out_len == out_len && t.antialias == antialias) return;
@@ -123,60 +137,204 @@ L3_XF_CLONES void vertical_pass(const std::uint8_t* src, std::size_t stride, con
 // (a vector register of AVX2).
 constexpr int kRows = 8;
 
-// mid rows [r][j] (r < rows, len values each) to columns [j][r] (kRows lanes;
-// lanes past `rows` are zero), so the horizontal pass reads contiguous lanes.
-void transpose_rows(const std::uint16_t* mid, int rows, int len, std::uint16_t* __restrict cols) {
-  for (int j = 0; j < len; ++j) {
-    std::uint16_t* d = cols + static_cast<std::size_t>(j) * kRows;
-    for (int r = 0; r < kRows; ++r) d[r] = r < rows ? mid[static_cast<std::size_t>(r) * len + j] : 0;
+// The channels the passes compute for a source of `sch` channels: the three
+// colours (an alpha is dropped), or the gray that the output replicates
+// (xf::source_channel).
+constexpr int planes_of(int sch) { return sch >= 3 ? 3 : 1; }
+
+// mid rows [r][j] (kRows rows, len values each) to columns [j][r] as uint32,
+// so that the horizontal pass reads a column's rows as one vector. Rows the
+// vertical pass did not write in a last, short group hold stale values: their
+// lanes are computed and never emitted. (A uint32 whose high half is zero is
+// also what the AVX2 pass's pmaddwd needs for an exact product.)
+void transpose_rows(const std::uint16_t* mid, int len, std::uint32_t* __restrict cols) {
+  int j = 0;
+#if defined(__SSE2__)
+  const __m128i zero = _mm_setzero_si128();
+  for (; j + 8 <= len; j += 8) {
+    __m128i r[kRows];
+    for (int i = 0; i < kRows; ++i)
+      r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mid + static_cast<std::size_t>(i) * len + j));
+    // An 8 x 8 transpose of 16-bit values: column q ends in c[q].
+    __m128i a[kRows], b[kRows], c[kRows];
+    for (int i = 0; i < kRows; i += 2) {
+      a[i / 2] = _mm_unpacklo_epi16(r[i], r[i + 1]);
+      a[4 + i / 2] = _mm_unpackhi_epi16(r[i], r[i + 1]);
+    }
+    for (int h = 0; h < 2; ++h) {  // h: columns 0-3 or 4-7
+      b[4 * h + 0] = _mm_unpacklo_epi32(a[4 * h + 0], a[4 * h + 1]);
+      b[4 * h + 1] = _mm_unpackhi_epi32(a[4 * h + 0], a[4 * h + 1]);
+      b[4 * h + 2] = _mm_unpacklo_epi32(a[4 * h + 2], a[4 * h + 3]);
+      b[4 * h + 3] = _mm_unpackhi_epi32(a[4 * h + 2], a[4 * h + 3]);
+      c[4 * h + 0] = _mm_unpacklo_epi64(b[4 * h + 0], b[4 * h + 2]);
+      c[4 * h + 1] = _mm_unpackhi_epi64(b[4 * h + 0], b[4 * h + 2]);
+      c[4 * h + 2] = _mm_unpacklo_epi64(b[4 * h + 1], b[4 * h + 3]);
+      c[4 * h + 3] = _mm_unpackhi_epi64(b[4 * h + 1], b[4 * h + 3]);
+    }
+    for (int q = 0; q < kRows; ++q) {
+      std::uint32_t* d = cols + static_cast<std::size_t>(j + q) * kRows;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi16(c[q], zero));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 4), _mm_unpackhi_epi16(c[q], zero));
+    }
   }
+#endif
+  for (; j < len; ++j)
+    for (int r = 0; r < kRows; ++r) cols[static_cast<std::size_t>(j) * kRows + r] = mid[static_cast<std::size_t>(r) * len + j];
 }
 
-// Horizontal pass of kRows output rows at once: `lines` receives kRows rows of
-// ow x oc uint8 (HWC, flipped when asked). `cols` (transpose_rows) starts at
-// source column `col0`, SCH values per column. Vectorised across the rows and
-// channels: the accumulators are laid out as a column of `cols`.
+// The output block of one group of kRows output rows: planes_of(sch) x kRows
+// lines of `pitch` bytes, line (c, r) at planes + (c * kRows + r) * pitch +
+// offset. `pitch` is the output width rounded up to 8; the AVX2 pass writes a
+// flipped block right-aligned (offset = pitch - width), the portable one at 0.
+struct Block {
+  std::uint8_t* planes;
+  std::size_t pitch, offset;
+  const std::uint8_t* line(int c, int r) const {
+    return planes + static_cast<std::size_t>(c * kRows + r) * pitch + offset;
+  }
+};
+
+// Horizontal pass of kRows output rows at once into a Block. `cols`
+// (transpose_rows) starts at source column `col0`, SCH values of kRows rows
+// per column. Vectorised across rows and channels: accumulator j = c * kRows
+// + r is line (c, r) of the block.
 template <int SCH>
-L3_XF_CLONES void horizontal_pass(const std::uint16_t* cols, int col0, const AxisTable& x, int ow, int oc, bool flip,
-                                  std::uint8_t* __restrict lines) {
-  constexpr int kLanes = SCH * kRows;
-  const std::size_t line = static_cast<std::size_t>(ow) * oc;
+L3_XF_CLONES void horizontal_pass(const std::uint32_t* cols, int col0, const AxisTable& x, int ow, bool flip,
+                                  std::uint8_t* __restrict planes, std::size_t pitch) {
+  constexpr int kLanes = SCH * kRows, kOut = planes_of(SCH) * kRows;
   for (int i = 0; i < ow; ++i) {
     const std::int32_t* w = &x.w[static_cast<std::size_t>(i) * x.cap];
     const int n = x.taps[i];
-    const std::uint16_t* p = cols + static_cast<std::size_t>(x.first[i] - col0) * kLanes;
-    std::int32_t acc[kLanes] = {};
+    const std::uint32_t* p = cols + static_cast<std::size_t>(x.first[i] - col0) * kLanes;
+    std::int32_t acc[kOut] = {};
     for (int k = 0; k < n; ++k, p += kLanes) {
       const std::int32_t wk = w[k];
-      for (int j = 0; j < kLanes; ++j) acc[j] += wk * static_cast<std::int32_t>(p[j]);
+      for (int j = 0; j < kOut; ++j) acc[j] += wk * static_cast<std::int32_t>(p[j]);
     }
-    std::uint8_t* d = lines + static_cast<std::size_t>(flip ? ow - 1 - i : i) * oc;
-    for (int r = 0; r < kRows; ++r)
-      for (int c = 0; c < oc; ++c)  // a gray source (SCH < 3) is replicated
-        d[r * line + static_cast<std::size_t>(c)] = xf::round_out(acc[(SCH >= 3 ? c : 0) * kRows + r]);
+    const std::size_t dx = static_cast<std::size_t>(flip ? ow - 1 - i : i);
+    for (int j = 0; j < kOut; ++j) planes[static_cast<std::size_t>(j) * pitch + dx] = xf::round_out(acc[j]);
   }
 }
 
-void horizontal_pass(const std::uint16_t* cols, int col0, int sch, const AxisTable& x, int ow, int oc, bool flip,
-                     std::uint8_t* lines) {
+#if L3_XF_HAVE_AVX2
+// r[i] (8 int32 each) becomes column i of the 8 x 8 matrix they form.
+L3_XF_AVX2 inline void transpose8x8(__m256i r[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int h = 0; h < 8; h += 4) {
+    u[h + 0] = _mm256_unpacklo_epi64(t[h + 0], t[h + 2]);
+    u[h + 1] = _mm256_unpackhi_epi64(t[h + 0], t[h + 2]);
+    u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
+    u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x20);
+    r[4 + q] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x31);
+  }
+}
+
+// The AVX2 twin of horizontal_pass (the same bytes): one column's kRows rows
+// per register, products by pmaddwd (mid values and weights are below 2^15,
+// the weights' high halves zero), then each 8 x 8 block of a channel's
+// results transposed so that every line takes 8 bytes per store.
+template <int SCH>
+L3_XF_AVX2 void horizontal_pass_avx2(const std::uint32_t* cols, int col0, const AxisTable& x, int ow, bool flip,
+                                     std::uint8_t* planes, std::size_t pitch) {
+  constexpr int kLanes = SCH * kRows, NP = planes_of(SCH);
+  const __m256i half = _mm256_set1_epi32(1 << (xf::kWeightBits + xf::kMidBits - 1));
+  const __m256i dword_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i reverse = _mm256_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1,
+                                           0, 15, 14, 13, 12, 11, 10, 9, 8);
+  for (int i0 = 0; i0 < ow; i0 += 8) {
+    __m256i block[NP][8];
+    for (int b = 0; b < 8; ++b) {
+      const int i = i0 + b;
+      __m256i acc[NP];
+      for (int c = 0; c < NP; ++c) acc[c] = _mm256_setzero_si256();
+      if (i < ow) {
+        const std::int32_t* w = &x.w[static_cast<std::size_t>(i) * x.cap];
+        const std::uint32_t* p = cols + static_cast<std::size_t>(x.first[i] - col0) * kLanes;
+        for (int k = 0, n = x.taps[i]; k < n; ++k, p += kLanes) {
+          const __m256i wk = _mm256_set1_epi32(w[k]);
+          for (int c = 0; c < NP; ++c)
+            acc[c] = _mm256_add_epi32(
+                acc[c], _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + c * kRows)), wk));
+        }
+      }
+      // xf::round_out; the sums are never negative and at most 255.5 * 2^21.
+      for (int c = 0; c < NP; ++c)
+        block[c][b] = _mm256_srli_epi32(_mm256_add_epi32(acc[c], half), xf::kWeightBits + xf::kMidBits);
+    }
+    const std::size_t x0 = flip ? pitch - static_cast<std::size_t>(i0) - 8 : static_cast<std::size_t>(i0);
+    for (int c = 0; c < NP; ++c) {
+      __m256i* r = block[c];
+      transpose8x8(r);  // r[row] = that row's 8 columns
+      for (int h = 0; h < 2; ++h) {
+        // Rows 4h..4h+3 as 8 bytes each, in order (packus: lanes interleave).
+        __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(r[4 * h], r[4 * h + 1]),
+                                            _mm256_packs_epi32(r[4 * h + 2], r[4 * h + 3]));
+        bytes = _mm256_permutevar8x32_epi32(bytes, dword_order);
+        if (flip) bytes = _mm256_shuffle_epi8(bytes, reverse);
+        alignas(32) std::uint64_t rows[4];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(rows), bytes);
+        for (int q = 0; q < 4; ++q)
+          std::memcpy(planes + static_cast<std::size_t>(c * kRows + 4 * h + q) * pitch + x0, &rows[q], 8);
+      }
+    }
+  }
+}
+#endif
+
+// Runs the horizontal pass for `sch` source channels; returns the block's offset.
+std::size_t horizontal_pass(const std::uint32_t* cols, int col0, int sch, const AxisTable& x, int ow, bool flip,
+                            std::uint8_t* planes, std::size_t pitch) {
+#if L3_XF_HAVE_AVX2
+  if (avx2_enabled()) {
+    switch (sch) {
+      case 1: horizontal_pass_avx2<1>(cols, col0, x, ow, flip, planes, pitch); break;
+      case 2: horizontal_pass_avx2<2>(cols, col0, x, ow, flip, planes, pitch); break;
+      case 3: horizontal_pass_avx2<3>(cols, col0, x, ow, flip, planes, pitch); break;
+      default: horizontal_pass_avx2<4>(cols, col0, x, ow, flip, planes, pitch); break;
+    }
+    return flip ? pitch - static_cast<std::size_t>(ow) : 0;
+  }
+#endif
   switch (sch) {
-    case 1: return horizontal_pass<1>(cols, col0, x, ow, oc, flip, lines);
-    case 2: return horizontal_pass<2>(cols, col0, x, ow, oc, flip, lines);
-    case 3: return horizontal_pass<3>(cols, col0, x, ow, oc, flip, lines);
-    default: return horizontal_pass<4>(cols, col0, x, ow, oc, flip, lines);
+    case 1: horizontal_pass<1>(cols, col0, x, ow, flip, planes, pitch); break;
+    case 2: horizontal_pass<2>(cols, col0, x, ow, flip, planes, pitch); break;
+    case 3: horizontal_pass<3>(cols, col0, x, ow, flip, planes, pitch); break;
+    default: horizontal_pass<4>(cols, col0, x, ow, flip, planes, pitch); break;
+  }
+  return 0;
+}
+
+// One output row by copy (the box has the output size: the weights are
+// exactly one), into row 0 of a Block at offset 0.
+void copy_row(const std::uint8_t* row, int sch, int ow, bool flip, std::uint8_t* planes, std::size_t pitch) {
+  for (int c = 0; c < planes_of(sch); ++c) {
+    std::uint8_t* d = planes + static_cast<std::size_t>(c * kRows) * pitch;
+    for (int i = 0; i < ow; ++i) d[flip ? ow - 1 - i : i] = row[static_cast<std::size_t>(i) * sch + c];
   }
 }
 
-// One output row by copy (the box has the output size: the weights are exactly one).
-void copy_row(const std::uint8_t* row, int sch, int ow, int oc, bool flip, std::uint8_t* line) {
-  for (int i = 0; i < ow; ++i) {
-    std::uint8_t* d = line + static_cast<std::size_t>(flip ? ow - 1 - i : i) * oc;
-    for (int c = 0; c < oc; ++c) d[c] = row[static_cast<std::size_t>(i) * sch + xf::source_channel(c, sch)];
-  }
+// Output row y as one uint8 line per output channel (a gray source's line
+// stands for all three).
+struct RowLines {
+  const std::uint8_t* c[3];
+};
+
+RowLines row_lines(const Block& b, int r, int sch, int oc) {
+  RowLines l{};
+  for (int c = 0; c < oc; ++c) l.c[c] = b.line(xf::source_channel(c, sch), r);
+  return l;
 }
 
-// Runs crop + resize + flip row by row; emit(y, line) receives each output row
-// (ow x oc uint8, HWC) while it is in the cache.
+// Runs crop + resize + flip kRows output rows at a time; emit(y, lines)
+// receives each output row (RowLines, ow bytes per channel) while it is in
+// the cache.
 template <typename Emit>
 void resize_rows(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y, const ExamplePlan& plan,
                  const TransformOptions& o, TransformScratch& s, Emit&& emit) {
@@ -185,13 +343,14 @@ void resize_rows(const ImageView& src, std::uint32_t origin_x, std::uint32_t ori
   const int sch = static_cast<int>(src.channels);
   const int bx = plan.box.x - static_cast<int>(origin_x), by = plan.box.y - static_cast<int>(origin_y);
   const int ow = static_cast<int>(o.width), oh = static_cast<int>(o.height), oc = static_cast<int>(o.channels);
-  s.hwc.resize(static_cast<std::size_t>(ow) * oc);
-  std::uint8_t* line = s.hwc.data();
+  const std::size_t pitch = (static_cast<std::size_t>(ow) + 7) & ~std::size_t{7};
+  s.planes.resize(static_cast<std::size_t>(planes_of(sch)) * kRows * pitch);
+  Block block{s.planes.data(), pitch, 0};
   if (plan.box.w == ow && plan.box.h == oh) {  // no scaling
     for (int y = 0; y < oh; ++y) {
-      copy_row(src.data + static_cast<std::size_t>(by + y) * stride + static_cast<std::size_t>(bx) * sch, sch, ow, oc,
-               plan.flip, line);
-      emit(y, line);
+      copy_row(src.data + static_cast<std::size_t>(by + y) * stride + static_cast<std::size_t>(bx) * sch, sch, ow,
+               plan.flip, block.planes, pitch);
+      emit(y, row_lines(block, 0, sch, oc));
     }
     return;
   }
@@ -207,8 +366,6 @@ void resize_rows(const ImageView& src, std::uint32_t origin_x, std::uint32_t ori
   s.acc.resize(static_cast<std::size_t>(len));
   s.mid.resize(static_cast<std::size_t>(len) * kRows);
   s.cols.resize(static_cast<std::size_t>(len) * kRows);
-  s.lines.resize(static_cast<std::size_t>(ow) * oc * kRows);
-  const std::size_t line_bytes = static_cast<std::size_t>(ow) * oc;
   const std::uint8_t* base = src.data + static_cast<std::size_t>(bx + col0) * sch;
   for (int y0 = 0; y0 < oh; y0 += kRows) {
     const int rows = std::min(kRows, oh - y0);
@@ -218,23 +375,23 @@ void resize_rows(const ImageView& src, std::uint32_t origin_x, std::uint32_t ori
                     &s.y.w[static_cast<std::size_t>(y) * s.y.cap], s.y.taps[y], len, s.acc.data(),
                     &s.mid[static_cast<std::size_t>(r) * len]);
     }
-    transpose_rows(s.mid.data(), rows, len, s.cols.data());
-    horizontal_pass(s.cols.data(), col0, sch, s.x, ow, oc, plan.flip, s.lines.data());
-    for (int r = 0; r < rows; ++r) emit(y0 + r, &s.lines[static_cast<std::size_t>(r) * line_bytes]);
+    transpose_rows(s.mid.data(), len, s.cols.data());
+    block.offset = horizontal_pass(s.cols.data(), col0, sch, s.x, ow, plan.flip, block.planes, pitch);
+    for (int r = 0; r < rows; ++r) emit(y0 + r, row_lines(block, r, sch, oc));
   }
 }
 
-// The output value of each uint8 per channel, as assemble() computes it.
-void prepare_lut(const TransformOptions& o, TransformScratch& s) {
+// The normalisation of each output channel, and the float16 value of each
+// uint8, as assemble() computes them.
+void prepare_normalisation(const TransformOptions& o, TransformScratch& s) {
   bool same = s.lut_dtype == o.dtype && s.lut_normalize == o.normalize && s.lut_channels == o.channels;
   for (int c = 0; c < 3 && same; ++c) same = s.lut_mean[c] == o.mean[c] && s.lut_std[c] == o.std[c];
   if (same || o.dtype == DType::uint8) return;
   for (std::uint32_t c = 0; c < o.channels; ++c) {
     const xf::Affine n = o.normalize ? xf::normaliser(o.mean[c], o.std[c]) : xf::Affine{1.f / 255.f, 0.f};
-    for (int v = 0; v < 256; ++v) {
-      s.lut32[c][v] = xf::normalise(static_cast<std::uint8_t>(v), n);
-      s.lut16[c][v] = xf::float_to_half(s.lut32[c][v]);
-    }
+    s.affine_a[c] = n.a;
+    s.affine_b[c] = n.b;
+    for (int v = 0; v < 256; ++v) s.lut16[c][v] = xf::float_to_half(xf::normalise(static_cast<std::uint8_t>(v), n));
   }
   s.lut_dtype = o.dtype;
   s.lut_normalize = o.normalize;
@@ -245,36 +402,42 @@ void prepare_lut(const TransformOptions& o, TransformScratch& s) {
   }
 }
 
-// Stores output row y (ow x oc uint8, HWC) in the batch slot's layout and dtype.
-template <typename T>
-void store_row(const std::uint8_t* line, std::size_t y, std::size_t ow, std::size_t hw, std::size_t oc, bool chw,
-               const T (*lut)[256], T* d) {
-  if (chw) {
-    for (std::size_t c = 0; c < oc; ++c) {
-      T* plane = d + c * hw + y * ow;
-      for (std::size_t x = 0; x < ow; ++x) plane[x] = lut[c][line[x * oc + c]];
-    }
-  } else {
-    T* row = d + y * ow * oc;
-    for (std::size_t i = 0; i < ow * oc; ++i) row[i] = lut[i % oc][line[i]];
-  }
+// d[x] = xf::normalise(line[x]) for one plane row. Built with
+// -ffp-contract=off (reader/CMakeLists.txt): a multiply, then an add, as
+// assemble() and the CUDA kernels (--fmad=false) compute it.
+L3_XF_CLONES void normalise_line(const std::uint8_t* __restrict line, std::size_t n, float a, float b,
+                                 float* __restrict d) {
+  for (std::size_t x = 0; x < n; ++x) d[x] = static_cast<float>(line[x]) * a + b;
 }
 
-void emit_row(const std::uint8_t* line, int y, const TransformOptions& o, const TransformScratch& s, void* dst) {
+// Stores output row y in the batch slot's layout and dtype.
+void emit_row(const RowLines& l, int y, const TransformOptions& o, const TransformScratch& s, void* dst) {
   const std::size_t ow = o.width, hw = std::size_t{o.width} * o.height, oc = o.channels;
-  const bool chw = o.layout == Layout::chw && oc > 1;
+  const std::size_t row = static_cast<std::size_t>(y) * ow;
+  const bool chw = o.layout == Layout::chw || oc == 1;
   if (o.dtype == DType::uint8) {
     auto* d = static_cast<std::uint8_t*>(dst);
-    if (!chw) {
-      std::memcpy(d + static_cast<std::size_t>(y) * ow * oc, line, ow * oc);
-    } else {
-      for (std::size_t c = 0; c < oc; ++c)
-        for (std::size_t x = 0; x < ow; ++x) d[c * hw + y * ow + x] = line[x * oc + c];
+    for (std::size_t c = 0; c < oc; ++c) {
+      if (chw) {
+        std::memcpy(d + c * hw + row, l.c[c], ow);
+      } else {
+        for (std::size_t x = 0; x < ow; ++x) d[(row + x) * oc + c] = l.c[c][x];
+      }
     }
   } else if (o.dtype == DType::float32) {
-    store_row(line, static_cast<std::size_t>(y), ow, hw, oc, chw, s.lut32, static_cast<float*>(dst));
+    auto* d = static_cast<float*>(dst);
+    for (std::size_t c = 0; c < oc; ++c) {
+      if (chw) {
+        normalise_line(l.c[c], ow, s.affine_a[c], s.affine_b[c], d + c * hw + row);
+      } else {
+        const xf::Affine n{s.affine_a[c], s.affine_b[c]};
+        for (std::size_t x = 0; x < ow; ++x) d[(row + x) * oc + c] = xf::normalise(l.c[c][x], n);
+      }
+    }
   } else {
-    store_row(line, static_cast<std::size_t>(y), ow, hw, oc, chw, s.lut16, static_cast<std::uint16_t*>(dst));
+    auto* d = static_cast<std::uint16_t*>(dst);
+    for (std::size_t c = 0; c < oc; ++c)
+      for (std::size_t x = 0; x < ow; ++x) d[chw ? c * hw + row + x : (row + x) * oc + c] = s.lut16[c][l.c[c][x]];
   }
 }
 
@@ -282,17 +445,18 @@ void emit_row(const std::uint8_t* line, int y, const TransformOptions& o, const 
 
 void crop_resize(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y, const ExamplePlan& plan,
                  const TransformOptions& o, TransformScratch& s, std::uint8_t* out) {
-  const std::size_t row = std::size_t{o.width} * o.channels;
-  resize_rows(src, origin_x, origin_y, plan, o, s, [&](int y, const std::uint8_t* line) {
-    std::memcpy(out + static_cast<std::size_t>(y) * row, line, row);
+  const std::size_t ow = o.width, oc = o.channels;
+  resize_rows(src, origin_x, origin_y, plan, o, s, [&](int y, const RowLines& l) {
+    std::uint8_t* d = out + static_cast<std::size_t>(y) * ow * oc;
+    for (std::size_t x = 0; x < ow; ++x)
+      for (std::size_t c = 0; c < oc; ++c) d[x * oc + c] = l.c[c][x];
   });
 }
 
 void crop_resize_assemble(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y,
                           const ExamplePlan& plan, const TransformOptions& o, TransformScratch& s, void* dst) {
-  prepare_lut(o, s);
-  resize_rows(src, origin_x, origin_y, plan, o, s,
-              [&](int y, const std::uint8_t* line) { emit_row(line, y, o, s, dst); });
+  prepare_normalisation(o, s);
+  resize_rows(src, origin_x, origin_y, plan, o, s, [&](int y, const RowLines& l) { emit_row(l, y, o, s, dst); });
 }
 
 void crop_resize_per_sample(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y,

@@ -74,13 +74,13 @@ struct AxisTable {
 };
 struct TransformScratch {
   AxisTable x, y;
-  std::vector<std::int32_t> acc;  // one row of vertical sums
-  std::vector<std::uint16_t> mid;   // the vertical pass's rows (kMidBits fraction bits)
-  std::vector<std::uint16_t> cols;  // the same, transposed for the horizontal pass
-  std::vector<std::uint8_t> lines;  // output rows (HWC uint8) on their way to the slot
-  std::vector<std::uint8_t> hwc;    // one output row of the no-scaling copy
-  // Value of each uint8 per output channel in the output dtype (float32 or float16 bits).
-  float lut32[3][256] = {};
+  std::vector<std::int32_t> acc;    // one row of vertical sums
+  std::vector<std::uint16_t> mid;    // the vertical pass's rows (kMidBits fraction bits)
+  std::vector<std::uint32_t> cols;   // the same, transposed for the horizontal pass
+  std::vector<std::uint8_t> planes;  // output rows, one uint8 plane per channel, on their way to the slot
+  // Per output channel: the normalisation (float outputs), and the value of
+  // each uint8 as float16 bits.
+  float affine_a[3] = {}, affine_b[3] = {};
   std::uint16_t lut16[3][256] = {};
   DType lut_dtype = DType::uint8;
   bool lut_normalize = false;
