@@ -67,9 +67,10 @@ MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 SEED = 14
 
-PEERS = ["l3_loader", "l3_loader_fast", "l3_loader_t64", "l3_loader_t64_fast", "l3_torch", "l3_torch_w2", "ffcv_raw", "mds_raw", "mds_png", "wds", "litdata", "dali_cpu", "imagefolder"]
+PEERS = ["l3_loader", "l3_loader_nocopy", "l3_loader_fast", "l3_loader_t64", "l3_loader_t64_fast", "l3_torch", "l3_torch_w2", "ffcv_raw", "mds_raw", "mds_png", "wds", "litdata", "dali_cpu", "imagefolder"]
 LABELS = {
     "l3_loader": "l3.Loader (C++ threads)",
+    "l3_loader_nocopy": "l3.Loader (C++ threads), copy=False (the ring's buffers, as FFCV hands out its own)",
     "l3_loader_fast": "l3.Loader (C++ threads), shards packed with entropy=\"off\" (Rice codes only)",
     "l3_loader_t64": "l3.Loader (C++ threads), shards packed with tile_width=64",
     "l3_loader_t64_fast": "l3.Loader (C++ threads), shards packed with tile_width=64, entropy=\"off\"",
@@ -84,7 +85,7 @@ LABELS = {
     "imagefolder": "torchvision ImageFolder + PIL + DataLoader",
 }
 # The packed copy each peer reads (bytes on disk).
-STORE = {"l3_loader": "l3", "l3_loader_fast": "l3_fast", "l3_loader_t64": "l3_t64", "l3_loader_t64_fast": "l3_t64_fast",
+STORE = {"l3_loader": "l3", "l3_loader_nocopy": "l3", "l3_loader_fast": "l3_fast", "l3_loader_t64": "l3_t64", "l3_loader_t64_fast": "l3_t64_fast",
          "l3_torch": "l3", "l3_torch_w2": "l3", "ffcv_raw": "ffcv", "mds_raw": "mds_raw", "mds_png": "mds_png",
          "wds": "wds", "litdata": "litdata", "dali_cpu": "imagefolder", "imagefolder": "imagefolder"}
 
@@ -400,9 +401,10 @@ def dataloader(ds, **kw):
     return DataLoader(ds, batch_size=BATCH, num_workers=WORKERS, persistent_workers=True, **kw)
 
 
-def run_l3_loader(work, epochs, store="l3"):
+def run_l3_loader(work, epochs, store="l3", copy=None):
     import l3
-    loader = l3.Loader(os.path.join(work, store), BATCH, workers=WORKERS, size=SIZE, dtype="float32", layout="chw")
+    loader = l3.Loader(os.path.join(work, store), BATCH, workers=WORKERS, size=SIZE, dtype="float32", layout="chw",
+                       copy=copy)
 
     def check(b):
         assert b.data.shape[1:] == (3, SIZE, SIZE) and b.data.dtype == np.float32
@@ -541,7 +543,8 @@ def run_dali(work, epochs):
     return epochs_of(it, epochs, check, len(records(work)))
 
 
-RUNNERS = {"l3_loader": run_l3_loader, "l3_loader_fast": lambda w, e: run_l3_loader(w, e, "l3_fast"),
+RUNNERS = {"l3_loader": run_l3_loader, "l3_loader_nocopy": lambda w, e: run_l3_loader(w, e, copy=False),
+           "l3_loader_fast": lambda w, e: run_l3_loader(w, e, "l3_fast"),
            "l3_loader_t64": lambda w, e: run_l3_loader(w, e, "l3_t64"),
            "l3_loader_t64_fast": lambda w, e: run_l3_loader(w, e, "l3_t64_fast"), "l3_torch": run_l3_torch,
            "l3_torch_w2": lambda w, e: run_l3_torch(w, e, WORKERS), "ffcv_raw": run_ffcv,
