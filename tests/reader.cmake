@@ -7,6 +7,10 @@ l3_add_test(test_reader_transforms test_reader_transforms.cpp LIBS l3_reader LAB
 add_test(NAME test_reader_transforms_scalar COMMAND test_reader_transforms --no-intro=true)
 set_tests_properties(test_reader_transforms_scalar PROPERTIES ENVIRONMENT L3_FORCE_SCALAR=1 LABELS reader)
 l3_add_test(test_reader_pipeline test_reader_pipeline.cpp LIBS l3_reader LABELS "reader;tsan")
+# test_reader_pipeline writes its datasets under test_reader_tmp/ (rewriting
+# them each run); the CLI tests below run it to make theirs and read them:
+# one at a time (RESOURCE_LOCK), never while another rewrites them.
+set_tests_properties(test_reader_pipeline PROPERTIES RESOURCE_LOCK test_reader_pipeline_datasets)
 # The peer cache against memcached servers it starts on 127.0.0.1 (Debian's
 # memcached; the client, libmemcached-dev, also builds the reader's peer cache).
 pkg_check_modules(L3_TEST_MEMCACHED IMPORTED_TARGET libmemcached)
@@ -18,7 +22,8 @@ if(L3_TEST_MEMCACHED_FOUND)
   if(TARGET l3pack)
     add_test(NAME test_reader_peer_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_reader_peer_cli.sh
              $<TARGET_FILE:l3pack> $<TARGET_FILE:test_reader_pipeline> ${PROJECT_BINARY_DIR})
-    set_tests_properties(test_reader_peer_cli PROPERTIES LABELS reader TIMEOUT 120)
+    set_tests_properties(test_reader_peer_cli PROPERTIES LABELS reader TIMEOUT 120
+                         RESOURCE_LOCK test_reader_pipeline_datasets)
   endif()
 endif()
 # Replaces global operator new to count allocations: its own executable.
@@ -27,7 +32,7 @@ if(TARGET l3pack)
   add_test(NAME test_reader_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/test_reader_cli.sh
            $<TARGET_FILE:l3pack> $<TARGET_FILE:test_reader_pipeline> ${PROJECT_BINARY_DIR}
            $<IF:$<TARGET_EXISTS:l3_reader_cuda>,cuda,cpu>)
-  set_tests_properties(test_reader_cli PROPERTIES LABELS reader)
+  set_tests_properties(test_reader_cli PROPERTIES LABELS reader RESOURCE_LOCK test_reader_pipeline_datasets)
 endif()
 # Batch mode with the emulated GPU batch backend (decode + transform kernels on
 # the CPU): in the Release and ASan+UBSan runs, and a second executable of the
