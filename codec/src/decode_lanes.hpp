@@ -569,6 +569,80 @@ L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Code
   if (active) store_pixels<CH>(rows, first_col, active, v);
 }
 
+// core::inverse_transform_bits (spec §5) of four pixels, one per 128-bit
+// lane ([v0 v1 v2 v3] in, [R G B A] out): in-lane broadcasts and arithmetic.
+template <std::uint8_t kTransform>
+L3_LANES_TARGET inline __m512i inverse_transform_lanes(__m512i z) {
+  if constexpr (kTransform == core::kTransformSubtractGreen) {
+    // R = v1 + G, G = v0, B = v2 + G.
+    const __m512i g = _mm512_shuffle_epi32(z, _MM_PERM_AAAA);
+    const __m512i sh = _mm512_shuffle_epi32(z, _MM_PERM_DCAB);  // [v1 v0 v2 v3]
+    return _mm512_mask_add_epi32(sh, 0x5555, sh, g);
+  } else if constexpr (kTransform == core::kTransformYCoCgR) {
+    const __m512i y = _mm512_shuffle_epi32(z, _MM_PERM_AAAA), co = _mm512_shuffle_epi32(z, _MM_PERM_BBBB);
+    const __m512i cg = _mm512_shuffle_epi32(z, _MM_PERM_CCCC);
+    const __m512i t = _mm512_sub_epi32(y, _mm512_srai_epi32(cg, 1));
+    const __m512i g = _mm512_add_epi32(cg, t);
+    const __m512i b = _mm512_sub_epi32(t, _mm512_srai_epi32(co, 1));
+    __m512i px = _mm512_add_epi32(b, co);  // R
+    px = _mm512_mask_mov_epi32(px, 0x2222, g);
+    px = _mm512_mask_mov_epi32(px, 0x4444, b);
+    return _mm512_mask_mov_epi32(px, 0x8888, z);  // alpha as stored
+  } else {
+    return z;
+  }
+}
+
+// planes_to_pixels (decode_rows.hpp) of 3- and 4-plane rows across AVX-512
+// lanes, the same bytes and the same range check: 16 pixels per step, made
+// bytes by vpmovdb; 3 channels drop every 4th byte (a shuffle, a permute and
+// a 48-byte store). The last x1 - x0 mod 16 pixels take the core's loop.
+template <int CH, std::uint8_t kTransform>
+L3_LANES_TARGET inline bool lanes_planes_to_pixels(const V4* vals, int x0, int x1, std::uint8_t* out) {
+  static_assert(CH == 3 || CH == 4);
+  constexpr __mmask16 kChannels = CH == 3 ? 0x7777 : 0xffff;
+  const __m512i drop_4th = _mm512_set4_epi32(int(0x80808080), 0x0e0d0c0a, 0x09080605, 0x04020100);
+  const __m512i pack_12 = _mm512_setr_epi32(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 0, 0, 0, 0);
+  __m512i bits = _mm512_setzero_si512();
+  int c = x0;
+  for (; c + 16 <= x1; c += 16, out += 16 * CH) {
+    __m128i b[4];
+    for (int q = 0; q < 4; ++q) {
+      const __m512i px = inverse_transform_lanes<kTransform>(_mm512_loadu_si512(vals + c + 4 * q));
+      bits = _mm512_mask_or_epi32(bits, kChannels, bits, px);
+      b[q] = _mm512_cvtepi32_epi8(px);
+    }
+    __m512i bytes = _mm512_castsi128_si512(b[0]);
+    bytes = _mm512_inserti32x4(bytes, b[1], 1);
+    bytes = _mm512_inserti32x4(bytes, b[2], 2);
+    bytes = _mm512_inserti32x4(bytes, b[3], 3);
+    if constexpr (CH == 3) {
+      bytes = _mm512_permutexvar_epi32(pack_12, _mm512_shuffle_epi8(bytes, drop_4th));
+      _mm512_mask_storeu_epi32(out, 0x0fff, bytes);
+    } else {
+      _mm512_storeu_si512(out, bytes);
+    }
+  }
+  std::uint32_t tail = 0;
+  for (; c < x1; ++c, out += CH) {
+    int v[CH];
+    for (int p = 0; p < CH; ++p) v[p] = vals[c][p];
+    tail |= core::inverse_transform_bits(kTransform, CH, v, out);
+  }
+  return tail <= 255u && _mm512_cmpgt_epu32_mask(bits, _mm512_set1_epi32(255)) == 0;
+}
+
+template <int CH>
+L3_LANES_TARGET inline bool lanes_row_to_pixels(std::uint8_t transform, const V4* vals, int x0, int x1,
+                                                std::uint8_t* out) {
+  switch (transform) {
+    case core::kTransformSubtractGreen:
+      return lanes_planes_to_pixels<CH, core::kTransformSubtractGreen>(vals, x0, x1, out);
+    case core::kTransformYCoCgR: return lanes_planes_to_pixels<CH, core::kTransformYCoCgR>(vals, x0, x1, out);
+    default: return lanes_planes_to_pixels<CH, core::kTransformNone>(vals, x0, x1, out);
+  }
+}
+
 // Lane i's x[i - 1] (its register's lane 0: 0).
 L3_LANES_TARGET inline __m512i from_lane_above(__m512i x) {
   const __m512i shift = _mm512_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
@@ -653,6 +727,8 @@ template <int CH>
 inline bool lanes_eligible(const CodedTileParams&, const LaneState*, const std::uint8_t*, int) { return false; }
 template <int CH>
 inline void lanes_values(const std::uint8_t*, const CodedTileParams&, LaneState*, LaneScratch&, int, int) {}
+template <int CH>
+inline bool lanes_row_to_pixels(std::uint8_t, const V4*, int, int, std::uint8_t*) { __builtin_unreachable(); }
 
 #endif
 

@@ -218,7 +218,10 @@ L3_DECODE_INLINE int rows_to_pixels(const CodedTileParams& t, const std::uint32_
                                     LaneState* lanes, const TileOutput& o, bool full) {
   for (int r = o.y0; r < o.y1; ++r) {
     std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
-    if (!row_pixels<CH>(t, palette, rows[r].v, o.x0, o.x1, out)) return core::kCorruptTile;
+    bool ok;
+    if constexpr (CH >= 3) ok = lanes_row_to_pixels<CH>(t.transform, rows[r].v, o.x0, o.x1, out);
+    else ok = row_pixels<CH>(t, palette, rows[r].v, o.x0, o.x1, out);
+    if (!ok) return core::kCorruptTile;
   }
   for (int r = 0; r < o.y1; ++r) {
     if (const int status = row_end_status(lanes[r], t.row_length[r], full); status != core::kOk) return status;
