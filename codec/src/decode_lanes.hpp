@@ -593,23 +593,25 @@ L3_LANES_TARGET inline __m512i inverse_transform_lanes(__m512i z) {
   }
 }
 
-// planes_to_pixels (decode_rows.hpp) of 3- and 4-plane rows across AVX-512
-// lanes, the same bytes and the same range check: 16 pixels per step, made
+// The head of planes_to_pixels (decode_rows.hpp) for 3- and 4-plane rows
+// across AVX-512 lanes, the same bytes: 16 pixels per step from x0, made
 // bytes by vpmovdb; 3 channels drop every 4th byte (a shuffle, a permute and
-// a 48-byte store). The last x1 - x0 mod 16 pixels take the core's loop.
+// a 48-byte store). Returns the first column left to the caller's loop (the
+// last x1 - x0 mod 16); `bits` gains 256 where a value maps to no pixel.
 template <int CH, std::uint8_t kTransform>
-L3_LANES_TARGET inline bool lanes_planes_to_pixels(const V4* vals, int x0, int x1, std::uint8_t* out) {
+L3_LANES_TARGET inline int lanes_planes_to_pixels(const V4* vals, int x0, int x1, std::uint8_t* out,
+                                                  std::uint32_t& bits) {
   static_assert(CH == 3 || CH == 4);
   constexpr __mmask16 kChannels = CH == 3 ? 0x7777 : 0xffff;
   const __m512i drop_4th = _mm512_set4_epi32(int(0x80808080), 0x0e0d0c0a, 0x09080605, 0x04020100);
   const __m512i pack_12 = _mm512_setr_epi32(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 0, 0, 0, 0);
-  __m512i bits = _mm512_setzero_si512();
+  __m512i any = _mm512_setzero_si512();
   int c = x0;
   for (; c + 16 <= x1; c += 16, out += 16 * CH) {
     __m128i b[4];
     for (int q = 0; q < 4; ++q) {
       const __m512i px = inverse_transform_lanes<kTransform>(_mm512_loadu_si512(vals + c + 4 * q));
-      bits = _mm512_mask_or_epi32(bits, kChannels, bits, px);
+      any = _mm512_mask_or_epi32(any, kChannels, any, px);
       b[q] = _mm512_cvtepi32_epi8(px);
     }
     __m512i bytes = _mm512_castsi128_si512(b[0]);
@@ -623,24 +625,8 @@ L3_LANES_TARGET inline bool lanes_planes_to_pixels(const V4* vals, int x0, int x
       _mm512_storeu_si512(out, bytes);
     }
   }
-  std::uint32_t tail = 0;
-  for (; c < x1; ++c, out += CH) {
-    int v[CH];
-    for (int p = 0; p < CH; ++p) v[p] = vals[c][p];
-    tail |= core::inverse_transform_bits(kTransform, CH, v, out);
-  }
-  return tail <= 255u && _mm512_cmpgt_epu32_mask(bits, _mm512_set1_epi32(255)) == 0;
-}
-
-template <int CH>
-L3_LANES_TARGET inline bool lanes_row_to_pixels(std::uint8_t transform, const V4* vals, int x0, int x1,
-                                                std::uint8_t* out) {
-  switch (transform) {
-    case core::kTransformSubtractGreen:
-      return lanes_planes_to_pixels<CH, core::kTransformSubtractGreen>(vals, x0, x1, out);
-    case core::kTransformYCoCgR: return lanes_planes_to_pixels<CH, core::kTransformYCoCgR>(vals, x0, x1, out);
-    default: return lanes_planes_to_pixels<CH, core::kTransformNone>(vals, x0, x1, out);
-  }
+  if (_mm512_cmpgt_epu32_mask(any, _mm512_set1_epi32(255))) bits |= 256u;
+  return c;
 }
 
 // Lane i's x[i - 1] (its register's lane 0: 0).
@@ -727,8 +713,8 @@ template <int CH>
 inline bool lanes_eligible(const CodedTileParams&, const LaneState*, const std::uint8_t*, int) { return false; }
 template <int CH>
 inline void lanes_values(const std::uint8_t*, const CodedTileParams&, LaneState*, LaneScratch&, int, int) {}
-template <int CH>
-inline bool lanes_row_to_pixels(std::uint8_t, const V4*, int, int, std::uint8_t*) { __builtin_unreachable(); }
+template <int CH, std::uint8_t kTransform>
+inline int lanes_planes_to_pixels(const V4*, int x0, int, std::uint8_t*, std::uint32_t&) { return x0; }
 
 #endif
 

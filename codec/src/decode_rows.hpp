@@ -15,11 +15,18 @@ namespace l3 {
 namespace {  // internal linkage: see decode_codes.hpp
 
 // Converts decoded plane values of columns [x0, x1) to pixels (spec §5),
-// reporting values that no 8-bit pixel maps to.
-template <int CH, std::uint8_t kTransform>
+// reporting values that no 8-bit pixel maps to. kLanes (rows from the
+// AVX-512 lanes, 3 or 4 planes): 16 columns at a time first
+// (lanes_planes_to_pixels), the rest here.
+template <int CH, std::uint8_t kTransform, bool kLanes>
 L3_DECODE_INLINE bool planes_to_pixels(const V4* vals, int x0, int x1, std::uint8_t* out) {
   std::uint32_t bits = 0;
-  for (int c = x0; c < x1; ++c, out += CH) {
+  int c = x0;
+  if constexpr (kLanes) {
+    c = lanes_planes_to_pixels<CH, kTransform>(vals, x0, x1, out, bits);
+    out += std::size_t(c - x0) * CH;
+  }
+  for (; c < x1; ++c, out += CH) {
     int v[CH];
     for (int p = 0; p < CH; ++p) v[p] = vals[c][p];
     bits |= core::inverse_transform_bits(kTransform, CH, v, out);
@@ -27,12 +34,13 @@ L3_DECODE_INLINE bool planes_to_pixels(const V4* vals, int x0, int x1, std::uint
   return bits <= 255u;
 }
 
-template <int CH>
+template <int CH, bool kLanes = false>
 L3_DECODE_INLINE bool row_to_pixels(std::uint8_t transform, const V4* vals, int x0, int x1, std::uint8_t* out) {
   switch (transform) {
-    case core::kTransformSubtractGreen: return planes_to_pixels<CH, core::kTransformSubtractGreen>(vals, x0, x1, out);
-    case core::kTransformYCoCgR: return planes_to_pixels<CH, core::kTransformYCoCgR>(vals, x0, x1, out);
-    default: return planes_to_pixels<CH, core::kTransformNone>(vals, x0, x1, out);
+    case core::kTransformSubtractGreen:
+      return planes_to_pixels<CH, core::kTransformSubtractGreen, kLanes>(vals, x0, x1, out);
+    case core::kTransformYCoCgR: return planes_to_pixels<CH, core::kTransformYCoCgR, kLanes>(vals, x0, x1, out);
+    default: return planes_to_pixels<CH, core::kTransformNone, kLanes>(vals, x0, x1, out);
   }
 }
 
@@ -196,13 +204,14 @@ L3_DECODE_INLINE void reconstruct_group(const PredictConsts& k, bool first, Code
 
 // A row's pixels, columns [x0, x1), from its plane values: through the
 // palette (`palette`: its colours as words) in a palette tile, else the
-// inverse transform. False when a value maps to no pixel.
-template <int CH>
+// inverse transform. False when a value maps to no pixel. kLanes: the row
+// comes from the AVX-512 lanes (planes_to_pixels).
+template <int CH, bool kLanes = false>
 L3_DECODE_INLINE bool row_pixels(const CodedTileParams& t, const std::uint32_t* palette, const V4* vals, int x0, int x1,
                                  std::uint8_t* out) {
   if constexpr (CH == 1)
     if (t.palette_size) return indices_to_pixels(palette, t, vals, x0, x1, out);
-  return row_to_pixels<CH>(t.transform, vals, x0, x1, out);
+  return row_to_pixels<CH, kLanes>(t.transform, vals, x0, x1, out);
 }
 
 // A row's end check after its last pixel (spec §7.3), or, where a crop
@@ -218,10 +227,7 @@ L3_DECODE_INLINE int rows_to_pixels(const CodedTileParams& t, const std::uint32_
                                     LaneState* lanes, const TileOutput& o, bool full) {
   for (int r = o.y0; r < o.y1; ++r) {
     std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
-    bool ok;
-    if constexpr (CH >= 3) ok = lanes_row_to_pixels<CH>(t.transform, rows[r].v, o.x0, o.x1, out);
-    else ok = row_pixels<CH>(t, palette, rows[r].v, o.x0, o.x1, out);
-    if (!ok) return core::kCorruptTile;
+    if (!row_pixels<CH, (CH >= 3)>(t, palette, rows[r].v, o.x0, o.x1, out)) return core::kCorruptTile;
   }
   for (int r = 0; r < o.y1; ++r) {
     if (const int status = row_end_status(lanes[r], t.row_length[r], full); status != core::kOk) return status;

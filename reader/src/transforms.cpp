@@ -183,21 +183,24 @@ void transpose_rows(const std::uint16_t* mid, int len, std::uint32_t* __restrict
 }
 
 // The output block of one group of kRows output rows: planes_of(sch) x kRows
-// lines of `pitch` bytes, line (c, r) at planes + (c * kRows + r) * pitch +
-// offset. `pitch` is the output width rounded up to 8; the AVX2 pass writes a
-// flipped block right-aligned (offset = pitch - width), the portable one at 0.
+// lines of `pitch` bytes (the output width rounded up to 8, so that the AVX2
+// pass stores 8 columns at a time), line (c, r) at planes + (c * kRows + r) *
+// pitch + offset. A flipped block is right-aligned in its lines (offset =
+// pitch - width), where the AVX2 pass's reversed groups of 8 end.
 struct Block {
   std::uint8_t* planes;
   std::size_t pitch, offset;
-  const std::uint8_t* line(int c, int r) const {
-    return planes + static_cast<std::size_t>(c * kRows + r) * pitch + offset;
-  }
+  Block(std::uint8_t* p, int width, bool flip)
+      : planes(p),
+        pitch((static_cast<std::size_t>(width) + 7) & ~std::size_t{7}),
+        offset(flip ? pitch - static_cast<std::size_t>(width) : 0) {}
+  std::uint8_t* line(int c, int r) const { return planes + static_cast<std::size_t>(c * kRows + r) * pitch + offset; }
 };
 
-// Horizontal pass of kRows output rows at once into a Block. `cols`
-// (transpose_rows) starts at source column `col0`, SCH values of kRows rows
-// per column. Vectorised across rows and channels: accumulator j = c * kRows
-// + r is line (c, r) of the block.
+// Horizontal pass of kRows output rows at once into a Block (`planes`: its
+// line (0, 0)). `cols` (transpose_rows) starts at source column `col0`, SCH
+// values of kRows rows per column. Vectorised across rows and channels:
+// accumulator j = c * kRows + r is line (c, r) of the block.
 template <int SCH>
 L3_XF_CLONES void horizontal_pass(const std::uint32_t* cols, int col0, const AxisTable& x, int ow, bool flip,
                                   std::uint8_t* __restrict planes, std::size_t pitch) {
@@ -288,34 +291,31 @@ L3_XF_AVX2 void horizontal_pass_avx2(const std::uint32_t* cols, int col0, const 
 }
 #endif
 
-// Runs the horizontal pass for `sch` source channels; returns the block's offset.
-std::size_t horizontal_pass(const std::uint32_t* cols, int col0, int sch, const AxisTable& x, int ow, bool flip,
-                            std::uint8_t* planes, std::size_t pitch) {
+// Runs the horizontal pass for `sch` source channels into `b`.
+void horizontal_pass(const std::uint32_t* cols, int col0, int sch, const AxisTable& x, int ow, bool flip, Block& b) {
 #if L3_XF_HAVE_AVX2
-  if (avx2_enabled()) {
+  if (avx2_enabled()) {  // whole groups of 8 columns from the lines' start
     switch (sch) {
-      case 1: horizontal_pass_avx2<1>(cols, col0, x, ow, flip, planes, pitch); break;
-      case 2: horizontal_pass_avx2<2>(cols, col0, x, ow, flip, planes, pitch); break;
-      case 3: horizontal_pass_avx2<3>(cols, col0, x, ow, flip, planes, pitch); break;
-      default: horizontal_pass_avx2<4>(cols, col0, x, ow, flip, planes, pitch); break;
+      case 1: return horizontal_pass_avx2<1>(cols, col0, x, ow, flip, b.planes, b.pitch);
+      case 2: return horizontal_pass_avx2<2>(cols, col0, x, ow, flip, b.planes, b.pitch);
+      case 3: return horizontal_pass_avx2<3>(cols, col0, x, ow, flip, b.planes, b.pitch);
+      default: return horizontal_pass_avx2<4>(cols, col0, x, ow, flip, b.planes, b.pitch);
     }
-    return flip ? pitch - static_cast<std::size_t>(ow) : 0;
   }
 #endif
   switch (sch) {
-    case 1: horizontal_pass<1>(cols, col0, x, ow, flip, planes, pitch); break;
-    case 2: horizontal_pass<2>(cols, col0, x, ow, flip, planes, pitch); break;
-    case 3: horizontal_pass<3>(cols, col0, x, ow, flip, planes, pitch); break;
-    default: horizontal_pass<4>(cols, col0, x, ow, flip, planes, pitch); break;
+    case 1: return horizontal_pass<1>(cols, col0, x, ow, flip, b.line(0, 0), b.pitch);
+    case 2: return horizontal_pass<2>(cols, col0, x, ow, flip, b.line(0, 0), b.pitch);
+    case 3: return horizontal_pass<3>(cols, col0, x, ow, flip, b.line(0, 0), b.pitch);
+    default: return horizontal_pass<4>(cols, col0, x, ow, flip, b.line(0, 0), b.pitch);
   }
-  return 0;
 }
 
 // One output row by copy (the box has the output size: the weights are
-// exactly one), into row 0 of a Block at offset 0.
-void copy_row(const std::uint8_t* row, int sch, int ow, bool flip, std::uint8_t* planes, std::size_t pitch) {
+// exactly one), into row 0 of a Block.
+void copy_row(const std::uint8_t* row, int sch, int ow, bool flip, Block& b) {
   for (int c = 0; c < planes_of(sch); ++c) {
-    std::uint8_t* d = planes + static_cast<std::size_t>(c * kRows) * pitch;
+    std::uint8_t* d = b.line(c, 0);
     for (int i = 0; i < ow; ++i) d[flip ? ow - 1 - i : i] = row[static_cast<std::size_t>(i) * sch + c];
   }
 }
@@ -343,13 +343,13 @@ void resize_rows(const ImageView& src, std::uint32_t origin_x, std::uint32_t ori
   const int sch = static_cast<int>(src.channels);
   const int bx = plan.box.x - static_cast<int>(origin_x), by = plan.box.y - static_cast<int>(origin_y);
   const int ow = static_cast<int>(o.width), oh = static_cast<int>(o.height), oc = static_cast<int>(o.channels);
-  const std::size_t pitch = (static_cast<std::size_t>(ow) + 7) & ~std::size_t{7};
-  s.planes.resize(static_cast<std::size_t>(planes_of(sch)) * kRows * pitch);
-  Block block{s.planes.data(), pitch, 0};
+  Block block(nullptr, ow, plan.flip);
+  s.planes.resize(static_cast<std::size_t>(planes_of(sch)) * kRows * block.pitch);
+  block.planes = s.planes.data();
   if (plan.box.w == ow && plan.box.h == oh) {  // no scaling
     for (int y = 0; y < oh; ++y) {
       copy_row(src.data + static_cast<std::size_t>(by + y) * stride + static_cast<std::size_t>(bx) * sch, sch, ow,
-               plan.flip, block.planes, pitch);
+               plan.flip, block);
       emit(y, row_lines(block, 0, sch, oc));
     }
     return;
@@ -376,7 +376,7 @@ void resize_rows(const ImageView& src, std::uint32_t origin_x, std::uint32_t ori
                     &s.mid[static_cast<std::size_t>(r) * len]);
     }
     transpose_rows(s.mid.data(), len, s.cols.data());
-    block.offset = horizontal_pass(s.cols.data(), col0, sch, s.x, ow, plan.flip, block.planes, pitch);
+    horizontal_pass(s.cols.data(), col0, sch, s.x, ow, plan.flip, block);
     for (int r = 0; r < rows; ++r) emit(y0 + r, row_lines(block, r, sch, oc));
   }
 }
@@ -445,12 +445,11 @@ void emit_row(const RowLines& l, int y, const TransformOptions& o, const Transfo
 
 void crop_resize(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y, const ExamplePlan& plan,
                  const TransformOptions& o, TransformScratch& s, std::uint8_t* out) {
-  const std::size_t ow = o.width, oc = o.channels;
-  resize_rows(src, origin_x, origin_y, plan, o, s, [&](int y, const RowLines& l) {
-    std::uint8_t* d = out + static_cast<std::size_t>(y) * ow * oc;
-    for (std::size_t x = 0; x < ow; ++x)
-      for (std::size_t c = 0; c < oc; ++c) d[x * oc + c] = l.c[c][x];
-  });
+  TransformOptions hwc = o;  // emit_row's uint8 HWC layout
+  hwc.dtype = DType::uint8;
+  hwc.layout = Layout::hwc;
+  resize_rows(src, origin_x, origin_y, plan, o, s,
+              [&](int y, const RowLines& l) { emit_row(l, y, hwc, s, out); });
 }
 
 void crop_resize_assemble(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y,
