@@ -198,8 +198,8 @@ def write_report(a, files, rows, med):
         f"p=0.5 + ImageNet normalisation, float32 CHW batches of {a.batch}, {a.workers} workers, {a.epochs} timed "
         f"epochs after {a.warmup} warm-up epoch(s); the consumer reads one element per batch",
         "- C++ reader: l3::Reader driven by a C++ loop inside the extension (`l3._l3._drain`), same options",
-        "- l3.Loader copy=True (the default): each batch is copied from the reader's ring into a pooled buffer "
-        "owned by the numpy array (valid while held); copy=False hands out the ring buffer itself",
+        "- l3.Loader copy=True (the default): each batch's ring buffer is handed over to the numpy array "
+        "(valid while held; the reader goes on in a pooled buffer, no copy); copy=False leaves it in the ring",
         "- PNG + PIL: `bench/bench_reader_torch.py` (torchvision ImageFolder of the same PNG files, PIL decode, "
         "DataLoader shuffle=True, persistent workers; the reader benchmark's peer)",
         "- l3 output checked before timing (uint8 centre crops against l3.load_image of the PNGs)",

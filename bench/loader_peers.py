@@ -70,7 +70,7 @@ SEED = 14
 PEERS = ["l3_loader", "l3_loader_nocopy", "l3_loader_fast", "l3_loader_t64", "l3_loader_t64_fast", "l3_torch", "l3_torch_w2", "ffcv_raw", "mds_raw", "mds_png", "wds", "litdata", "dali_cpu", "imagefolder"]
 LABELS = {
     "l3_loader": "l3.Loader (C++ threads)",
-    "l3_loader_nocopy": "l3.Loader (C++ threads), copy=False (the ring's buffers, as FFCV hands out its own)",
+    "l3_loader_nocopy": "l3.Loader (C++ threads), copy=False (borrowed: the ring's buffers stay in the ring, as FFCV hands out its own)",
     "l3_loader_fast": "l3.Loader (C++ threads), shards packed with entropy=\"off\" (Rice codes only)",
     "l3_loader_t64": "l3.Loader (C++ threads), shards packed with tile_width=64",
     "l3_loader_t64_fast": "l3.Loader (C++ threads), shards packed with tile_width=64, entropy=\"off\"",

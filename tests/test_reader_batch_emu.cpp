@@ -177,6 +177,8 @@ TEST_CASE("batch mode: a run resumed from state() yields exactly the rest, also 
   {
     Reader r(ds, ob);
     for (int i = 0; i < 3; ++i) REQUIRE(r.next() != nullptr);
+    // A batch backend's batches stay in its memory: no hand-over (Reader::detach).
+    CHECK(l3test::error_of([&] { r.detach(); }) == errc::invalid_argument);
     st = r.state();
   }
   Reader resumed(ds, ob);

@@ -502,6 +502,47 @@ TEST_CASE("batch buffers: a ring allocated once through the allocator hook") {
   CHECK(alloc->deallocations == 4);
 }
 
+TEST_CASE("detach: batches handed over without a copy stay intact; the ring goes on in new buffers") {
+  auto ds = open_synth("detach");
+  auto alloc = std::make_shared<CountingAllocator>();
+  ReaderOptions o = small_options();
+  o.allocator = alloc;
+  o.prefetch = 3;
+  std::vector<std::vector<std::uint8_t>> expected;  // the same epoch, read without detach
+  {
+    Reader plain(ds, o);
+    while (const Batch* b = plain.next()) {
+      const auto* p = static_cast<const std::uint8_t*>(b->data);
+      expected.emplace_back(p, p + b->bytes);
+    }
+  }
+  alloc->allocations = alloc->deallocations = 0;
+  std::vector<void*> kept;
+  std::size_t bytes = 0;
+  {
+    Reader r(ds, o);
+    CHECK(l3test::error_of([&] { r.detach(); }) == errc::invalid_argument);  // nothing handed out yet
+    while (const Batch* b = r.next()) {
+      void* before = b->data;
+      bytes = b->bytes;
+      kept.push_back(r.detach());
+      CHECK(kept.back() == before);
+      CHECK(b->data != before);  // the slot's new buffer
+    }
+    CHECK(l3test::error_of([&] { r.detach(); }) == errc::invalid_argument);  // end of epoch: none held
+  }
+  // Every batch kept its bytes although the ring went on filling (no buffer reused).
+  REQUIRE(kept.size() == expected.size());
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    const auto* p = static_cast<const std::uint8_t*>(kept[i]);
+    CHECK(std::vector<std::uint8_t>(p, p + bytes) == expected[i]);
+  }
+  CHECK(std::set<void*>(kept.begin(), kept.end()).size() == kept.size());
+  CHECK(alloc->allocations == 4 + static_cast<int>(kept.size()));  // the ring, then one per detach
+  CHECK(alloc->deallocations == 4);                                 // the ring's buffers at destruction
+  for (void* p : kept) alloc->deallocate(p, bytes, kBatchAlignment);
+}
+
 TEST_CASE("state JSON round trip and rejection") {
   ReaderState s;
   s.seed = 1;

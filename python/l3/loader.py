@@ -261,19 +261,20 @@ class Loader:
                   §8.6), peer_timeout_ms=500; stats()["records_read"] counts storage reads
       errors:     on_error="raise" | "skip", max_replacements=64, verify=True
                   (record checksums), verify_shard_hashes=False
-      copy:       host batches (default True): each batch is copied out of the reader's ring
-                  of buffers into a buffer owned by the returned arrays (recycled once they
-                  are released), so a batch stays valid as long as you hold it. copy=False
-                  hands out the ring buffer itself: no copy, but the arrays are overwritten
-                  by a later batch (use only when each batch is consumed before the next is
-                  requested). Device batches are never copied (copy=True is refused).
+      copy:       host batches (default True): each batch's arrays own its memory, so a batch
+                  stays valid as long as you hold it. Not copied: the reader's ring buffer is
+                  handed over to the arrays and the reader goes on in a pooled buffer (recycled
+                  once the arrays are released); the name is kept from versions that copied.
+                  copy=False leaves the buffer in the ring: the arrays are overwritten by a later
+                  batch (use only when each batch is consumed before the next is requested).
+                  Device batches are never copied (copy=True is refused).
       _emulated_gpu=True (testing/reference, with device="cpu"): batches made by the CUDA
                   batch backend's decomposition run on the CPU (host memory, numpy; exact but
                   slow), so the batch mode's Python side runs without a GPU.
 
     Iterating yields l3.Batch objects for one epoch; iterating again after the epoch
     ended continues with the next epoch (or call set_epoch()). The GIL is released
-    while waiting for and copying a batch.
+    while waiting for a batch.
     """
 
     def __init__(self, path: PathLike, batch_size: int = _D.batch_size, *, shuffle: bool = _D.shuffle,

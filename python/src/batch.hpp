@@ -25,10 +25,10 @@ inline std::vector<void*> as_streams(const StreamList& streams) {
 }
 
 // The array of a batch's data (the GIL held): `meta` is the reader's batch.
-// Device batches and host batches without `copy` borrow the reader's buffer
-// (the array keeps `reader` alive); with `copy` (a pooled buffer the bytes were
-// copied into) the array owns that buffer.
-nb::object batch_array(const std::shared_ptr<l3::Reader>& reader, const l3::Batch& meta, PooledBuffer* copy);
+// Device batches and host batches without `owned` borrow the reader's buffer
+// (the array keeps `reader` alive); with `owned` (a pooled buffer: the ring
+// buffer handed over by Reader::detach, or a copy) the array owns that buffer.
+nb::object batch_array(const std::shared_ptr<l3::Reader>& reader, const l3::Batch& meta, PooledBuffer* owned);
 
 // One batch as Python sees it: l3.Batch (named fields, DLPack, `images, labels = batch`).
 struct PyBatch {

@@ -60,7 +60,7 @@ private:
 
 }  // namespace
 
-nb::object batch_array(const std::shared_ptr<l3::Reader>& reader, const l3::Batch& meta, PooledBuffer* copy) {
+nb::object batch_array(const std::shared_ptr<l3::Reader>& reader, const l3::Batch& meta, PooledBuffer* owned) {
   std::size_t shape[4] = {meta.size, meta.channels, meta.height, meta.width};
   if (meta.layout == l3::Layout::hwc) {
     shape[1] = meta.height;
@@ -75,9 +75,9 @@ nb::object batch_array(const std::shared_ptr<l3::Reader>& reader, const l3::Batc
   }
   nb::capsule owner;
   void* ptr = meta.data;
-  if (copy) {
-    owner = nb::capsule(copy, free_pooled_buffer);
-    ptr = copy->data;
+  if (owned) {
+    owner = nb::capsule(owned, free_pooled_buffer);
+    ptr = owned->data;
   } else {
     owner = nb::capsule(new ReaderRef{reader}, free_reader_ref);
   }

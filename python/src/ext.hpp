@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "l3/codec/codec.hpp"
+#include "l3/reader/reader_backend.hpp"
 
 namespace l3py {
 
@@ -55,12 +56,16 @@ void free_host_buffer(void* p) noexcept;
 // A pool of equal-size batch buffers: a buffer goes back to the pool when the
 // last Python array using it is released, so steady-state iteration neither
 // allocates nor page-faults. The pool is shared by the buffers (shared_ptr),
-// so it outlives the Loader while arrays are alive.
+// so it outlives the Loader while arrays are alive. It is also the reader's
+// BatchAllocator (PoolAllocator): the ring and the batches handed over to
+// arrays (Reader::detach) draw on one set of buffers.
 struct BufferPool {
   std::mutex m;
   std::vector<void*> free;
   std::size_t bytes = 0;
   std::size_t max_free = 8;
+  void* take();                     // `bytes` bytes, l3::kBatchAlignment-aligned
+  void give(void* data) noexcept;   // back to the free list, or freed beyond max_free
   ~BufferPool();
 };
 
@@ -70,6 +75,7 @@ struct PooledBuffer {
 };
 
 PooledBuffer* take_pooled_buffer(const std::shared_ptr<BufferPool>& pool);
+std::shared_ptr<l3::BatchAllocator> make_pool_allocator(std::shared_ptr<BufferPool> pool);
 void free_pooled_buffer(void* p) noexcept;
 
 using U8Array = nb::ndarray<nb::numpy, std::uint8_t>;

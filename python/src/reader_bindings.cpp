@@ -42,7 +42,7 @@ void select_backend(l3::ReaderOptions& o, int device, bool emulated_gpu) {
 // How a Loader reads beyond its ReaderOptions.
 struct ReaderSetup {
   bool verify_shard_hashes = false;
-  bool copy = true;           // host batches copied into pooled buffers owned by their arrays
+  bool copy = true;           // host batches owned by their arrays (handed over, or copied: PyReader)
   int device = -1;            // >= 0: the CUDA batch backend on that device
   bool emulated_gpu = false;  // the CUDA batch backend's decomposition on the CPU
 };
@@ -55,12 +55,17 @@ class PyReader {
 public:
   PyReader(const std::string& path, l3::ReaderOptions opt, const ReaderSetup& setup) : copy_(setup.copy) {
     select_backend(opt, setup.device, setup.emulated_gpu);
-    l3::DatasetOptions dopt;
-    dopt.verify_shard_hashes = setup.verify_shard_hashes;
-    reader_ = without_gil([&] { return std::make_shared<l3::Reader>(l3::Reader::open(path, opt, dopt)); });
     pool_ = std::make_shared<BufferPool>();
     pool_->bytes = l3::example_bytes(opt.transform) * opt.batch_size;
     pool_->max_free = opt.prefetch + 4;
+    // Host batches of the reader's own ring are handed over to their arrays
+    // (Reader::detach, no copy); a batch backend's stay in its memory and
+    // are copied.
+    handover_ = !opt.batch_backend;
+    if (handover_) opt.allocator = make_pool_allocator(pool_);
+    l3::DatasetOptions dopt;
+    dopt.verify_shard_hashes = setup.verify_shard_hashes;
+    reader_ = without_gil([&] { return std::make_shared<l3::Reader>(l3::Reader::open(path, opt, dopt)); });
   }
 
   // The next l3.Batch, or None at the end of the epoch. Its data: a numpy array
@@ -85,10 +90,7 @@ public:
         meta = *b;
         labels.assign(b->labels.begin(), b->labels.end());
         records.assign(b->records.begin(), b->records.end());
-        if (copy_ && b->device < 0) {
-          buf = take_pooled_buffer(pool_);
-          std::memcpy(buf->data, b->data, b->bytes);
-        }
+        if (copy_ && b->device < 0) buf = owned_buffer(*r, *b);
       }
     }
     if (!b) return nb::none();
@@ -146,6 +148,14 @@ public:
   bool closed() const { return !reader_; }
 
 private:
+  // The batch's memory, owned by the array about to wrap it: the ring buffer
+  // itself, the reader going on in a pooled one, or a pooled copy.
+  PooledBuffer* owned_buffer(l3::Reader& r, const l3::Batch& b) {
+    if (handover_) return new PooledBuffer{pool_, r.detach()};
+    PooledBuffer* buf = take_pooled_buffer(pool_);
+    std::memcpy(buf->data, b.data, b.bytes);
+    return buf;
+  }
   std::shared_ptr<l3::Reader> reader() {
     if (!reader_) l3::throw_error(l3::errc::invalid_argument, "the loader is closed");
     return reader_;
@@ -154,6 +164,7 @@ private:
   std::shared_ptr<l3::Reader> reader_;
   std::shared_ptr<BufferPool> pool_;
   bool copy_ = true;
+  bool handover_ = false;
 };
 
 // The C++ reader driven by a C++ loop (no Python per batch): the baseline of

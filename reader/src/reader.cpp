@@ -45,6 +45,8 @@ void Reader::release(std::span<void* const> consumer_streams) {
   if (released) core.cv_space.notify_all();
 }
 
+void* Reader::detach() { return impl_->core.detach(); }
+
 void Reader::set_epoch(std::uint64_t epoch) { impl_->core.start_run(epoch, 0, 0); }
 
 std::uint64_t Reader::epoch() const noexcept { return impl_->core.run.epoch; }

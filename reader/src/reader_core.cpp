@@ -52,7 +52,7 @@ void ReaderCore::allocate_ring() {
   ring.resize(std::size_t{window_batches} + opt.prefetch);
   try {
     for (Slot& s : ring) {
-      s.data = opt.batch_backend ? opt.batch_backend->allocate(bytes) : opt.allocator->allocate(bytes, 64);
+      s.data = opt.batch_backend ? opt.batch_backend->allocate(bytes) : opt.allocator->allocate(bytes, kBatchAlignment);
       s.labels.resize(opt.batch_size);
       s.records.resize(opt.batch_size);
       Batch& b = s.batch;
@@ -81,7 +81,7 @@ void ReaderCore::free_ring() noexcept {
     if (opt.batch_backend) {
       opt.batch_backend->deallocate(s.data, bytes);
     } else {
-      opt.allocator->deallocate(s.data, bytes, 64);
+      opt.allocator->deallocate(s.data, bytes, kBatchAlignment);
     }
     s.data = nullptr;
   }
@@ -253,6 +253,24 @@ const Batch* ReaderCore::next(std::span<void* const> consumer_streams) {
   s.batch.index = index;
   s.batch.wait_seconds = waited;
   return &s.batch;
+}
+
+// The slot is held, so no task writes it; the scheduler claims it again only
+// after release_held, under m, and so sees the new buffer (example_dst).
+// held_ changes only in the consumer's calls, so it holds across the unlocked
+// allocation.
+void* ReaderCore::detach() {
+  if (opt.batch_backend) throw_error(errc::invalid_argument, "detach: batches of a batch backend stay in its memory");
+  {
+    std::lock_guard lock(m);
+    if (!held_) throw_error(errc::invalid_argument, "detach: no batch handed out");
+  }
+  void* fresh = opt.allocator->allocate(example_size * opt.batch_size, kBatchAlignment);
+  std::lock_guard lock(m);
+  void* taken = held_->data;
+  held_->data = fresh;
+  held_->batch.data = fresh;
+  return taken;
 }
 
 ReaderState ReaderCore::state() {

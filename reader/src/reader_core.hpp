@@ -138,6 +138,7 @@ public:
   // Under m: the batch last handed out goes back to the ring once the work
   // enqueued on each stream has run (device batches); false when none is out.
   bool release_held(std::span<void* const> consumer_streams) noexcept;
+  void* detach();  // Reader::detach
   ReaderState state();
   Metrics metrics();
   void reset_metrics();

@@ -92,6 +92,22 @@ def test_copy_keeps_batches_valid(small_dataset):
         assert len(ptrs) == 5  # every batch held has its own buffer
 
 
+def test_owned_batches_equal_borrowed_ones_and_outlive_the_epoch(small_dataset):
+    # Owned batches (the default) are the ring's buffers handed over to the arrays
+    # (Reader::detach): every one kept to the end of the epoch holds the bytes a
+    # borrowed batch had when it was handed out.
+    d, _ = small_dataset
+    with loader(d, prefetch=1, copy=False, dtype="uint8") as ld:
+        borrowed = [b.data.copy() for b in ld]
+    with loader(d, prefetch=1, dtype="uint8") as ld:
+        kept = list(ld)
+        ld.set_epoch(1)
+        ld.next()  # the ring goes on into the next epoch
+    assert len(kept) == len(borrowed) > 2
+    for b, want in zip(kept, borrowed):
+        np.testing.assert_array_equal(b.data, want)
+
+
 def test_copy_buffers_are_recycled(small_dataset):
     d, _ = small_dataset
     with loader(d, dtype="uint8") as ld:

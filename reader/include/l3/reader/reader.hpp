@@ -215,6 +215,15 @@ public:
   // batch may still be queued (those hand the batch back after the legacy
   // default stream). The batch must not be used after. No-op without one.
   void release(std::span<void* const> consumer_streams);
+  // Hands the buffer of the batch the last next() returned over to the caller:
+  // ownership without a copy, for consumers that keep batches past the next
+  // call (l3.Loader). The caller frees it with the reader's BatchAllocator
+  // (deallocate(p, Batch::bytes, kBatchAlignment)); the slot goes on in a new
+  // buffer from that allocator, which Batch::data then points at (a pooling
+  // allocator makes this free of allocation in steady state). Host batches of
+  // the BatchAllocator only: throws invalid_argument with a batch backend or
+  // without a batch handed out.
+  void* detach();
   // Starts epoch `epoch` from its first position (the pipeline restarts).
   void set_epoch(std::uint64_t epoch);
   std::uint64_t epoch() const noexcept;

@@ -41,6 +41,10 @@ public:
 // parallel inside one image (1 when the reader already runs one worker per core).
 std::shared_ptr<DecodeBackend> make_cpu_decode_backend(unsigned threads_per_image = 1, Limits limits = {});
 
+// The alignment the reader asks its BatchAllocator for (a cache line, and an
+// AVX-512 vector).
+inline constexpr std::size_t kBatchAlignment = 64;
+
 class BatchAllocator {
 public:
   virtual ~BatchAllocator() = default;
