@@ -116,8 +116,8 @@ struct LaneRows {
   typename Coder::State c;
   __m512i run_left;  // zero runs (spec §6.4)
   __mmask16 blocked, error;
-  __m512i w[CH], w_prev[CH];    // each row's last code (W) per plane, and the one before
-  __m512i vw[CH], vw_prev[CH];  // the same for plane values
+  __m512i w[CH];   // each row's last code (W) per plane
+  __m512i vw[CH];  // the same for plane values
 };
 
 // The position of a lane's reader, in bits from the tile's first byte.
@@ -421,7 +421,7 @@ L3_LANES_TARGET inline void lane_rows_begin(const Coder& coder, LaneRows<Coder, 
   R.run_left = _mm512_load_si512(run_left);
   R.blocked = blocked;
   R.error = error;
-  for (int p = 0; p < CH; ++p) R.w[p] = R.w_prev[p] = _mm512_setzero_si512();
+  for (int p = 0; p < CH; ++p) R.w[p] = _mm512_setzero_si512();
 }
 
 template <class Coder, int CH>
@@ -512,12 +512,16 @@ struct LaneAbove {
 
 // Applies spec §6.3's edge rules to a lane's neighbours (x = w, n, nw):
 // on the tile's first row (first_row: lane 0) N = NW = W; at column 0 W and
-// NW are N.
+// NW are N. first_row is a constant (0 in B); column 0 is in a register's
+// lanes for its first 16 steps only, so the test skips four operations per
+// plane in the others.
 L3_LANES_TARGET inline void edge_rules(__m512i& w, __m512i& n, __m512i& nw, __mmask16 first_row, __mmask16 col0) {
   n = _mm512_mask_mov_epi32(n, first_row, w);
   nw = _mm512_mask_mov_epi32(nw, first_row, w);
-  w = _mm512_mask_mov_epi32(w, col0, n);
-  nw = _mm512_mask_mov_epi32(nw, col0, n);
+  if (col0) {
+    w = _mm512_mask_mov_epi32(w, col0, n);
+    nw = _mm512_mask_mov_epi32(nw, col0, n);
+  }
 }
 
 // One step of 16 rows (lane 0's column: first_col): the edge rules, the
@@ -552,7 +556,6 @@ L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Code
     // A pixel's values take at most 3 x 32 bits between refills (LaneWords).
     if (p == 3) coder.refill(R.c);
     const __m512i u = coder.read_plane(R.c, R.error, pk.constant[p] ? __mmask16(0) : read, p, a);
-    R.w_prev[p] = R.w[p];
     // Lanes before their column 0 keep 0; after their last column, their last code.
     R.w[p] = _mm512_mask_mov_epi32(R.w[p], active, u);
     // The value: prediction + unzigzag(u). The tile's first pixel has W =
@@ -562,7 +565,6 @@ L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Code
     const __m512i one = _mm512_set1_epi32(1);
     const __m512i residual = _mm512_xor_si512(_mm512_srli_epi32(u, 1), _mm512_sub_epi32(zero, _mm512_and_si512(u, one)));
     v[p] = _mm512_add_epi32(lanes_predict(pk, p, vw, vn, vnw), residual);
-    R.vw_prev[p] = R.vw[p];
     R.vw[p] = _mm512_mask_mov_epi32(R.vw[p], active, v[p]);
   }
   coder.refill(R.c);
@@ -658,21 +660,30 @@ L3_LANES_TARGET __attribute__((noinline)) inline void lanes_values(const Coder& 
   LaneRows<Coder, CH> A, B;
   lane_rows_begin(coder, A, lanes, rows_a);
   lane_rows_begin(coder, B, lanes + 16, rows_b);
-  for (int p = 0; p < CH; ++p) A.vw[p] = A.vw_prev[p] = B.vw[p] = B.vw_prev[p] = pk.mid[p];
+  for (int p = 0; p < CH; ++p) A.vw[p] = B.vw[p] = pk.mid[p];
+  // A pixel's NW is the N of the pixel to its left, the previous step's N
+  // (before the edge rules, which lanes_step applies to its copies); before
+  // the first step, the rows' initial W.
+  LaneAbove<CH> up_a, up_b;
+  for (int p = 0; p < CH; ++p) {
+    up_a.n[p] = from_lane_above(A.w[p]);
+    up_a.vn[p] = from_lane_above(A.vw[p]);
+    up_b.n[p] = from_lane_above(A.w[p], B.w[p]);
+    up_b.vn[p] = from_lane_above(A.vw[p], B.vw[p]);
+  }
   const int steps = cols + rows_used - 1;
   for (int s = 0; s < steps; ++s) {
     const __m512i col_a = _mm512_sub_epi32(_mm512_set1_epi32(s), lane_ids);
-    LaneAbove<CH> up_a, up_b;
     for (int p = 0; p < CH; ++p) {
+      up_a.nw[p] = up_a.n[p];
+      up_a.vnw[p] = up_a.vn[p];
       up_a.n[p] = from_lane_above(A.w[p]);
-      up_a.nw[p] = from_lane_above(A.w_prev[p]);
       up_a.vn[p] = from_lane_above(A.vw[p]);
-      up_a.vnw[p] = from_lane_above(A.vw_prev[p]);
       if (rows_b > 0) {
+        up_b.nw[p] = up_b.n[p];
+        up_b.vnw[p] = up_b.vn[p];
         up_b.n[p] = from_lane_above(A.w[p], B.w[p]);
-        up_b.nw[p] = from_lane_above(A.w_prev[p], B.w_prev[p]);
         up_b.vn[p] = from_lane_above(A.vw[p], B.vw[p]);
-        up_b.vnw[p] = from_lane_above(A.vw_prev[p], B.vw_prev[p]);
       }
     }
     lanes_step(coder, pk, t.run_mode, A, col_a, up_a, true, rows, s, cols_v, lanes_a, t.width);

@@ -410,6 +410,42 @@ L3_XF_CLONES void normalise_line(const std::uint8_t* __restrict line, std::size_
   for (std::size_t x = 0; x < n; ++x) d[x] = static_cast<float>(line[x]) * a + b;
 }
 
+#if L3_XF_HAVE_AVX2
+// normalise_line with streaming stores, for lines of whole groups of 8 at a
+// 32-byte boundary: a float32 batch (38.5 MB at 64 x 3 x 224 x 224) is far
+// larger than the caches and read by its consumer later, so its lines skip
+// the caches (no read for ownership). The same multiply, then add; the
+// caller fences (stream_fence) before the slot is handed over.
+L3_XF_AVX2 void normalise_line_stream(const std::uint8_t* __restrict line, std::size_t n, float a, float b,
+                                      float* __restrict d) {
+  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+  for (std::size_t x = 0; x < n; x += 8) {
+    const __m128i px = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(line + x));
+    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(px));
+    _mm256_stream_ps(d + x, _mm256_add_ps(_mm256_mul_ps(f, va), vb));
+  }
+}
+#endif
+
+// Lines of float32 CHW output: streamed when they can be (normalise_line_stream).
+bool normalise_line_any(const std::uint8_t* line, std::size_t n, float a, float b, float* d) {
+#if L3_XF_HAVE_AVX2
+  if (n % 8 == 0 && reinterpret_cast<std::uintptr_t>(d) % 32 == 0 && avx2_enabled()) {
+    normalise_line_stream(line, n, a, b, d);
+    return true;
+  }
+#endif
+  normalise_line(line, n, a, b, d);
+  return false;
+}
+
+// Orders streaming stores before the stores that hand the slot over.
+void stream_fence() {
+#if L3_XF_HAVE_AVX2
+  _mm_sfence();
+#endif
+}
+
 // Stores output row y in the batch slot's layout and dtype.
 void emit_row(const RowLines& l, int y, const TransformOptions& o, const TransformScratch& s, void* dst) {
   const std::size_t ow = o.width, hw = std::size_t{o.width} * o.height, oc = o.channels;
@@ -428,7 +464,7 @@ void emit_row(const RowLines& l, int y, const TransformOptions& o, const Transfo
     auto* d = static_cast<float*>(dst);
     for (std::size_t c = 0; c < oc; ++c) {
       if (chw) {
-        normalise_line(l.c[c], ow, s.affine_a[c], s.affine_b[c], d + c * hw + row);
+        normalise_line_any(l.c[c], ow, s.affine_a[c], s.affine_b[c], d + c * hw + row);
       } else {
         const xf::Affine n{s.affine_a[c], s.affine_b[c]};
         for (std::size_t x = 0; x < ow; ++x) d[(row + x) * oc + c] = xf::normalise(l.c[c][x], n);
@@ -456,6 +492,7 @@ void crop_resize_assemble(const ImageView& src, std::uint32_t origin_x, std::uin
                           const ExamplePlan& plan, const TransformOptions& o, TransformScratch& s, void* dst) {
   prepare_normalisation(o, s);
   resize_rows(src, origin_x, origin_y, plan, o, s, [&](int y, const RowLines& l) { emit_row(l, y, o, s, dst); });
+  if (o.dtype == DType::float32) stream_fence();
 }
 
 void crop_resize_per_sample(const ImageView& src, std::uint32_t origin_x, std::uint32_t origin_y,
