@@ -306,12 +306,10 @@ struct AnsCoder {
   // Plane p's value, its context from the activity a: the plane's bucket
   // group (spec §4.5), (a >= 1) + (a >= 4) + (a >= 16).
   L3_LANES_TARGET __m512i read_plane(State& S, __mmask16& error, __mmask16 mask, int p, __m512i a) const {
-    const __m512i g1 = _mm512_set1_epi32(1);
-    __m512i x = _mm512_set1_epi32(p * core::kAnsGroups);
-    x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, g1), x, g1);
-    x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, _mm512_set1_epi32(4)), x, g1);
-    x = _mm512_mask_add_epi32(x, _mm512_cmpge_epi32_mask(a, _mm512_set1_epi32(16)), x, g1);
-    return read(S, error, mask, x);
+    // With L a's bit length, the group is min(3, (L + 1) / 2); L + 1 = 33 - lzcnt(a).
+    const __m512i g = _mm512_min_epi32(_mm512_srli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(33), _mm512_lzcnt_epi32(a)), 1),
+                                       _mm512_set1_epi32(3));
+    return read(S, error, mask, _mm512_add_epi32(g, _mm512_set1_epi32(p * core::kAnsGroups)));
   }
 
   L3_LANES_TARGET __m512i read_run(State& S, __mmask16& error, __mmask16 mask) const {
@@ -366,12 +364,13 @@ struct RiceCoder {
   // k of bucket_of(a) (spec §6.2): a below 4, else 2 log2(a) plus the bit
   // below the top one, at most 15.
   L3_LANES_TARGET __m512i read_plane(State& S, __mmask16&, __mmask16 mask, int p, __m512i a) const {
-    const __m512i four = _mm512_set1_epi32(4);
-    const __m512i l = _mm512_sub_epi32(_mm512_set1_epi32(31), _mm512_lzcnt_epi32(a));
-    const __m512i half = _mm512_and_si512(_mm512_srlv_epi32(a, _mm512_sub_epi32(l, _mm512_set1_epi32(1))),
-                                          _mm512_set1_epi32(1));
-    __m512i b = _mm512_min_epi32(_mm512_add_epi32(_mm512_add_epi32(l, l), half), _mm512_set1_epi32(15));
-    b = _mm512_mask_mov_epi32(b, _mm512_cmplt_epi32_mask(a, four), a);
+    // 2 log2(a) plus the bit below the top one is a float's biased exponent
+    // and first mantissa bit, less 2 x 127: (bits >> 22) - 254 (exact below
+    // 2^24; larger activities are bucket 15 anyway).
+    const __m512i fb = _mm512_castps_si512(_mm512_cvtepi32_ps(a));
+    __m512i b = _mm512_min_epi32(_mm512_sub_epi32(_mm512_srli_epi32(fb, 22), _mm512_set1_epi32(254)),
+                                 _mm512_set1_epi32(15));
+    b = _mm512_mask_mov_epi32(b, _mm512_cmplt_epi32_mask(a, _mm512_set1_epi32(4)), a);
     return read_rice(S, mask, _mm512_permutexvar_epi32(b, k_table[p]));
   }
 
