@@ -359,6 +359,51 @@ TEST_CASE("cache: no-eviction budget, exact hits and misses") {
   CHECK(m.cache_records == cached);  // no eviction, no new entries after the budget is spent
 }
 
+// spec/codec.md §2: a decoder MAY skip the stream's checksum when the same
+// bytes were just verified by the record's (spec/format.md). The reader does
+// with Verify::yes, and checks the stream's own with Verify::no. Record 13's
+// stream has a wrong checksum field under a record checksum that matches it:
+// only the stream's check can tell.
+TEST_CASE("one checksum pass per record: the record's with Verify::yes, the stream's with Verify::no") {
+  l3test::SynthSpec spec;
+  spec.bad_stream_checksum = 13;
+  const auto dir = l3test::reader_dir("stream-checksum");
+  l3test::write_synth_dataset(dir, spec);
+  auto ds = std::make_shared<const Dataset>(Dataset::open(dir));
+  ReaderOptions o = small_options();
+  o.on_error = ErrorPolicy::raise;
+  auto read_epoch = [&](std::set<std::uint64_t>& seen, errc& code) {
+    Reader r(ds, o);
+    for (;;) {
+      try {
+        const Batch* b = r.next();
+        if (!b) break;
+        seen.insert(b->records.begin(), b->records.end());
+      } catch (const Error& e) {
+        code = e.code();
+      }
+    }
+  };
+  SUBCASE("Verify::yes: the record checksum matches, so record 13 decodes (its pixels are intact)") {
+    o.verify = Verify::yes;
+    std::set<std::uint64_t> seen;
+    errc code = errc::ok;
+    read_epoch(seen, code);
+    CHECK(code == errc::ok);
+    CHECK(seen.size() == spec.records);
+    CHECK(seen.count(13) == 1);
+  }
+  SUBCASE("Verify::no: the stream's own checksum rejects record 13") {
+    o.verify = Verify::no;
+    std::set<std::uint64_t> seen;
+    errc code = errc::ok;
+    read_epoch(seen, code);
+    CHECK(code == errc::checksum_mismatch);
+    CHECK(seen.count(13) == 0);
+    CHECK(seen.size() == spec.records - o.batch_size);  // the one batch with record 13 raised
+  }
+}
+
 TEST_CASE("corrupt records: raise or skip-and-fill") {
   const auto dir = l3test::reader_dir("corrupt");
   l3test::write_synth_dataset(dir);

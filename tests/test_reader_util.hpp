@@ -47,6 +47,9 @@ struct SynthSpec {
   std::uint32_t min_side = 40, max_side = 90;
   bool mixed_channels = true;  // every 5th image gray, every 7th RGBA
   std::uint32_t tile_width = 16, tile_height = 8;  // small tiles: crops decode part of an image
+  // This record's image stream gets a wrong checksum field (spec/codec.md §2)
+  // before it is written; its record checksum then covers the stream as written.
+  std::uint64_t bad_stream_checksum = ~std::uint64_t{0};
 };
 
 inline std::uint32_t synth_channels(std::uint64_t i, bool mixed) {
@@ -75,7 +78,8 @@ inline void write_synth_dataset(const std::filesystem::path& dir, const SynthSpe
       l3::EncodeOptions eo;
       eo.tile_width = spec.tile_width;
       eo.tile_height = spec.tile_height;
-      const auto encoded = l3::encode(l3::ImageView{px.data(), w, h, c, 0}, eo);
+      auto encoded = l3::encode(l3::ImageView{px.data(), w, h, c, 0}, eo);
+      if (i == spec.bad_stream_checksum) encoded[20] ^= 0x01;  // the checksum field's first byte
       std::string key = "img";
       key += std::to_string(i);
       writer.append(encoded, static_cast<std::int64_t>(i % 5), key);

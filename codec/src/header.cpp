@@ -3,9 +3,7 @@
 #include <string>
 
 #include "l3/common/checked.hpp"
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include "l3/common/xxh3.hpp"
 
 namespace l3::detail {
 namespace {
@@ -20,8 +18,8 @@ void store_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
 // spec §2: XXH3-64 of everything after the header, seeded with the XXH3-64
 // of the header's first 20 bytes, so every byte but the checksum is covered.
 std::uint64_t checksum_of(std::span<const std::uint8_t> b) {
-  const std::uint64_t seed = XXH3_64bits(b.data(), core::kChecksumOffset);
-  return XXH3_64bits_withSeed(b.data() + core::kHeaderSize, b.size() - core::kHeaderSize, seed);
+  const std::uint64_t seed = xxh3_64(b.data(), core::kChecksumOffset);
+  return xxh3_64(b.data() + core::kHeaderSize, b.size() - core::kHeaderSize, seed);
 }
 
 // spec §2: the fixed 28-byte header.

@@ -7,6 +7,10 @@
 #include <cstring>
 #include <span>
 
+#include "l3/common/xxh3.hpp"
+
+// The streaming hashes (a shard file as it is written, a remote record as
+// it arrives) use XXH3_state_t directly.
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -56,9 +60,7 @@ template <class T> inline void store_le(std::uint8_t* p, T value) noexcept {
   for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
 }
 
-inline std::uint64_t xxh3(std::span<const std::uint8_t> bytes) noexcept {
-  return XXH3_64bits(bytes.data(), bytes.size());
-}
+inline std::uint64_t xxh3(std::span<const std::uint8_t> bytes) noexcept { return l3::xxh3_64(bytes); }
 
 // §6 steps 2-4 on the first kHeaderSize bytes of a shard (magic, version,
 // flags and reserved bytes); throws l3::Error. Defined in shard_reader.cpp.

@@ -260,7 +260,8 @@ class Loader:
                   its owner's memcached, checked against its XXH3, before storage; spec/format.md
                   §8.6), peer_timeout_ms=500; stats()["records_read"] counts storage reads
       errors:     on_error="raise" | "skip", max_replacements=64, verify=True
-                  (record checksums), verify_shard_hashes=False
+                  (record checksums; the image's own checksum, over the same bytes, is then
+                  not checked again; verify=False checks that one instead), verify_shard_hashes=False
       copy:       host batches (default True): each batch's arrays own its memory, so a batch
                   stays valid as long as you hold it. Not copied: the reader's ring buffer is
                   handed over to the arrays and the reader goes on in a pooled buffer (recycled

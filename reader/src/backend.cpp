@@ -7,9 +7,10 @@ namespace {
 
 class CpuDecodeBackend final : public DecodeBackend {
 public:
-  CpuDecodeBackend(unsigned threads, Limits limits) {
+  CpuDecodeBackend(unsigned threads, Limits limits, bool verify_checksum) {
     options_.threads = threads;
     options_.limits = limits;
+    options_.verify_checksum = verify_checksum;
   }
   const char* name() const noexcept override { return "cpu"; }
   void decode(std::span<const DecodeJob> jobs) override {
@@ -33,8 +34,9 @@ public:
 
 }  // namespace
 
-std::shared_ptr<DecodeBackend> make_cpu_decode_backend(unsigned threads_per_image, Limits limits) {
-  return std::make_shared<CpuDecodeBackend>(threads_per_image, limits);
+std::shared_ptr<DecodeBackend> make_cpu_decode_backend(unsigned threads_per_image, Limits limits,
+                                                       bool verify_checksum) {
+  return std::make_shared<CpuDecodeBackend>(threads_per_image, limits, verify_checksum);
 }
 
 std::shared_ptr<BatchAllocator> make_cpu_batch_allocator() { return std::make_shared<CpuBatchAllocator>(); }

@@ -33,7 +33,10 @@ ReaderCore::ReaderCore(std::shared_ptr<const Dataset> ds, ReaderOptions o)
     throw_error(errc::invalid_argument, "echo window * batch size must be a multiple of echo");
   fresh_per_window = window_examples / opt.echo;
   if (!opt.batch_backend) {
-    if (!opt.decoder) opt.decoder = make_cpu_decode_backend(1, opt.limits);
+    // With Verify::yes every payload was checked against its record's XXH3
+    // when read (or when it entered a cache): the stream's own checksum
+    // covers the same bytes, so one pass over them is enough.
+    if (!opt.decoder) opt.decoder = make_cpu_decode_backend(1, opt.limits, opt.verify == Verify::no);
     if (!opt.allocator) opt.allocator = make_cpu_batch_allocator();
   }
   if (opt.read_ahead == 0) opt.read_ahead = 2 * opt.batch_size;

@@ -89,7 +89,10 @@ struct ReaderOptions {
   PeerCacheOptions peer_cache{};   // servers set: the nodes' memcached, after the RAM cache (local datasets)
   ErrorPolicy on_error = ErrorPolicy::raise;
   std::uint32_t max_replacements = 64;  // skip: records tried before giving up and raising
-  Verify verify = Verify::yes;          // check each record's checksum when read from storage
+  // yes: check each record's checksum when read from storage (the default CPU
+  // decoder then skips the image stream's own checksum: the same bytes);
+  // no: only the stream's checksum is checked, when the record is decoded.
+  Verify verify = Verify::yes;
   Limits limits{};                      // decoder limits
 
   TransformOptions transform{};

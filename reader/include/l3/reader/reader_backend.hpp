@@ -39,7 +39,11 @@ public:
 
 // l3::decode_region on the calling thread; `threads_per_image` tiles in
 // parallel inside one image (1 when the reader already runs one worker per core).
-std::shared_ptr<DecodeBackend> make_cpu_decode_backend(unsigned threads_per_image = 1, Limits limits = {});
+// verify_checksum: DecodeOptions::verify_checksum, the stream's own XXH3; the
+// reader turns it off when it has already checked each record's checksum,
+// which covers the same bytes (ReaderOptions::verify).
+std::shared_ptr<DecodeBackend> make_cpu_decode_backend(unsigned threads_per_image = 1, Limits limits = {},
+                                                       bool verify_checksum = true);
 
 // The alignment the reader asks its BatchAllocator for (a cache line, and an
 // AVX-512 vector).
