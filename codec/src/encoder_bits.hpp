@@ -4,6 +4,7 @@
 // the colour table that finds palette tiles (§4.4). Internal to l3_codec.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -77,6 +78,12 @@ struct KCosts {
   std::uint64_t choose(std::uint8_t* k_out) const {
     std::uint64_t total = 0;
     for (std::uint32_t b = 0; b < core::kBuckets; ++b) {
+      // An empty bucket (most of them in flat tiles): every k costs 0 bits,
+      // and the first, k = 0, is chosen, as the loop below would.
+      if (large[b][0] == 0 && std::all_of(hist[b].begin(), hist[b].end(), [](std::uint32_t n) { return n == 0; })) {
+        k_out[b] = 0;
+        continue;
+      }
       std::array<std::uint64_t, kKs> bits{};
       for (int k = 0; k < kKs; ++k) {
         bits[k] = large[b][k];

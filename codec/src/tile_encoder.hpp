@@ -18,8 +18,32 @@
 #include "encoder_bits.hpp"
 #include "l3/codec/codec.hpp"
 #include "l3/codec/tile_core.hpp"
+#include "l3/common/target_clones.hpp"
+
+// The encoder's per-sample loops (colour transforms, the predictors' cost
+// estimates, residuals and contexts) vectorise; the baseline x86-64 has no
+// 32-bit min/max or abs (SSE4.1/SSSE3), so a copy of each built for
+// x86-64-v3 (AVX2) is picked at load time where the CPU has it
+// (l3/common/target_clones.hpp). Same integers either way.
+#if L3_HAVE_TARGET_CLONES
+#define L3_ENCODE_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define L3_ENCODE_CLONES
+#endif
 
 namespace l3::encoder {
+
+// core::bucket_of for every activity a tile can have: codes are at most
+// zigzag(510) = 1020 (spec §5.1: planes within [-255, 255], predictions
+// within the plane's range), so activities are at most 1020 + 1020 + 510.
+struct BucketTable {
+  static constexpr int kMaxActivity = 1020 + 1020 + 510;
+  std::uint8_t bucket[kMaxActivity + 1];
+  BucketTable() {
+    for (int a = 0; a <= kMaxActivity; ++a) bucket[a] = std::uint8_t(core::bucket_of(a));
+  }
+  std::uint8_t of(int a) const { return bucket[a < kMaxActivity ? a : kMaxActivity]; }  // bucket_of saturates at 15
+};
 
 // The pixels of one tile, and per-sample planes, residuals and contexts.
 class TileEncoder {
@@ -237,13 +261,34 @@ private:
   std::vector<std::uint8_t> raw_tile() const { return tile_of(core::kTileRaw, pixels_.size()); }
 
   void transform_planes(std::uint8_t transform) {
-    int px[core::kMaxChannels];
-    for (std::size_t i = 0; i < plane_; ++i) {
-      core::forward_transform(transform, ch_, &pixels_[i * ch_], px);
-      for (int p = 0; p < ch_; ++p) value_[std::size_t(p) * plane_ + i] = px[p];
+    // core::forward_transform with the transform and the channel count fixed,
+    // so that its branches leave the per-pixel loop and the loop vectorises.
+    switch (ch_ * 4 + transform) {
+      case 1 * 4 + core::kTransformNone: transform_planes_as<core::kTransformNone, 1>(); break;
+      case 2 * 4 + core::kTransformNone: transform_planes_as<core::kTransformNone, 2>(); break;
+      case 3 * 4 + core::kTransformNone: transform_planes_as<core::kTransformNone, 3>(); break;
+      case 3 * 4 + core::kTransformSubtractGreen: transform_planes_as<core::kTransformSubtractGreen, 3>(); break;
+      case 3 * 4 + core::kTransformYCoCgR: transform_planes_as<core::kTransformYCoCgR, 3>(); break;
+      case 4 * 4 + core::kTransformNone: transform_planes_as<core::kTransformNone, 4>(); break;
+      case 4 * 4 + core::kTransformSubtractGreen: transform_planes_as<core::kTransformSubtractGreen, 4>(); break;
+      case 4 * 4 + core::kTransformYCoCgR: transform_planes_as<core::kTransformYCoCgR, 4>(); break;
+      default:  // a colour transform of fewer than 3 channels changes nothing (forward_transform)
+        if (ch_ == 1) transform_planes_as<core::kTransformNone, 1>();
+        else transform_planes_as<core::kTransformNone, 2>();
     }
     for (int p = 0; p < ch_; ++p) params_.plane[p].range = core::plane_range(transform, p);
     mark_constant_planes();
+  }
+
+  template <std::uint8_t kTransform, int kCh>
+  L3_ENCODE_CLONES void transform_planes_as() {
+    int* v = value_.data();
+    const std::uint8_t* in = pixels_.data();
+    for (std::size_t i = 0; i < plane_; ++i) {
+      int px[kCh];
+      core::forward_transform(kTransform, kCh, in + i * kCh, px);
+      for (int p = 0; p < kCh; ++p) v[std::size_t(p) * plane_ + i] = px[p];
+    }
   }
 
   // A plane with one value in the whole tile is coded as that value alone
@@ -284,7 +329,7 @@ private:
   // Sums of absolute residuals of plane p under each of the first n_pred
   // predictors, in one pass: a cheap proxy for the coded size, used to
   // choose transform and predictor.
-  void plane_costs(int p, std::uint8_t n_pred, std::array<std::uint64_t, core::kPredCount>& cost) const {
+  L3_ENCODE_CLONES void plane_costs(int p, std::uint8_t n_pred, std::array<std::uint64_t, core::kPredCount>& cost) const {
     const core::PlaneRange range = params_.plane[p].range;
     const int* v = &value_[pat(p, 0, 0)];
     // Per row sums fit in 32 bits (256 * 1020). Edge pixels (row 0,
@@ -400,39 +445,74 @@ private:
   void compute_residuals() {
     zero_.assign(plane_, 1);
     for (int p = 0; p < ch_; ++p) {
-      const core::PlaneParams& pp = params_.plane[p];
-      const int* v = &value_[pat(p, 0, 0)];
-      std::uint32_t* u = &sym_[pat(p, 0, 0)];
-      std::uint8_t* bucket = &bucket_[pat(p, 0, 0)];
-      auto code = [&](std::size_t i, int w, int n, int nw, std::uint32_t uw, std::uint32_t un,
-                      std::uint32_t unw) __attribute__((always_inline)) {
-        u[i] = core::zigzag(v[i] - core::predict(pp.pred, w, n, nw, pp.range.lo, pp.range.hi));
-        bucket[i] = std::uint8_t(core::bucket_of(core::activity(int(uw), int(un), int(unw))));
-        zero_[i] &= std::uint8_t(u[i] == 0);
-      };
-      for (int r = 0; r < h_; ++r) {
-        // Column 0 (and the tile's first row) with the edge rules; the
-        // interior without branches.
-        const std::size_t row = std::size_t(r) * w_;
-        int w, n, nw;
-        std::uint32_t uw, un, unw;
-        around(v, r, 0, pp.range.mid, w, n, nw);
-        around(static_cast<const std::uint32_t*>(u), r, 0, 0u, uw, un, unw);
-        code(row, w, n, nw, uw, un, unw);
-        if (r == 0) {
-          for (std::size_t i = 1; i < std::size_t(w_); ++i) code(i, v[i - 1], v[i - 1], v[i - 1], u[i - 1], u[i - 1], u[i - 1]);
-        } else {
-          const std::size_t up = std::size_t(w_);
-          for (std::size_t i = row + 1; i < row + std::size_t(w_); ++i)
-            code(i, v[i - 1], v[i - up], v[i - up - 1], u[i - 1], u[i - up], u[i - up - 1]);
-        }
+      switch (params_.plane[p].pred) {  // the predictor fixed, as the decoder's fast paths
+        case core::kPredMED: plane_codes<core::kPredMED>(p); break;
+        case core::kPredW: plane_codes<core::kPredW>(p); break;
+        case core::kPredN: plane_codes<core::kPredN>(p); break;
+        case core::kPredAvg: plane_codes<core::kPredAvg>(p); break;
+        default: plane_codes<core::kPredGrad>(p); break;
       }
+      plane_buckets(p);
     }
     zero_row_.assign(std::size_t(h_), 0);
     if (!zero_rows_) return;
     for (int r = 0; r < h_; ++r) {
       const std::uint8_t* z = &zero_[std::size_t(r) * w_];
       zero_row_[r] = std::uint8_t(std::all_of(z, z + w_, [](std::uint8_t b) { return b != 0; }));
+    }
+  }
+
+  // Plane p's residual codes (spec §6.1, §6.3): they depend on plane values
+  // only, so this loop has no dependency from one sample to the next and
+  // vectorises; the contexts, which read the codes of W, follow in
+  // plane_buckets.
+  template <std::uint8_t kPred>
+  L3_ENCODE_CLONES void plane_codes(int p) {
+    const core::PlaneParams& pp = params_.plane[p];
+    const int lo = pp.range.lo, hi = pp.range.hi;
+    const int* v = &value_[pat(p, 0, 0)];
+    std::uint32_t* __restrict u = &sym_[pat(p, 0, 0)];
+    std::uint8_t* __restrict zero = zero_.data();
+    auto code = [&](std::size_t i, int w, int n, int nw) __attribute__((always_inline)) {
+      u[i] = core::zigzag(v[i] - core::predict_fixed<kPred>(kPred, w, n, nw, lo, hi));
+      zero[i] &= std::uint8_t(u[i] == 0);
+    };
+    for (int r = 0; r < h_; ++r) {
+      // Column 0 (and the tile's first row) with the edge rules; the
+      // interior without branches.
+      const std::size_t row = std::size_t(r) * w_;
+      int w, n, nw;
+      around(v, r, 0, pp.range.mid, w, n, nw);
+      code(row, w, n, nw);
+      if (r == 0) {
+        for (std::size_t i = 1; i < std::size_t(w_); ++i) code(i, v[i - 1], v[i - 1], v[i - 1]);
+      } else {
+        const std::size_t up = std::size_t(w_);
+        for (std::size_t i = row + 1; i < row + std::size_t(w_); ++i) code(i, v[i - 1], v[i - up], v[i - up - 1]);
+      }
+    }
+  }
+
+  // Plane p's context buckets (spec §6.2) from the codes of W, N and NW.
+  L3_ENCODE_CLONES void plane_buckets(int p) {
+    const std::uint32_t* u = &sym_[pat(p, 0, 0)];
+    std::uint8_t* __restrict bucket = &bucket_[pat(p, 0, 0)];
+    static const BucketTable table;
+    auto context = [&](std::size_t i, std::uint32_t uw, std::uint32_t un, std::uint32_t unw)
+                       __attribute__((always_inline)) {
+      bucket[i] = table.of(core::activity(int(uw), int(un), int(unw)));
+    };
+    for (int r = 0; r < h_; ++r) {
+      const std::size_t row = std::size_t(r) * w_;
+      std::uint32_t uw, un, unw;
+      around(u, r, 0, 0u, uw, un, unw);
+      context(row, uw, un, unw);
+      if (r == 0) {
+        for (std::size_t i = 1; i < std::size_t(w_); ++i) context(i, u[i - 1], u[i - 1], u[i - 1]);
+      } else {
+        const std::size_t up = std::size_t(w_);
+        for (std::size_t i = row + 1; i < row + std::size_t(w_); ++i) context(i, u[i - 1], u[i - up], u[i - up - 1]);
+      }
     }
   }
 
