@@ -477,20 +477,7 @@ private:
       u[i] = core::zigzag(v[i] - core::predict_fixed<kPred>(kPred, w, n, nw, lo, hi));
       zero[i] &= std::uint8_t(u[i] == 0);
     };
-    for (int r = 0; r < h_; ++r) {
-      // Column 0 (and the tile's first row) with the edge rules; the
-      // interior without branches.
-      const std::size_t row = std::size_t(r) * w_;
-      int w, n, nw;
-      around(v, r, 0, pp.range.mid, w, n, nw);
-      code(row, w, n, nw);
-      if (r == 0) {
-        for (std::size_t i = 1; i < std::size_t(w_); ++i) code(i, v[i - 1], v[i - 1], v[i - 1]);
-      } else {
-        const std::size_t up = std::size_t(w_);
-        for (std::size_t i = row + 1; i < row + std::size_t(w_); ++i) code(i, v[i - 1], v[i - up], v[i - up - 1]);
-      }
-    }
+    each_sample(v, pp.range.mid, code);
   }
 
   // Plane p's context buckets (spec §6.2) from the codes of W, N and NW.
@@ -502,16 +489,25 @@ private:
                        __attribute__((always_inline)) {
       bucket[i] = table.of(core::activity(int(uw), int(un), int(unw)));
     };
+    each_sample(u, 0u, context);
+  }
+
+  // Calls f(i, w, n, nw) for every sample i of a plane `a` (row-major), with
+  // the neighbours after the edge rules (spec §6.3; `mid` at the tile's first
+  // pixel): column 0 through around(), the interior without branches. Always
+  // inline, so that it is built for the target of its caller's clone.
+  template <class T, class F>
+  __attribute__((always_inline)) void each_sample(const T* a, T mid, F&& f) const {
     for (int r = 0; r < h_; ++r) {
       const std::size_t row = std::size_t(r) * w_;
-      std::uint32_t uw, un, unw;
-      around(u, r, 0, 0u, uw, un, unw);
-      context(row, uw, un, unw);
+      T w, n, nw;
+      around(a, r, 0, mid, w, n, nw);
+      f(row, w, n, nw);
       if (r == 0) {
-        for (std::size_t i = 1; i < std::size_t(w_); ++i) context(i, u[i - 1], u[i - 1], u[i - 1]);
+        for (std::size_t i = 1; i < std::size_t(w_); ++i) f(i, a[i - 1], a[i - 1], a[i - 1]);
       } else {
         const std::size_t up = std::size_t(w_);
-        for (std::size_t i = row + 1; i < row + std::size_t(w_); ++i) context(i, u[i - 1], u[i - up], u[i - up - 1]);
+        for (std::size_t i = row + 1; i < row + std::size_t(w_); ++i) f(i, a[i - 1], a[i - up], a[i - up - 1]);
       }
     }
   }
