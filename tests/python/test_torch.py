@@ -115,6 +115,35 @@ def test_iterable_adapter_in_main_process(small_dataset):
     assert sorted(recs) == list(range(40))
 
 
+def test_iterable_adapter_keeps_its_loader_across_epochs(small_dataset):
+    """One loader per process for every epoch, started again at each: the batches a new
+    loader would give (order and augmentation), also after an epoch broken off."""
+    import pickle
+    d, _ = small_dataset
+
+    def read(dataset):
+        return [(rec.tolist(), img.clone()) for img, _, rec in dataset]
+
+    ds = l3.torch.IterableDataset(d, batch_size=8, size=16, seed=3, return_records=True)
+    e0 = read(ds)
+    loader = ds._kept[1]
+    ds.set_epoch(1)
+    e1 = read(ds)
+    assert ds._kept[1] is loader
+    fresh = l3.torch.IterableDataset(d, batch_size=8, size=16, seed=3, return_records=True, epoch=1)
+    f1 = read(fresh)
+    assert [r for r, _ in e1] == [r for r, _ in f1] != [r for r, _ in e0]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(e1, f1))
+    assert pickle.loads(pickle.dumps(ds))._kept is None  # DataLoader workers start without it
+    it = iter(ds)
+    next(it)
+    del it  # broken off after one batch
+    assert [r for r, _ in read(ds)] == [r for r, _ in f1]
+    ds.close()
+    fresh.close()
+    assert ds._kept is None
+
+
 PIL_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
 
 
