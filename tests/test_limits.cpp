@@ -239,7 +239,7 @@ Bytes small_shard(l3::IndexEncoding enc) {
 
 void rehash_trailer(Bytes& f) {
   std::uint8_t* t = f.data() + f.size() - L::kTrailerSize;
-  L::store_le<std::uint64_t>(t + L::kTrHash, L::xxh3({t, L::kTrHash}));
+  L::store_le<std::uint64_t>(t + L::kTrHash, l3::xxh3_64({t, L::kTrHash}));
 }
 
 l3::errc open_error(const Bytes& f, const l3::ShardLimits& lim) {

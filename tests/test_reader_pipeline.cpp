@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "l3/reader/reader.hpp"
@@ -372,8 +373,12 @@ TEST_CASE("one checksum pass per record: the record's with Verify::yes, the stre
   auto ds = std::make_shared<const Dataset>(Dataset::open(dir));
   ReaderOptions o = small_options();
   o.on_error = ErrorPolicy::raise;
-  auto read_epoch = [&](std::set<std::uint64_t>& seen, errc& code) {
+  // The records of the epoch's batches that arrived, and the error of the one that raised.
+  auto read_epoch = [&](Verify verify) {
+    o.verify = verify;
     Reader r(ds, o);
+    std::set<std::uint64_t> seen;
+    errc code = errc::ok;
     for (;;) {
       try {
         const Batch* b = r.next();
@@ -383,21 +388,16 @@ TEST_CASE("one checksum pass per record: the record's with Verify::yes, the stre
         code = e.code();
       }
     }
+    return std::pair{seen, code};
   };
   SUBCASE("Verify::yes: the record checksum matches, so record 13 decodes (its pixels are intact)") {
-    o.verify = Verify::yes;
-    std::set<std::uint64_t> seen;
-    errc code = errc::ok;
-    read_epoch(seen, code);
+    const auto [seen, code] = read_epoch(Verify::yes);
     CHECK(code == errc::ok);
     CHECK(seen.size() == spec.records);
     CHECK(seen.count(13) == 1);
   }
   SUBCASE("Verify::no: the stream's own checksum rejects record 13") {
-    o.verify = Verify::no;
-    std::set<std::uint64_t> seen;
-    errc code = errc::ok;
-    read_epoch(seen, code);
+    const auto [seen, code] = read_epoch(Verify::no);
     CHECK(code == errc::checksum_mismatch);
     CHECK(seen.count(13) == 0);
     CHECK(seen.size() == spec.records - o.batch_size);  // the one batch with record 13 raised

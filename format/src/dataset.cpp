@@ -74,7 +74,7 @@ ShardCheck compare_with_manifest(const ShardReader& reader, const ManifestShard&
   if (class_count != 0 && reader.max_label() >= static_cast<std::int64_t>(class_count))
     return {errc::corrupt_manifest, "has label " + std::to_string(reader.max_label()) + " but the manifest names " +
                                         std::to_string(class_count) + " classes"};
-  if (check_hash && shard_layout::xxh3(reader.file_bytes()) != m.file_hash)
+  if (check_hash && l3::xxh3_64(reader.file_bytes()) != m.file_hash)
     return {errc::checksum_mismatch, "file hash differs from the manifest"};
   return {};
 }

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <span>
 
-#include "l3/common/xxh3.hpp"
+#include "l3/common/xxh3.hpp"  // l3::xxh3_64: every hash of a whole buffer
 
 // The streaming hashes (a shard file as it is written, a remote record as
 // it arrives) use XXH3_state_t directly.
@@ -59,8 +59,6 @@ template <class T> inline void store_le(std::uint8_t* p, T value) noexcept {
   auto v = static_cast<std::uint64_t>(value);
   for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
 }
-
-inline std::uint64_t xxh3(std::span<const std::uint8_t> bytes) noexcept { return l3::xxh3_64(bytes); }
 
 // §6 steps 2-4 on the first kHeaderSize bytes of a shard (magic, version,
 // flags and reserved bytes); throws l3::Error. Defined in shard_reader.cpp.

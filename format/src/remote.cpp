@@ -219,7 +219,7 @@ public:
   std::vector<std::uint8_t> fetch_record(std::uint64_t i) const {
     const RecordExtent& e = extents_.at(static_cast<std::size_t>(i));
     std::vector<std::uint8_t> buf = get_range(url_, m_.file, {e.offset, e.size});
-    if (L::xxh3(buf) != e.xxh3) record_checksum_mismatch(what(), i);
+    if (l3::xxh3_64(buf) != e.xxh3) record_checksum_mismatch(what(), i);
     return buf;
   }
   storage::ByteRange range(std::size_t b) const { return blocks_[b]; }

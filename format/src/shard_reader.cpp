@@ -66,7 +66,7 @@ Trailer check_trailer(std::span<const std::uint8_t> tail, std::uint64_t file_siz
   // §6 step 5: a valid header without a trailer magic at the end is a cut file.
   if (std::memcmp(t + L::kTrMagic, L::kTrailerMagic.data(), L::kTrailerMagic.size()) != 0)
     fail(errc::truncated, "no trailer magic at end of file: truncated or never finalized");
-  if (L::load_le<std::uint64_t>(t + L::kTrHash) != L::xxh3({t, L::kTrHash}))
+  if (L::load_le<std::uint64_t>(t + L::kTrHash) != l3::xxh3_64({t, L::kTrHash}))
     fail(errc::checksum_mismatch, "trailer checksum does not match");
   if (L::load_le<std::uint16_t>(t + L::kTrVersion) != L::kVersion)
     fail(errc::corrupt_index, "trailer version differs from header version");
@@ -157,7 +157,7 @@ void ShardReader::validate_index(State& s, std::span<const std::uint8_t> tail, c
   if (tr.index_offset < tail_at)  // only a caller's short tail does this; the file itself may be fine
     fail(errc::corrupt_index, "the index starts before the " + num(tail.size()) + " bytes read of the file's end");
   auto stored = tail.subspan(tr.index_offset - tail_at, tr.stored_size);
-  if (L::xxh3(stored) != tr.index_hash) fail(errc::checksum_mismatch, "index checksum does not match");
+  if (l3::xxh3_64(stored) != tr.index_hash) fail(errc::checksum_mismatch, "index checksum does not match");
   std::span<const std::uint8_t> index = stored;
   if (tr.encoding == 1) {
     s.decoded = zstd_decode(stored, tr.index_size);
@@ -217,7 +217,7 @@ RecordView ShardReader::record(std::uint64_t i, Verify verify) const {
   auto key_size = L::load_le<std::uint32_t>(e + L::kEnKeySize);
   r.key = {reinterpret_cast<const char*>(heap_at.data()), key_size};
   r.metadata = heap_at.subspan(key_size, L::load_le<std::uint32_t>(e + L::kEnMetaSize));
-  if (verify == Verify::yes && L::xxh3(r.payload) != L::load_le<std::uint64_t>(e + L::kEnChecksum))
+  if (verify == Verify::yes && l3::xxh3_64(r.payload) != L::load_le<std::uint64_t>(e + L::kEnChecksum))
     fail(errc::checksum_mismatch, "record " + num(i) + " payload checksum does not match");
   return r;
 }

@@ -107,7 +107,7 @@ std::uint64_t ShardWriter::append(std::span<const std::uint8_t> payload, std::in
   std::uint8_t e[L::kEntrySize];
   L::store_le<std::uint64_t>(e + L::kEnOffset, s_->offset);
   L::store_le<std::uint64_t>(e + L::kEnSize, payload.size());
-  L::store_le<std::uint64_t>(e + L::kEnChecksum, L::xxh3(payload));
+  L::store_le<std::uint64_t>(e + L::kEnChecksum, l3::xxh3_64(payload));
   L::store_le<std::int64_t>(e + L::kEnLabel, label);
   L::store_le<std::uint64_t>(e + L::kEnHeapOffset, s_->heap.size());
   L::store_le<std::uint32_t>(e + L::kEnKeySize, static_cast<std::uint32_t>(key.size()));
@@ -149,10 +149,10 @@ ShardSummary ShardWriter::finalize() {
     L::store_le<std::uint64_t>(t + L::kTrIndexStoredSize, stored.size());
     L::store_le<std::uint64_t>(t + L::kTrIndexSize, index.size());
     L::store_le<std::uint64_t>(t + L::kTrRecordCount, s.count);
-    L::store_le<std::uint64_t>(t + L::kTrIndexHash, L::xxh3(stored));
+    L::store_le<std::uint64_t>(t + L::kTrIndexHash, l3::xxh3_64(stored));
     L::store_le<std::uint16_t>(t + L::kTrEncoding, static_cast<std::uint16_t>(use_zstd ? 1 : 0));
     L::store_le<std::uint16_t>(t + L::kTrVersion, L::kVersion);
-    L::store_le<std::uint64_t>(t + L::kTrHash, L::xxh3({t, L::kTrHash}));
+    L::store_le<std::uint64_t>(t + L::kTrHash, l3::xxh3_64({t, L::kTrHash}));
     std::memcpy(t + L::kTrMagic, L::kTrailerMagic.data(), L::kTrailerMagic.size());
 
     s.write(stored);

@@ -42,7 +42,7 @@ Parts from_records(const std::vector<VectorRecord>& recs) {
   std::memcpy(p.header.data(), L::kHeaderMagic.data(), 8);
   L::store_le<std::uint16_t>(p.header.data() + L::kHeaderVersionAt, L::kVersion);
   for (const auto& r : recs) {
-    p.entries.push_back({L::kHeaderSize + p.records.size(), r.payload.size(), L::xxh3(r.payload), r.label,
+    p.entries.push_back({L::kHeaderSize + p.records.size(), r.payload.size(), l3::xxh3_64(r.payload), r.label,
                          p.heap.size(), static_cast<std::uint32_t>(r.key.size()),
                          static_cast<std::uint32_t>(r.metadata.size())});
     p.records.insert(p.records.end(), r.payload.begin(), r.payload.end());
@@ -83,7 +83,7 @@ Bytes assemble(const Parts& p, const StoredTweak& stored_tweak = {}, const Trail
     stored.resize(ZSTD_compress(stored.data(), stored.size(), raw.data(), raw.size(), 3));
   }
   TrailerFields f{L::kHeaderSize + p.records.size(), stored.size(), raw.size(), p.entries.size(),
-                  L::xxh3(stored), p.encoding, L::kVersion, 0};
+                  l3::xxh3_64(stored), p.encoding, L::kVersion, 0};
   if (stored_tweak) stored_tweak(stored);
   if (trailer_tweak) trailer_tweak(f);
   std::uint8_t t[L::kTrailerSize] = {};
@@ -95,7 +95,7 @@ Bytes assemble(const Parts& p, const StoredTweak& stored_tweak = {}, const Trail
   L::store_le(t + L::kTrEncoding, f.encoding);
   L::store_le(t + L::kTrVersion, f.version);
   L::store_le(t + L::kTrReserved, f.reserved);
-  L::store_le(t + L::kTrHash, L::xxh3({t, L::kTrHash}));
+  L::store_le(t + L::kTrHash, l3::xxh3_64({t, L::kTrHash}));
   std::memcpy(t + L::kTrMagic, L::kTrailerMagic.data(), 8);
   Bytes out = p.header;
   out.insert(out.end(), p.records.begin(), p.records.end());

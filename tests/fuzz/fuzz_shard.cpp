@@ -31,12 +31,12 @@ void repair(std::vector<std::uint8_t>& f, bool records) {
         const auto off = L::load_le<std::uint64_t>(e + L::kEnOffset);
         const auto size = L::load_le<std::uint64_t>(e + L::kEnSize);
         if (off <= index_offset && size <= index_offset - off)
-          L::store_le<std::uint64_t>(e + L::kEnChecksum, L::xxh3({f.data() + off, size}));
+          L::store_le<std::uint64_t>(e + L::kEnChecksum, l3::xxh3_64({f.data() + off, size}));
       }
     }
-    L::store_le<std::uint64_t>(t + L::kTrIndexHash, L::xxh3({f.data() + index_offset, stored}));
+    L::store_le<std::uint64_t>(t + L::kTrIndexHash, l3::xxh3_64({f.data() + index_offset, stored}));
   }
-  L::store_le<std::uint64_t>(t + L::kTrHash, L::xxh3({t, L::kTrHash}));
+  L::store_le<std::uint64_t>(t + L::kTrHash, l3::xxh3_64({t, L::kTrHash}));
 }
 
 }  // namespace
