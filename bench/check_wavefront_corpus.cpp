@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 int main(int argc, char** argv) {
   const fs::path corpus = argc > 1 ? fs::path(argv[1]) : fs::path(L3_BENCH_SOURCE_DIR) / "bench" / "corpus";
   std::vector<fs::path> files;
-  for (const char* cls : {"photos", "graphics"})
+  for (const char* cls : {"photos", "jpeg_photos", "graphics", "synthetic", "rgba_opaque"})
     if (fs::is_directory(corpus / cls))
       for (const auto& e : fs::directory_iterator(corpus / cls))
         if (e.path().extension() == ".png") files.push_back(e.path());

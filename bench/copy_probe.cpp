@@ -489,6 +489,7 @@ void print_split(const Rows& rows) {
 int main(int argc, char** argv) {
   int max_chain = 128, lmin = 3;
   l3::EncodeOptions options;
+  options.pixel_copies = false;  // the probe of version 6's copies walks the streams before them
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -105,6 +105,7 @@ std::size_t distinct_colours(const l3::Image& img, const core::TileRect& r) {
 
 int main(int argc, char** argv) {
   l3::EncodeOptions opt;
+  opt.pixel_copies = false;  // the census walks version 5 tiles (pixel copies: spec §6.6, not walked)
   bool map = false, decode = false;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {

@@ -68,6 +68,14 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
           const std::uint32_t px = x % 16, py = y % 8;
           v = int(px * 7 + py * 13 + k * 40 + (px * py) % 5);
         }
+        if (pattern == 14) {  // glyphs: 3 bitmaps of 6 x 7 in a row, repeated (pixel copies, palette tiles)
+          const std::uint32_t g = (x / 6 + y / 7) % 3, bits = 0x5a3c66u * (g + 3) + g;
+          v = (bits >> ((x % 6) * 4 + (y % 7)) & 1) ? 20 + int(k) * 90 : 230;
+        }
+        if (pattern == 15) {  // periodic, 21 x 3, more than 256 colours a tile (pixel copies, a transform)
+          const std::uint32_t px = x % 21, py = y % 3;
+          v = int(px * 11 + py * 37 + k * 60 + (x / 21) * 5 + (y / 9) * 3);
+        }
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
   if (pattern == 10 || pattern == 12) {
@@ -86,16 +94,19 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
 }
 
 // Rice-coded (version 2) streams unless `ans`, without zero rows unless
-// `zero_rows`, without tile copies unless `copies`: the vectors of §4.3-§4.4
-// keep the byte layout their mutations assume.
+// `zero_rows`, without tile copies unless `copies`, without pixel copies
+// unless `pixel_copies`: the vectors of §4.3-§4.4 keep the byte layout their
+// mutations assume.
 Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false,
-             bool copies = false) {
+             bool copies = false, bool pixel_copies = false, int effort = 1) {
   l3::EncodeOptions o;
+  o.effort = effort;
   o.tile_width = tw;
   o.tile_height = th;
   o.entropy_coding = ans;
   o.zero_rows = zero_rows;
   o.tile_copies = copies;
+  o.pixel_copies = pixel_copies;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -254,7 +265,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-6", base, errc::unsupported_version, [](Bytes& b) { b[4] = 6; });
+  v.mutate("version-7", base, errc::unsupported_version, [](Bytes& b) { b[4] = 7; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -515,6 +526,92 @@ int main(int argc, char** argv) {
     v.mutate("tile-copy-other-size", copies, errc::corrupt_tile_table, [&](Bytes& b) { set_tile_size(b, 7, kCopy | 0); });
     // In versions 1-4 an entry is a size: 2^31 and more bytes that the stream does not hold.
     v.mutate("tile-copy-in-v4", copies, errc::truncated, [](Bytes& b) { b[4] = 4; });
+  }
+  {
+    // Pixel copies (version 6, spec §4.6, §6.6). Encoded: glyphs in palette
+    // tiles (copies from the same row), and an image of more colours than a
+    // palette holds whose rows repeat 3 rows down (copies from the rows above).
+    auto copy_tiles = [](const Bytes& b, std::uint8_t extra) {
+      std::uint32_t n = 0;
+      for (std::uint32_t i = 0; i < tile_count(b); ++i) {
+        const std::uint8_t mode = b[tile_offset(b, i)];
+        n += (mode & 3) == l3::core::kTileCoded && (mode & l3::core::kModeCopies) && (mode & extra) == extra;
+      }
+      return n;
+    };
+    auto expect = [](bool ok, const char* what) {
+      if (!ok) { std::fprintf(stderr, "pixel copies: %s expected\n", what); std::exit(1); }
+    };
+    const Image glyphs = make_image(128, 32, 1, 14), glyphs_rgb = make_image(128, 32, 3, 14);
+    const Image periodic = make_image(128, 32, 3, 15);
+    // (Effort 2: tiles this small pay for copies only when every form is tried.)
+    const Bytes glyph_bytes = encode(glyphs, 64, 32, true, true, false, true, 2);
+    const Bytes glyph_rgb_bytes = encode(glyphs_rgb, 64, 32, true, true, false, true, 2);
+    const Bytes periodic_bytes = encode(periodic, 64, 32, true, true, false, true);
+    expect(glyph_bytes[4] == l3::core::kVersionPixelCopies && copy_tiles(glyph_bytes, 0) > 0, "version 6, gray tiles with copies");
+    expect(copy_tiles(glyph_rgb_bytes, 0) > 0, "RGB glyph tiles with copies");
+    expect(copy_tiles(glyph_bytes, l3::core::kModePalette) + copy_tiles(glyph_rgb_bytes, l3::core::kModePalette) > 0,
+           "palette tiles with copies");
+    expect(copy_tiles(periodic_bytes, 0) > copy_tiles(periodic_bytes, l3::core::kModePalette), "a 3-plane tile with copies");
+    v.valid("valid-gray-pixel-copies-128x32", glyphs, glyph_bytes);
+    v.valid("valid-rgb-palette-pixel-copies-128x32", glyphs_rgb, glyph_rgb_bytes);
+    v.valid("valid-rgb-pixel-copies-128x32", periodic, periodic_bytes);
+    v.mutate("pixel-copies-in-v5", glyph_bytes, errc::reserved_bits_set, [](Bytes& b) { b[4] = 5; });
+    v.mutate("pixel-copies-without-ans", glyph_bytes, errc::corrupt_tile, [&](Bytes& b) {
+      for (std::uint32_t i = 0; i < tile_count(b); ++i)
+        if (b[tile_offset(b, i)] & l3::core::kModeCopies) {
+          b[tile_offset(b, i)] &= std::uint8_t(~l3::core::kModeAns);
+          return;
+        }
+    });
+    // Made by hand: one gray tile of 16 x H whose rows are zero rows (every
+    // pixel 128, spec §4.3) but the last, whose every value comes from a
+    // context of one token (frequency 4096: the rANS state never changes, the
+    // row is its 4-byte state): at column 0 a copy of `m` + 2 pixels from
+    // `up` rows up, `back` columns back. The plane's contexts are unused.
+    auto hand_made = [&](std::uint32_t h, unsigned m, unsigned up, unsigned back) {
+      Bytes b = encode(make_image(16, h, 1, 3), 16, 8);
+      Bytes tile{std::uint8_t(l3::core::kTileCoded | l3::core::kModeAns | l3::core::kModeCopies), 0};
+      std::uint64_t bits = 0;
+      int n = 0;
+      auto put = [&](unsigned value, int count) {
+        bits |= std::uint64_t(value) << n;
+        n += count;
+        while (n >= 8) { tile.push_back(std::uint8_t(bits)); bits >>= 8; n -= 8; }
+      };
+      auto flush = [&] { if (n) { tile.push_back(std::uint8_t(bits)); bits = 0; n = 0; } };
+      for (int g = 0; g < l3::core::kAnsGroups; ++g) put(0, 5);  // unused contexts
+      flush();
+      auto one_token = [&](unsigned value) {  // a context of one token: `value` (< 16), frequency 4096
+        put(value + 1, 5);
+        for (unsigned i = 0; i < value; ++i) put(0, 4);
+        put(13, 4);
+        put(0, 12);
+      };
+      one_token(m);
+      one_token(up);
+      one_token(back);
+      one_token(back);
+      flush();
+      tile.push_back(0);  // row lengths: base 0, 0 bits each (all zero rows but the last)
+      tile.push_back(0);
+      tile.insert(tile.end(), {0, 1, 0, 0});  // the last row: its state, 65536
+      const std::size_t t = tile_offset(b, 0);
+      b.resize(t);
+      b.insert(b.end(), tile.begin(), tile.end());
+      set_tile_size(b, 0, std::uint32_t(tile.size()));
+      b[4] = l3::core::kVersionPixelCopies;
+      reseal(b);
+      return b;
+    };
+    Image flat_gray{16, 2, 1, Bytes(32, 128)};
+    v.valid("valid-gray-pixel-copy-row-16x2", flat_gray, hand_made(2, 14, 1, 0));  // row 1 copies row 0
+    v.reject("pixel-copy-past-row-end", hand_made(2, 15, 1, 0), errc::corrupt_tile);
+    v.reject("pixel-copy-above-tile", hand_made(2, 1, 2, 0), errc::corrupt_tile);
+    v.reject("pixel-copy-left-of-tile", hand_made(2, 1, 0, 0), errc::corrupt_tile);
+    v.reject("pixel-copy-5-rows-up", hand_made(6, 1, 5, 0), errc::corrupt_tile);
+    v.reject("pixel-copy-in-v5", [&] { Bytes b = hand_made(2, 14, 1, 0); b[4] = 5; reseal(b); return b; }(),
+             errc::reserved_bits_set);
   }
   const Bytes raw_bytes = encode(noise);
   v.mutate("raw-tile-short", raw_bytes, errc::truncated, [&](Bytes& b) {

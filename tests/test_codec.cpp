@@ -15,6 +15,7 @@
 
 #include "l3/codec/codec.hpp"
 #include "l3/codec/tile_core.hpp"
+#include "test_tile_pattern.hpp"
 #include "l3/imageio/image_io.hpp"
 
 namespace {
@@ -134,6 +135,7 @@ std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> coded_til
   for (std::uint32_t i = 0; i < info.tiles_x * info.tiles_y; ++i) {
     std::uint32_t size;
     std::memcpy(&size, &enc[l3::core::kHeaderSize + 4 * std::size_t(i)], 4);
+    if (l3::core::is_tile_copy(size, info.version)) continue;  // no bytes of its own (§3.3)
     const std::uint8_t* tile = &enc[at];
     at += size;
     if ((tile[0] & 3) != l3::core::kTileCoded) continue;
@@ -397,10 +399,11 @@ TEST_CASE("entropy_min_saving_percent: effort 1 spends rANS decode time only whe
 TEST_CASE("zero rows (v4): rows whose codes are all zero cost no bytes; round trips, crops, threads") {
   // spec/codec.md §4.3: an empty row stream is a zero row in a version 4
   // stream, in Rice-coded, entropy-coded and palette tiles alike.
-  l3::EncodeOptions rice, every, dense;
+  l3::EncodeOptions plain, rice, every, dense;
   rice.entropy_coding = false;
   every.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller
   dense.effort = 2;
+  for (l3::EncodeOptions* o : {&plain, &rice, &every, &dense}) o->pixel_copies = false;  // versions of their own (v6)
   Image labels = make(300, 130, 1, Pattern::labels, 61);  // 8 RGB colours: palette tiles
   labels.c = 3;
   Bytes rgb(labels.px.size() * 3);
@@ -411,7 +414,7 @@ TEST_CASE("zero rows (v4): rows whose codes are all zero cost no bytes; round tr
   for (std::uint32_t c = 1; c <= 4; ++c) images.push_back(with_zero_rows(make(300, 130, c, Pattern::smooth_noise, 60 + c)));
   ZeroRows total;
   for (const Image& im : images)
-    for (const l3::EncodeOptions& on : {l3::EncodeOptions{}, rice, every, dense}) {
+    for (const l3::EncodeOptions& on : {plain, rice, every, dense}) {
       l3::EncodeOptions off = on;
       off.zero_rows = false;
       const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
@@ -479,9 +482,11 @@ TEST_CASE("tile copies (v5): a tile equal to an earlier one costs its table entr
     for (std::uint32_t x = 0; x < chess.w; ++x) chess.px[y * chess.w + x] = (x / 2 + y / 2) % 2 ? 200 : 20;
   l3::EncodeOptions no_copies;
   no_copies.tile_copies = false;
+  no_copies.pixel_copies = false;  // a version of their own (v6)
   for (const Image& im : {ramp, chess}) {
     for (std::uint32_t tw : {0u, 64u}) {
       l3::EncodeOptions on;
+      on.pixel_copies = false;
       on.tile_width = no_copies.tile_width = tw;
       const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), no_copies);
       const l3::ImageInfo info = l3::read_info(with);
@@ -514,6 +519,63 @@ TEST_CASE("tile copies (v5): a tile equal to an earlier one costs its table entr
   const Bytes enc = encode(almost), exact = encode(chess);
   CHECK(enc.size() > exact.size());
   CHECK(decode(enc) == almost.px);
+}
+
+TEST_CASE("pixel copies (v6): a repeat in the row or the 4 rows above costs a length and an offset; round trips, crops, threads") {
+  // spec/codec.md §4.6, §6.6. Text-like images (test_tile_pattern.hpp) in 1-4
+  // channels, on a flat background (palette tiles) or a varied one (more
+  // colours than a palette: transformed tiles), the default tiles and 64 x 16.
+  l3::EncodeOptions no_copies;
+  no_copies.pixel_copies = false;
+  std::size_t total_with = 0, total_without = 0;
+  int copy_tiles = 0, palette_copy_tiles = 0, images_with_copies = 0;
+  for (std::uint32_t c = 1; c <= 4; ++c)
+    for (const bool colourful : {false, true}) {
+      Image im{520, 150, c, Bytes(std::size_t(520) * 150 * c)};
+      for (std::uint32_t y = 0; y < im.h; ++y)
+        for (std::uint32_t x = 0; x < im.w; ++x)
+          for (std::uint32_t k = 0; k < c; ++k)
+            im.px[(std::size_t(y) * im.w + x) * c + k] = l3::test::glyph_text(x, y, k, c, colourful);
+      for (std::uint32_t tw : {0u, 64u}) {
+        l3::EncodeOptions on;
+        on.tile_width = no_copies.tile_width = tw;
+        on.tile_height = no_copies.tile_height = tw ? 16 : 0;
+        const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), no_copies);
+        int tiles = 0;
+        for (const auto& [tile, t] : coded_tiles(with)) {
+          tiles += t.copies;
+          palette_copy_tiles += t.copies && t.palette_size;
+          CHECK((!t.copies || t.ans));  // copies are entropy-coded values (§4.6)
+        }
+        CAPTURE(c);
+        CAPTURE(colourful);
+        CAPTURE(tw);
+        MESSAGE(im.w << "x" << im.h << "x" << c << std::string(colourful ? " varied" : " flat") << ", tiles "
+                     << (tw ? tw : 256) << " wide: " << with.size() << " bytes with pixel copies (" << tiles
+                     << " tiles), " << without.size() << " without");
+        copy_tiles += tiles;
+        images_with_copies += tiles > 0;
+        total_with += with.size();
+        total_without += without.size();
+        CHECK(l3::read_info(with).version == (tiles ? 6 : l3::read_info(without).version));
+        CHECK(l3::read_info(without).version <= 5);  // readable by version 5 decoders
+        CHECK(with.size() <= without.size());
+        CHECK(decode(with) == im.px);
+        CHECK(decode(with, 4) == im.px);
+        CHECK(decode(without) == im.px);
+        check_crops(with, im, {{37, 11, 201, 50}, {0, 0, 1, 1}, {0, 100, 520, 50}, {519, 149, 1, 1}, {255, 30, 2, 5},
+                               {300, 17, 64, 3}});
+        const Bytes dense = encode(im, tw, tw ? 16 : 0, 2);
+        CHECK(dense.size() <= with.size());
+        CHECK(decode(dense) == im.px);
+      }
+    }
+  MESSAGE("all 16: " << total_with << " bytes with pixel copies, " << total_without << " without; " << copy_tiles
+                     << " tiles with copies, " << palette_copy_tiles << " of them palette tiles");
+  CHECK(images_with_copies >= 8);  // the varied ones (flat bilevel text codes cheaply as runs already)
+  CHECK(palette_copy_tiles > 0);
+  CHECK(copy_tiles > palette_copy_tiles);  // transformed tiles too
+  CHECK(total_with * 10 < total_without * 8);  // at least 20% smaller in all
 }
 
 TEST_CASE("set_entropy_mode: the users' spelling of the entropy setting (l3pack --entropy, Python entropy=)") {

@@ -172,6 +172,21 @@ void check_random_crops(const std::vector<std::uint8_t>& e, const Img& im, std::
   }
 }
 
+// The streams decoded as one emulated batch, whole: every image ok and equal to l3::decode's.
+void check_whole_batch(const std::vector<std::vector<std::uint8_t>>& streams) {
+  std::vector<l3::cuda::HostImage> batch;
+  for (const auto& s : streams) batch.push_back({s, std::nullopt});
+  const emu::BatchOutput out = emu::decode_batch(batch, l3::cuda::BatchOptions{});
+  REQUIRE(out.slots.size() == streams.size());
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    INFO("image " << i);
+    const l3::cuda::ImageSlot& s = out.slots[i];
+    CHECK(s.status == l3::errc::ok);
+    CHECK(Pixels(out.pixels.begin() + std::ptrdiff_t(s.offset), out.pixels.begin() + std::ptrdiff_t(s.offset + s.size)) ==
+          l3::decode(streams[i]));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("emulated wavefront equals l3::decode on random images") {
@@ -324,17 +339,7 @@ TEST_CASE("emulated wavefront equals l3::decode on tile copies (spec/codec.md §
     imgs.push_back(im);
     streams.push_back(e);
   }
-  std::vector<l3::cuda::HostImage> batch;
-  for (const auto& s : streams) batch.push_back({s, std::nullopt});
-  const emu::BatchOutput out = emu::decode_batch(batch, l3::cuda::BatchOptions{});
-  REQUIRE(out.slots.size() == streams.size());
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    INFO("image " << i);
-    const l3::cuda::ImageSlot& s = out.slots[i];
-    CHECK(s.status == l3::errc::ok);
-    CHECK(Pixels(out.pixels.begin() + std::ptrdiff_t(s.offset), out.pixels.begin() + std::ptrdiff_t(s.offset + s.size)) ==
-          l3::decode(streams[i]));
-  }
+  check_whole_batch(streams);
   CHECK(check_vectors([](const std::string& name) { return name.find("tile-cop") != std::string::npos; }) >= 7);
 }
 
@@ -506,6 +511,72 @@ TEST_CASE("corrupted streams: same status as l3::decode, never out of bounds") {
     if (!verify) CHECK(tile_errors > total / 4);  // and reaches the tile code
     CHECK(mismatches == 0);
   }
+}
+
+TEST_CASE("emulated wavefront equals l3::decode on pixel copies (spec/codec.md §6.6, version 6)") {
+  // Text-like images (copies from the ring: the same row and the rows above),
+  // palette tiles (whose ring holds indices) and transformed ones, whole,
+  // cropped (a copy may carry a pixel from outside the crop), in a batch, and
+  // damaged (the same status as l3::decode); and the pixel-copy vectors.
+  std::mt19937 rng(606);
+  std::vector<std::vector<std::uint8_t>> streams;
+  int with_copies = 0, palette_copies = 0;
+  // Palette tiles with copies in a stream (their ring holds indices).
+  auto palette_copy_tiles = [](const std::vector<std::uint8_t>& e) {
+    const l3::ImageInfo info = l3::read_info(e);
+    const std::uint32_t tiles = info.tiles_x * info.tiles_y;
+    std::size_t at = l3::core::kHeaderSize + 4 * std::size_t(tiles);
+    int n = 0;
+    for (std::uint32_t i = 0; i < tiles; ++i) {
+      std::uint32_t entry;
+      std::memcpy(&entry, &e[l3::core::kHeaderSize + 4 * std::size_t(i)], 4);
+      if (l3::core::is_tile_copy(entry, info.version)) continue;
+      const std::uint8_t mode = e[at];
+      n += (mode & 3) == l3::core::kTileCoded && (mode & l3::core::kModeCopies) && (mode & l3::core::kModePalette);
+      at += entry;
+    }
+    return n;
+  };
+  for (std::uint32_t ch = 1; ch <= 4; ++ch)
+    for (const bool colourful : {false, true}) {
+      Img im{300, 70, ch, Pixels(std::size_t(300) * 70 * ch)};
+      for (std::uint32_t y = 0; y < im.h; ++y)
+        for (std::uint32_t x = 0; x < im.w; ++x)
+          for (std::uint32_t c = 0; c < ch; ++c)
+            im.px[(std::size_t(y) * im.w + x) * ch + c] = l3::test::glyph_text(x, y, c, ch + 7, colourful);
+      for (int effort : {1, 2}) {
+        const auto e = enc(im, 128, 32, effort);
+        with_copies += l3::read_info(e).version == 6;
+        palette_copies += palette_copy_tiles(e);
+        check_same(e, "pixel copies " + shape(im, 128, 32) + (colourful ? " varied" : " flat"));
+        check_random_crops(e, im, rng, 6);
+        streams.push_back(e);
+      }
+    }
+  MESSAGE(with_copies << " of 16 streams have pixel copies, " << palette_copies << " palette tiles with copies");
+  CHECK(with_copies >= 8);
+  CHECK(palette_copies > 0);
+  check_whole_batch(streams);
+  // Damaged tiles with copies: every flip reaches the tile code (no checksum).
+  l3::DecodeOptions dopt;
+  dopt.verify_checksum = false;
+  l3::cuda::BatchOptions bopt;
+  bopt.verify_checksum = false;
+  int mismatches = 0, rejected = 0;
+  for (int k = 0; k < 240; ++k) {
+    auto e = streams[std::size_t(k) % streams.size()];
+    for (int f = 0; f < 1 + k % 3; ++f) {
+      const std::size_t at = std::uniform_int_distribution<std::size_t>(60, e.size() - 1)(rng);
+      e[at] ^= std::uint8_t(1u << std::uniform_int_distribution<int>(0, 7)(rng));
+    }
+    const auto [want, mismatch] = same_status_as_decode(e, dopt, bopt);
+    mismatches += mismatch;
+    rejected += want != l3::errc::ok;
+  }
+  MESSAGE(rejected << " of 240 damaged streams with pixel copies rejected");
+  CHECK(mismatches == 0);
+  CHECK(rejected > 120);
+  CHECK(check_vectors([](const std::string& name) { return name.find("pixel-cop") != std::string::npos; }) >= 11);
 }
 
 TEST_CASE("tiles up to 256x32 of 1-4 planes, Rice- and entropy-coded (the CPU decoder's AVX-512 lanes): same pixels and status as the emulation") {

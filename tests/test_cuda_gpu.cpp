@@ -230,7 +230,8 @@ TEST_CASE("GPU: zero rows (spec/codec.md §4.3, version 4), whole images and cro
     l3::EncodeOptions o;
     o.tile_width = 64;
     o.effort = 1 + i % 2;
-    o.tile_copies = false;  // version 4 exactly (copies: the next test)
+    o.tile_copies = false;  // version 4 exactly (copies: the next tests)
+    o.pixel_copies = false;
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v4 += l3::read_info(streams.back()).version == 4;
     const l3::Rect r{std::uint32_t(i) % 7, std::uint32_t(i) % 5 + 3, w / 2 + std::uint32_t(i), h / 2};
@@ -258,11 +259,40 @@ TEST_CASE("GPU: tile copies (spec/codec.md §3.3, version 5), whole images and c
     l3::EncodeOptions o;
     o.tile_width = 32;
     o.tile_height = 8;
+    o.pixel_copies = false;  // version 5 exactly (pixel copies: the next test)
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     if (i % 2 == 1) CHECK(l3::read_info(streams.back()).version == 5);
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
     crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
   }
+  decode_and_check_both_layouts(streams, crops);
+}
+
+TEST_CASE("GPU: pixel copies (spec/codec.md §6.6, version 6), whole images and crops" * doctest::skip(no_gpu())) {
+  // Text-like images (test_tile_pattern.hpp): copies from the output ring,
+  // in transformed tiles and in palette tiles (whose ring holds indices),
+  // between images without copies.
+  std::mt19937 rng(31);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<std::optional<l3::Rect>> crops;
+  int v6 = 0;
+  for (int i = 0; i < 12; ++i) {
+    const std::uint32_t w = 200 + std::uint32_t(i) * 17, h = 40 + std::uint32_t(i) * 9, ch = std::uint32_t(i % 4) + 1;
+    Img im = make_image(rng, w, h, ch, 1 + i % 3);
+    if (i % 3 != 2)
+      for (std::uint32_t y = 0; y < h; ++y)
+        for (std::uint32_t x = 0; x < w; ++x)
+          for (std::uint32_t c = 0; c < ch; ++c)
+            im.px[(std::size_t(y) * w + x) * ch + c] = l3::test::glyph_text(x, y, c, std::uint32_t(i), i % 3 == 1);
+    l3::EncodeOptions o;
+    o.tile_width = 128;
+    o.effort = 2;  // copies in every tile where they save
+    streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
+    v6 += l3::read_info(streams.back()).version == 6;
+    const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
+    crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
+  }
+  CHECK(v6 >= 6);
   decode_and_check_both_layouts(streams, crops);
 }
 

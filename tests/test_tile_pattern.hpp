@@ -1,16 +1,37 @@
-// A sample pattern periodic with 32 x 8 tiles: every full tile of an image
-// cut into 32 x 8 tiles (and every clipped edge tile of the same size) has
-// the same pixels, so the encoder stores them as tile copies (spec/codec.md
-// §3.3, version 5). Shared by the tile-copy tests and the fuzz seeds.
+// Sample patterns of the codec's copy mechanisms, shared by their tests and
+// the fuzz seeds.
 #pragma once
 
 #include <cstdint>
 
 namespace l3::test {
 
+// Periodic with 32 x 8 tiles: every full tile of an image cut into 32 x 8
+// tiles (and every clipped edge tile of the same size) has the same pixels,
+// so the encoder stores them as tile copies (spec/codec.md §3.3, version 5).
 inline std::uint8_t periodic_32x8(std::uint32_t x, std::uint32_t y, std::uint32_t channel) {
   const std::uint32_t px = x % 32, py = y % 8;
   return std::uint8_t(px * 5 + py * 19 + channel * 60 + px * py % 3);
+}
+
+// Text-like pixels, what pixel copies (spec/codec.md §6.6, version 6) are
+// for: lines of glyphs, one of 8 seeded 6 x 9 bitmaps in each 8 x 12 cell, so
+// that a glyph recurs some multiple of 8 columns back in its row. On a flat
+// background (few colours: palette tiles), or with `colourful` on one that
+// varies with x mod 8 and with y (more colours than a palette holds, and
+// still the same in every cell of a row: copies in transformed tiles).
+inline std::uint8_t glyph_text(std::uint32_t x, std::uint32_t y, std::uint32_t channel, std::uint32_t seed,
+                               bool colourful) {
+  auto mix = [](std::uint64_t v) {  // splitmix64's finaliser
+    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+    v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+    return v ^ (v >> 31);
+  };
+  const std::uint32_t gx = x % 8, gy = y % 12;
+  const std::uint64_t glyph = mix((std::uint64_t(x / 8) << 32 | y / 12) ^ seed) % 8;
+  const bool ink = gx < 6 && gy < 9 && ((mix(glyph + 0x9e3779b97f4a7c15ull * (seed + 1)) >> (gy * 6 + gx)) & 1);
+  if (ink) return std::uint8_t(20 + channel * 70);
+  return std::uint8_t(colourful ? 40 + gx * 11 + y * 3 + channel * 50 : 235 - channel * 10);
 }
 
 }  // namespace l3::test

@@ -25,11 +25,12 @@ struct TileOutput {
 // 12-bit slot of every context, filled once per tile, so that finding a
 // token is one load on the row's dependency chain instead of the five of
 // core::ans_search. Unused contexts share a row of token 31, whose frequency
-// is 0 there (core::ans_decode_token then flags the tile). Per thread: 70 KB,
-// one table for the four plane counts (defined in decoder.cpp).
+// is 0 there (core::ans_decode_token then flags the tile). Per thread: 86 KB,
+// one table for the four plane counts (defined in decoder.cpp). The copies'
+// contexts (version 6, spec §4.6) are filled only in tiles with copies.
 struct AnsSlots {
-  std::uint8_t token[core::kAnsContexts][core::kAnsTotal];
-  const std::uint8_t* row[core::kAnsContexts];
+  std::uint8_t token[core::kAnsAllContexts][core::kAnsTotal];
+  const std::uint8_t* row[core::kAnsAllContexts];
 };
 
 // This thread's table, filled for tile `t`.

@@ -463,5 +463,74 @@ void ans_decode_rows(const CodedTileParams& t, const AnsSlots& slots, const std:
   else ans_decode_codes<CH>(t, slots, read_end, 1, false, lanes + 1, rows + 1, x1);
 }
 
+// ---- Tiles with pixel copies (version 6, spec §6.6) ---------------------------
+
+// The copies of a row, in column order: `count` spans of copied pixels.
+struct CopySpans {
+  struct Span {
+    int c, n, dy, dx;  // columns [c, c + n), each from (r + dy, column + dx)
+  };
+  Span span[(1 << core::kMaxTileWidthLog2) / core::kMinCopy + 1];
+  int count;
+};
+
+// Pass 1 of one row of a tile with copies: row by row (not in pairs), so that
+// a copy's pixels are set at once (codes 0, no bits) and recorded as a span
+// for pass 2; the other pixels as ans_code_step codes them. `up`: the codes
+// of the row above (unused on the tile's first row).
+template <int CH, bool kFirstRow, bool kRunMode>
+L3_DECODE_CLONES void ans_copy_row_codes(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end,
+                                         LaneState& lane, const CodeRow<CH>& up, CodeRow<CH>& row, CopySpans& spans,
+                                         int r, int x1) {
+  AnsRowState<CH> st = {};
+  st.s = lane;
+  const core::BitReader& br = lane.br;
+  st.q = br.p + br.past - (br.avail >> 3);  // as ans_decode_codes
+  // W's codes at column 0: a copy of N's (zero on the tile's first row).
+  L3_PLANES for (int p = 0; p < CH; ++p) {
+    st.uw[p] = kFirstRow ? 0 : up.code[1][p];
+    st.or_w |= st.uw[p];
+  }
+  spans.count = 0;
+  for (int c = 0; c < x1;) {
+    const bool copied = core::copy_step(t, st.s, r, c, [&](int x) __attribute__((always_inline)) {
+      return ans_read_units<true>(st.s, st.q, t, slots, x, read_end);
+    });
+    if (copied) {
+      // The whole copy, or its part left of a crop's end (copy_step counts down the rest).
+      const int n = std::min(st.s.copy_left + 1, x1 - c);
+      st.s.copy_left -= n - 1;
+      zero_codes(row, c, n);
+      spans.span[spans.count++] = {c, n, st.s.copy_dy, st.s.copy_dx};
+      L3_PLANES for (int p = 0; p < CH; ++p) st.uw[p] = 0;
+      st.or_w = 0;
+      c += n;
+      continue;
+    }
+    ans_code_step<CH, kFirstRow, kRunMode, true>(t, slots, read_end, st, up, row, c);
+    ++c;
+  }
+  for (int p = 0; p < CodeRow<CH>::CS; ++p) row.code[0][p] = row.code[1][p];  // column -1
+  row.pix_or[0] = row.pix_or[1];
+  lane = st.s;
+  lane.br.init(st.q, lane.br.end);  // as ans_decode_codes: the end checks count the units read
+}
+
+// ans_copy_row_codes for row r, or a zero row (spec §4.3: no copies either).
+template <int CH>
+void ans_copy_rows(const CodedTileParams& t, const AnsSlots& slots, const std::uint8_t* read_end, LaneState& lane,
+                   const CodeRow<CH>& up, CodeRow<CH>& row, CopySpans& spans, int r, int x1) {
+  if (core::is_zero_row(t, r)) {
+    zero_row_codes(row, x1);
+    spans.count = 0;
+  } else if (r == 0) {
+    if (t.run_mode) ans_copy_row_codes<CH, true, true>(t, slots, read_end, lane, up, row, spans, r, x1);
+    else ans_copy_row_codes<CH, true, false>(t, slots, read_end, lane, up, row, spans, r, x1);
+  } else {
+    if (t.run_mode) ans_copy_row_codes<CH, false, true>(t, slots, read_end, lane, up, row, spans, r, x1);
+    else ans_copy_row_codes<CH, false, false>(t, slots, read_end, lane, up, row, spans, r, x1);
+  }
+}
+
 }  // namespace
 }  // namespace l3

@@ -60,7 +60,8 @@ inline constexpr int kLaneRows = 32;  // a tile's rows at most: two registers of
 // detail::decode_lanes_enabled(). Other tiles take the scalar loops.
 template <int CH>
 inline bool lanes_eligible(const CodedTileParams& t, const LaneState* lanes, const std::uint8_t* read_end, int rows) {
-  if (!detail::decode_lanes_enabled()) return false;
+  // Tiles with pixel copies (spec §6.6) take the scalar loops.
+  if (!detail::decode_lanes_enabled() || t.copies) return false;
   for (int r = 0; r < rows; ++r)
     if (core::is_zero_row(t, r) || read_end - lanes[r].br.p < kRowReach<CH>) return false;
   return true;

@@ -47,7 +47,7 @@ bool decode_lanes_enabled() {
 const AnsSlots& ans_slots(const core::CodedTileParams& t) {
   static const UnusedSlots unused;
   thread_local AnsSlots slots;
-  for (int x = 0; x < core::kAnsContexts; ++x) {
+  for (int x = 0; x < core::kAnsAllContexts; ++x) {
     const std::uint16_t* cum = t.ans_cum[x];
     if (cum[core::kAnsCumSize - 1] == 0) {
       slots.row[x] = unused.token;

@@ -51,9 +51,10 @@ void check_image(const ImageView& image) {
 }
 
 // The lowest format version that has what an encoded tile uses (spec §11):
-// 4 with a zero row (an empty row stream, §4.3), else 3 when it is
-// entropy-coded (mode bit 6, §4.5), else 2. The tile is parsed as the decoder
-// will parse it, which finds its row lengths.
+// 6 with pixel copies (mode bit 7, §4.6), else 4 with a zero row (an empty
+// row stream, §4.3), else 3 when it is entropy-coded (mode bit 6, §4.5), else
+// 2. The tile is parsed as the decoder will parse it, which finds its row
+// lengths.
 std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::TileRect& r, std::uint32_t channels) {
   if ((tile[0] & 3) != core::kTileCoded) return 2;
   core::CodedTileParams t;
@@ -62,6 +63,7 @@ std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::Til
   if (core::parse_coded_tile(tile.data(), std::uint32_t(tile.size()), int(r.width), int(r.height), int(channels),
                              core::kVersion, t) != core::kOk)
     return core::kVersion;
+  if (t.copies) return core::kVersionPixelCopies;
   for (std::uint32_t row = 0; row < r.height; ++row)
     if (core::is_zero_row(t, int(row))) return core::kVersionZeroRows;
   return t.ans ? core::kVersionAns : 2;
@@ -137,9 +139,7 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
     }
     const core::TileRect t = grid.tile(i);
     const Rect r{t.x, t.y, t.width, t.height};
-    tiles[i] = TileEncoder(image, r, options.effort, options.entropy_coding, options.entropy_min_saving_percent,
-                           options.zero_rows)
-                   .encode();
+    tiles[i] = TileEncoder(image, r, options).encode();
     versions[i] = tile_version(tiles[i], t, image.channels);
   };
   parallel_for(count, options.threads, [&](std::uint64_t i) { encode_tile(static_cast<std::uint32_t>(i)); });

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "encoder_bits.hpp"
@@ -45,13 +46,27 @@ struct BucketTable {
   std::uint8_t of(int a) const { return bucket[a < kMaxActivity ? a : kMaxActivity]; }  // bucket_of saturates at 15
 };
 
+// The contexts of an entropy-coded form: the planes', the runs', the copies'.
+inline constexpr int kPlanContexts = core::kAnsAllContexts;
+
+// A pixel copy (spec §6.6): `len` pixels (0: none) from `up` rows up and
+// `back` columns back (in the same row, back + 1 columns).
+struct CopyRef {
+  std::uint16_t len = 0;
+  std::uint8_t up = 0, back = 0;
+};
+
 // The pixels of one tile, and per-sample planes, residuals and contexts.
 class TileEncoder {
 public:
+  TileEncoder(const ImageView& img, const Rect& r, const EncodeOptions& o)
+      : TileEncoder(img, r, o.effort, o.entropy_coding, o.entropy_min_saving_percent, o.zero_rows, o.pixel_copies) {}
+
   TileEncoder(const ImageView& img, const Rect& r, int effort, bool entropy_coding, unsigned ans_min_saving_percent,
-              bool zero_rows)
+              bool zero_rows, bool pixel_copies)
       : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort), ans_(entropy_coding && effort >= 1),
-        ans_min_saving_percent_(effort >= 2 ? 0 : ans_min_saving_percent), zero_rows_(zero_rows) {
+        ans_min_saving_percent_(effort >= 2 ? 0 : ans_min_saving_percent), zero_rows_(zero_rows),
+        pixel_copies_(pixel_copies && ans_), copy_min_saving_percent_(2 * ans_min_saving_percent_) {
     const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
     pixels_.resize(std::size_t(w_) * h_ * ch_);
     for (int y = 0; y < h_; ++y)
@@ -87,9 +102,15 @@ public:
       coded = coded_tile();
       if (effort_ >= 2 && ch_ == 1) coded = smallest_over_predictors(std::move(coded));
     }
+    const std::size_t unindexed = coded.size();
     if (effort_ >= 1 && allow_palette_) {
       std::vector<std::uint8_t> indexed = palette_tile();
       if (!indexed.empty() && indexed.size() < coded.size()) coded = std::move(indexed);
+    }
+    if (copies_after_palette()) {
+      // Copies of the pixels (not of palette indices) where they beat both forms.
+      std::vector<std::uint8_t> copied = copy_tile(unindexed, coded.size());
+      if (!copied.empty() && copies_pay(copied.size(), unindexed) && copied.size() < coded.size()) coded = std::move(copied);
     }
     const std::size_t raw_size = 1 + pixels_.size();
     if (coded.size() >= raw_size) return raw_tile();
@@ -119,10 +140,10 @@ private:
   // A tile of at most 256 colours as a palette and one plane of indices
   // (spec §4.4), the indices coded as a one-channel tile; empty when the tile
   // has more colours or its indices do not code (a raw index tile).
-  std::vector<std::uint8_t> palette_tile() const {
-    ColourTable table;
-    std::vector<std::uint32_t> colours;
-    if (!table.collect(pixels_.data(), plane_, ch_, colours)) return {};
+  std::vector<std::uint8_t> palette_tile() {
+    if (!few_colours()) return {};
+    ColourTable& table = *colour_table_;
+    std::vector<std::uint32_t> colours = colours_;
     if (ch_ == 1) {
       // Gray: indices differ from the values only when the values are
       // sparse in their range; otherwise skip the second encode.
@@ -162,8 +183,9 @@ private:
     for (std::uint8_t& v : index) v = rank[v];
     TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
                               Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_, ans_min_saving_percent_,
-                              zero_rows_);
+                              zero_rows_, pixel_copies_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
+    index_encoder.few_colours_ = 1;        // at most 256 indices
     const std::vector<std::uint8_t> inner = index_encoder.encode();
     if ((inner[0] & 3) != core::kTileCoded) return {};
     // Mode byte with the palette bit, u8 (colours - 1), the mask of channels
@@ -529,14 +551,26 @@ private:
   }
 
   // Walks row r through the run state machine of spec §6.4, calling
-  // run(len) for each run symbol and pixel(c) for each pixel coded normally.
-  template <class OnRun, class OnPixel>
-  void walk_row(int r, bool run_mode, OnRun&& run, OnPixel&& pixel) const {
+  // run(len) for each run symbol and pixel(c) for each pixel coded normally;
+  // with copies (copies_on_, spec §6.6), copy(ref) at each point where the
+  // decoder reads a copy length (ref.len 0: no copy there). A zero run ends
+  // where a copy starts.
+  template <class OnRun, class OnPixel, class OnCopy>
+  void walk_row(int r, bool run_mode, OnRun&& run, OnPixel&& pixel, OnCopy&& copy) const {
     bool blocked = false;
+    const CopyRef* copies = copies_on_ ? &copy_at_[std::size_t(r) * w_] : nullptr;
     for (int c = 0; c < w_;) {
+      if (copies) {
+        copy(copies[c]);
+        if (copies[c].len) {
+          c += copies[c].len;
+          blocked = false;
+          continue;
+        }
+      }
       if (run_mode && !blocked && run_context(r, c)) {
         int len = 0;
-        while (c + len < w_ && pixel_is_zero(r, c + len)) ++len;
+        while (c + len < w_ && pixel_is_zero(r, c + len) && !(copies && copies[c + len].len)) ++len;
         run(len);
         if (len > 0) {
           c += len;
@@ -548,6 +582,10 @@ private:
       blocked = false;
       ++c;
     }
+  }
+  template <class OnRun, class OnPixel>
+  void walk_row(int r, bool run_mode, OnRun&& run, OnPixel&& pixel) const {
+    walk_row(r, run_mode, run, pixel, [](const CopyRef&) {});
   }
 
   std::uint64_t plan(bool run_mode, std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels>& k,
@@ -590,6 +628,223 @@ private:
     }
     std::vector<std::uint8_t> best = assemble(k, rows);
     if (ans_) best = entropy_coded_choice(std::move(best), rows);
+    // At effort 1 only tiles of few colours (text, user interfaces, dithers,
+    // masks: where copies pay, spec §12) spend the search, and those that
+    // have a palette form try copies of their pixels after it (encode()).
+    if (pixel_copies_ && (effort_ >= 2 || (copies_likely() && !copies_after_palette()))) {
+      std::vector<std::uint8_t> copied = copy_tile(best.size());
+      if (!copied.empty() && copies_pay(copied.size(), best.size())) best = std::move(copied);
+    }
+    return best;
+  }
+
+  // ---- Pixel copies (spec §4.6, §6.6, version 6) ----------------------------
+
+  // At effort 1, a tile of few colours that may be a palette tile tries
+  // copies of its pixels once the palette form is known (encode()): most
+  // such forms cannot beat it, and are not coded.
+  bool copies_after_palette() { return pixel_copies_ && effort_ < 2 && allow_palette_ && copies_likely(); }
+
+  // Effort 1 seeks copies only in tiles of few colours (text, user
+  // interfaces, dithers, masks; and every gray tile): photos and most
+  // wallpaper tiles have more, and cost nothing. (A test of how often a
+  // tile's pixels repeat nearby, tried as well, did not tell gray photos
+  // from gray text.)
+  bool copies_likely() { return few_colours(); }
+
+  // Whether the tile has at most a palette's colours (computed once).
+  bool few_colours() {
+    if (few_colours_ < 0) {
+      colour_table_ = std::make_unique<ColourTable>();
+      few_colours_ = colour_table_->collect(pixels_.data(), plane_, ch_, colours_) ? 1 : 0;
+    }
+    return few_colours_ != 0;
+  }
+
+  // Hash chains of the kMinCopy pixels starting at each place of the tile
+  // (chain_[i]: the previous place with the same hash), built once per tile:
+  // the copies found depend on the pixels only.
+  void build_chains() {
+    if (!px_.empty()) return;
+    px_.resize(plane_);
+    for (std::size_t i = 0; i < plane_; ++i) px_[i] = ColourTable::pack(&pixels_[i * ch_], ch_);
+    constexpr int kHashBits = 14;
+    std::vector<std::int32_t> head(std::size_t{1} << kHashBits, -1);
+    chain_.assign(plane_, -1);
+    for (int r = 0; r < h_; ++r) {
+      for (int c = 0; c + core::kMinCopy <= w_; ++c) {
+        const std::size_t i = std::size_t(r) * w_ + c;
+        const std::uint32_t h = (px_[i] * 0x9E3779B1u ^ px_[i + 1] * 0x85EBCA77u ^ px_[i + 2] * 0xC2B2AE3Du) >> (32 - kHashBits);
+        chain_[i] = head[h];
+        head[h] = std::int32_t(i);
+      }
+    }
+  }
+
+  // The longest copy that could start at pixel (r, c) from the sources the
+  // format allows there: in the same row, at most kCopyChain places of its
+  // hash chain (the nearest first); in each row above, the same column and
+  // kCopyUpBack columns to its left.
+  CopyRef longest_at(int r, int c) {
+    const std::size_t i = std::size_t(r) * w_ + c;
+    CopyRef best;
+    auto consider = [&](std::size_t j, int up, int back) {
+      // A longer match than the best must also match at the best's length
+      // (none is longer than the row's rest).
+      if (best.len >= w_ - c || (best.len && px_[j + best.len] != px_[i + best.len])) return;
+      int len = 0;
+      while (len < w_ - c && px_[j + len] == px_[i + len]) ++len;
+      if (len > best.len) best = CopyRef{std::uint16_t(len), std::uint8_t(up), std::uint8_t(back)};
+    };
+    // The same row: the chain's places from 1 to kCopyWindow - 1 columns back
+    // (the chain descends: they come first).
+    const std::int32_t nearest = std::int32_t(i) - (core::kCopyWindow - 1);
+    const std::int32_t row_start = std::int32_t(std::size_t(r) * w_);
+    int steps = 0;
+    for (std::int32_t j = chain_[i]; j >= std::max(nearest, row_start) && steps < kCopyChain && best.len < w_ - c;
+         j = chain_[j], ++steps)
+      consider(std::size_t(j), 0, int(i) - j - 1);
+    // The rows above: the same column and the next few to the left, where
+    // repeats in the rows above (dithers, glyph strokes, patterns) mostly are.
+    for (int up = 1; up <= std::min(r, core::kCopyRows) && best.len < w_ - c; ++up)
+      for (int back = 0; back <= std::min(c, kCopyUpBack); ++back)
+        consider(i - std::size_t(up) * w_ - std::size_t(back), up, back);
+    return best.len >= core::kMinCopy ? best : CopyRef{};
+  }
+
+  // A greedy parse of each row: a copy where its pixels' estimated bits as
+  // literals exceed a copy's. Returns whether the tile has one.
+  bool choose_copies(std::size_t need_bytes) {
+    copy_at_.assign(plane_, CopyRef{});
+    bool any = false;
+    std::uint64_t saved = 0;  // estimated, in quarter bits
+    constexpr std::uint32_t kUnknown = ~0u;
+    std::vector<std::uint32_t> literal(static_cast<std::size_t>(w_));  // a row's literal costs, found when needed
+    auto cost = [&](int r, int c) {
+      if (literal[c] == kUnknown) literal[c] = literal_quarter_bits(r, c);
+      return literal[c];
+    };
+    for (int r = 0; r < h_; ++r) {
+      std::fill(literal.begin(), literal.end(), kUnknown);
+      const std::int32_t window = std::int32_t(std::max(0, r - core::kCopyRows)) * w_;
+      for (int c = 0; c < w_;) {
+        const std::size_t i = std::size_t(r) * w_ + c;
+        // No earlier place of the window starts with the same pixels, or a
+        // copy whose first kMinCopy pixels cost less than half a copy (one
+        // starting later would do better): not searched.
+        if (c + core::kMinCopy > w_ || chain_[i] < window ||
+            cost(r, c) + cost(r, c + 1) + cost(r, c + 2) < kCopyQuarterBits / 2) {
+          ++c;
+          continue;
+        }
+        const CopyRef m = longest_at(r, c);
+        std::uint32_t span = 0;
+        for (int j = 0; j < m.len; ++j) span += cost(r, c + j);
+        if (m.len && span > kCopyQuarterBits) {
+          saved += span - kCopyQuarterBits;
+          copy_at_[i] = m;
+          c += m.len;
+          any = true;
+          continue;
+        }
+        ++c;
+      }
+    }
+    if (saved < std::uint64_t(need_bytes) * 32) return false;
+    return any;
+  }
+
+  // Whether a form with copies of `copied` bytes replaces `best` bytes: its
+  // tiles take the CPU decoder's scalar loops, which read a copy length at
+  // nearly every pixel, about twice the time per pixel of the AVX-512 lanes
+  // (spec §12): at effort 1 it must save twice the share asked of rANS
+  // tiles (20% by default); at effort 2 (density) or with every rANS
+  // saving asked for (--entropy max), any saving.
+  bool copies_pay(std::size_t copied, std::size_t best) const {
+    return copied * 100 <= best * (100 - std::min(copy_min_saving_percent_, 99u)) && copied < best;
+  }
+
+  // The cost of each token of each context of the planes in the
+  // entropy-coded form of `plan`, in quarter bits (its empirical entropy).
+  template <class Plan>  // AnsPlan, declared below
+  void set_token_costs(const Plan& plan) {
+    for (int x = 0; x < core::kAnsContexts; ++x) {
+      std::uint64_t n = 0;
+      for (std::uint32_t v : plan.hist[x]) n += v;
+      for (int t = 0; t < core::kAnsTokens; ++t)
+        token_cost_[x][t] = std::uint16_t(plan.hist[x][t] ? std::lround(4 * std::log2(double(n) / plan.hist[x][t]))
+                                                          : 4 * core::kAnsPrecisionBits);
+    }
+  }
+
+  // What pixel (r, c) costs as it is coded without copies, in quarter bits:
+  // a zero pixel (a run's or a zero row's) next to nothing, else its codes'
+  // tokens and raw bits in the entropy-coded form (set_token_costs).
+  std::uint32_t literal_quarter_bits(int r, int c) const {
+    if (pixel_is_zero(r, c)) return 1;
+    std::uint32_t q = 0;
+    for (int p = 0; p < ch_; ++p) {
+      if (params_.plane[p].constant) continue;
+      const encoder::AnsToken t = encoder::ans_token(sym_[pat(p, r, c)]);
+      q += token_cost_[p * core::kAnsGroups + core::ans_group_of_bucket(bucket_[pat(p, r, c)])][t.token] +
+           4 * std::uint32_t(t.raw_bits);
+    }
+    return q;
+  }
+
+  // The entropy-coded form with the copies choose_copies finds, or nothing
+  // when it finds none. Copied pixels' residual codes are 0 (spec §6.6), which
+  // changes the contexts and runs of the pixels after them; the tile's codes,
+  // contexts and zero rows are restored afterwards.
+  std::vector<std::uint8_t> copy_tile(std::size_t best_bytes, std::size_t beat = SIZE_MAX) {
+    // A tile already below a quarter bit per pixel (flat masks, bilevel
+    // text, chessboards) has few bytes for copies to save: not searched at
+    // effort 1.
+    if (effort_ < 2 && std::min(best_bytes, beat) * 32 < plane_) return {};
+    build_chains();
+    // The bytes the copies must save: their share of best_bytes (copies_pay),
+    // and at least down to `beat` (another form's size).
+    // (The estimate of choose_copies is low: it ignores that copied pixels'
+    // zero codes make their neighbours' contexts cheaper. A form that must
+    // beat another is coded when the estimate reaches kCopyBeatShare percent
+    // of the difference.)
+    const std::size_t need = std::max(best_bytes * copy_min_saving_percent_ / 100,
+                                      best_bytes > beat ? (best_bytes - beat) * kCopyBeatShare / 100 : 0);
+    if (!choose_copies(need)) return {};
+    const std::vector<std::uint32_t> kept_sym = sym_;
+    const std::vector<std::uint8_t> kept_bucket = bucket_, kept_zero = zero_, kept_zero_row = zero_row_;
+    for (int r = 0; r < h_; ++r)
+      for (int c = 0; c < w_; ++c) {
+        const CopyRef& m = copy_at_[std::size_t(r) * w_ + c];
+        if (!m.len) continue;
+        zero_row_[r] = 0;  // a row with a copy reads its length: not a zero row
+        for (int j = c; j < c + m.len; ++j) {
+          zero_[std::size_t(r) * w_ + j] = 1;
+          for (int p = 0; p < ch_; ++p) sym_[pat(p, r, j)] = 0;
+        }
+      }
+    for (int p = 0; p < ch_; ++p) plane_buckets(p);
+    copies_on_ = true;
+    std::vector<std::uint8_t> best;
+    const AnsPlan plan = ans_plan(params_.run_mode);
+    // As entropy_coded_choice: a form whose estimate (its rows alone) cannot
+    // pay is not coded at effort 1.
+    std::size_t rows = 0;
+    for (int r = 0; r < h_; ++r) rows += zero_row(r) ? 0 : 1;
+    const double estimate = plan.bits / 8 + kAnsRowBytes * double(rows);
+    if (effort_ >= 2 || estimate * kAnsEstimateLow <= double(best_bytes - need)) best = ans_tile(plan);
+    if (effort_ >= 2) {
+      const bool run_mode = params_.run_mode;
+      params_.run_mode = !run_mode;  // assemble() writes it in the mode byte
+      std::vector<std::uint8_t> other = ans_tile(ans_plan(!run_mode));
+      params_.run_mode = run_mode;
+      if (other.size() < best.size()) best = std::move(other);
+    }
+    copies_on_ = false;
+    sym_ = kept_sym;
+    bucket_ = kept_bucket;
+    zero_ = kept_zero;
+    zero_row_ = kept_zero_row;
     return best;
   }
 
@@ -613,6 +868,7 @@ private:
     auto estimate = [&](const AnsPlan& plan) { return double(shared) + plan.bits / 8 + kAnsRowBytes * double(rows); };
     const std::size_t rice_size = best.size();
     AnsPlan first = ans_plan(rice_runs);
+    if (pixel_copies_) set_token_costs(first);
     if (effort_ < 2 && estimate(first) * kAnsEstimateLow > double(rice_size) * (100 - ans_min_saving_percent_) / 100)
       return best;
     std::vector<std::uint8_t> ans = ans_tile(first);
@@ -632,7 +888,7 @@ private:
   struct AnsPlan {
     std::vector<std::uint32_t> values;  // context << 16 | value (values < 1024, spec §7.4)
     std::array<std::uint32_t, core::kMaxTileHeight + 1> row_start{};  // row r: values[row_start[r], row_start[r+1])
-    std::array<encoder::AnsHist, core::kAnsContexts> hist{};
+    std::array<encoder::AnsHist, kPlanContexts> hist{};
     double bits = 0;
   };
   AnsPlan ans_plan(bool run_mode) const {
@@ -655,6 +911,13 @@ private:
                  for (int p = 0; p < ch_; ++p)
                    if (!params_.plane[p].constant)
                      add(p * core::kAnsGroups + core::ans_group_of_bucket(bucket_[pat(p, r, c)]), sym_[pat(p, r, c)]);
+               },
+               [&](const CopyRef& m) {
+                 // spec §6.6: the length (0: none), then rows up and columns back.
+                 add(core::kCopyLengthContext, m.len ? std::uint32_t(m.len - core::kMinCopy + 1) : 0u);
+                 if (!m.len) return;
+                 add(core::kCopyRowContext, m.up);
+                 add(m.up ? core::kCopyColumnUpContext : core::kCopyColumnContext, m.back);
                });
     }
     plan.row_start[h_] = std::uint32_t(plan.values.size());
@@ -686,9 +949,9 @@ private:
     using encoder::ans_token;
     const auto& values = plan.values;
     const auto& hist = plan.hist;
-    std::array<AnsFreqs, core::kAnsContexts> freq;
-    std::array<std::array<std::uint32_t, core::kAnsTokens>, core::kAnsContexts> start{};
-    for (int x = 0; x < core::kAnsContexts; ++x) {
+    std::array<AnsFreqs, kPlanContexts> freq;
+    std::array<std::array<std::uint32_t, core::kAnsTokens>, kPlanContexts> start{};
+    for (int x = 0; x < kPlanContexts; ++x) {
       freq[x] = encoder::ans_quantise(hist[x]);
       for (int t = 1; t < core::kAnsTokens; ++t) start[x][t] = start[x][t - 1] + freq[x][t - 1];
     }
@@ -707,7 +970,7 @@ private:
     // Each coded plane's tables after its predictor, the run lengths' table
     // instead of run_k (spec §4.5).
     return assemble(
-        core::kModeAns, rows,
+        std::uint8_t(core::kModeAns | (copies_on_ ? core::kModeCopies : 0)), rows,
         [&](std::vector<std::uint8_t>& out, int p) {
           encoder::LsbWriter bits(out);
           for (int g = 0; g < core::kAnsGroups; ++g) encoder::ans_write_table(freq[p * core::kAnsGroups + g], &bits);
@@ -715,6 +978,11 @@ private:
         [&](std::vector<std::uint8_t>& out) {
           encoder::LsbWriter bits(out);
           encoder::ans_write_table(freq[core::kAnsRunContext], &bits);
+        },
+        [&](std::vector<std::uint8_t>& out) {
+          // The copies' tables, one bit field (spec §4.6).
+          encoder::LsbWriter bits(out);
+          for (int x = core::kCopyLengthContext; x < core::kAnsAllContexts; ++x) encoder::ans_write_table(freq[x], &bits);
         });
   }
 
@@ -726,15 +994,15 @@ private:
         [&](std::vector<std::uint8_t>& out, int p) {
           for (std::uint32_t b = 0; b < core::kBuckets; b += 2) out.push_back(std::uint8_t(k[p][b] | k[p][b + 1] << 4));
         },
-        [&](std::vector<std::uint8_t>& out) { out.push_back(params_.run_k); });
+        [&](std::vector<std::uint8_t>& out) { out.push_back(params_.run_k); }, [](std::vector<std::uint8_t>&) {});
   }
 
   // spec §4.3: mode byte (with `mode_bits`), plane entries (a constant
   // plane's value, or the predictor and what plane_params appends), what
   // run_params appends in run mode, the row-length table and the rows.
-  template <class PlaneParams, class RunParams>
+  template <class PlaneParams, class RunParams, class CopyParams>
   std::vector<std::uint8_t> assemble(std::uint8_t mode_bits, const std::vector<std::vector<std::uint8_t>>& rows,
-                                     PlaneParams&& plane_params, RunParams&& run_params) const {
+                                     PlaneParams&& plane_params, RunParams&& run_params, CopyParams&& copy_params) const {
     std::vector<std::uint8_t> out;
     out.push_back(std::uint8_t(core::kTileCoded | params_.transform << 2 | (params_.run_mode ? 1 : 0) << 4 | mode_bits));
     for (int p = 0; p < ch_; ++p) {
@@ -748,6 +1016,7 @@ private:
       plane_params(out, p);
     }
     if (params_.run_mode) run_params(out);
+    if (mode_bits & core::kModeCopies) copy_params(out);
     append_rows(out, rows);
     return out;
   }
@@ -777,6 +1046,17 @@ private:
     for (const auto& row : rows) out.insert(out.end(), row.begin(), row.end());
   }
 
+  // Candidates tried per pixel by longest_at, and the estimated cost of a
+  // copy (its length, offset and the decisions around it) in quarter bits.
+  static constexpr int kCopyChain = 8;
+  // Sources tried in each of the rows above: the same column and this many
+  // to its left (more found 1-4% more bytes in dithers, for 5-10% more
+  // encode time on graphics).
+  static constexpr int kCopyUpBack = 1;
+  // choose_copies' estimate needed to code a form that must beat another.
+  static constexpr std::size_t kCopyBeatShare = 40;
+  static constexpr std::uint32_t kCopyQuarterBits = 4 * 14;
+
   // The estimated cost of a row's stream in plane_costs' units (sums of
   // absolute residuals), charged to rows that cannot be zero rows.
   static constexpr std::uint32_t kRowCost = 8;
@@ -791,6 +1071,16 @@ private:
   bool ans_;  // try entropy-coded tiles (spec §4.5)
   unsigned ans_min_saving_percent_;  // EncodeOptions::entropy_min_saving_percent; 0 at effort 2
   bool zero_rows_;  // EncodeOptions::zero_rows: write zero rows (spec §4.3, version 4)
+  bool pixel_copies_;  // EncodeOptions::pixel_copies (spec §4.6, version 6), with ans_
+  unsigned copy_min_saving_percent_;  // copies_pay
+  bool copies_on_ = false;  // the coded form at hand has the copies of copy_at_
+  std::vector<CopyRef> copy_at_;  // per pixel: the copy that starts there (len 0: none)
+  std::vector<std::uint32_t> px_;  // the pixels as words (build_chains)
+  std::vector<std::int32_t> chain_;  // per pixel: the previous place with the same hash of kMinCopy pixels
+  int few_colours_ = -1;  // few_colours(): unknown
+  std::unique_ptr<ColourTable> colour_table_;  // the tile's colours (few_colours), with palette_tile's indices
+  std::vector<std::uint32_t> colours_;
+  std::array<std::array<std::uint16_t, core::kAnsTokens>, core::kAnsContexts> token_cost_{};  // set_token_costs
   bool allow_palette_ = true;
   std::size_t plane_ = 0;  // samples per plane
   std::vector<std::uint8_t> pixels_;

@@ -70,6 +70,8 @@ Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
           case 5: v = std::uint8_t(((x / 3 + y / 2 + (x * y) % 5) % 6) * 40 + k * 9); break;  // 6 colours: palette
           case 6: v = std::uint8_t(x / 2 + y / 3 + k * 30 + (seed >> 31)); break;
           case 8: v = l3::test::periodic_32x8(x, y, k); break;
+          case 9: v = l3::test::glyph_text(x, y, k, c, true); break;   // pixel copies, transformed tiles
+          case 10: v = l3::test::glyph_text(x, y, k, c, false); break;  // pixel copies, palette tiles
           case 4:
             v = std::uint8_t(x * 3 + y * 2 + ((seed >> 16) & 3));
             if (c == 4 && k == 3) v = 255;
@@ -123,6 +125,15 @@ void codec_seeds() {
   put("decode", "v4_zero_rows_gray", encode(70, 20, 1, 7, 32, 8));
   put("decode", "v5_tile_copies_rgb", encode(150, 70, 3, 8, 32, 8));
   put("decode", "v5_tile_copies_gray", encode(100, 20, 1, 8, 32, 8));
+  put("decode", "v6_pixel_copies_rgb", encode(200, 40, 3, 9, 128, 32));
+  put("decode", "v6_pixel_copies_gray", encode(200, 40, 1, 9, 128, 32));
+  put("decode", "v6_pixel_copies_palette", encode(300, 70, 1, 10, 128, 32, 2));
+  put("region", "v6_pixel_copies_rgb", [] {
+    Bytes r = {30, 0, 7, 0, 100, 0, 20, 0};
+    const Bytes e = encode(200, 40, 3, 9, 128, 32);
+    r.insert(r.end(), e.begin(), e.end());
+    return r;
+  }());
   put("region", "v5_tile_copies_rgb", [] {
     Bytes r = {40, 0, 9, 0, 70, 0, 30, 0};
     const Bytes e = encode(150, 70, 3, 8, 32, 8);

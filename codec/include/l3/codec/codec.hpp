@@ -73,6 +73,17 @@ struct EncodeOptions {
   // of its own. The stream is version 5 only when it has a copy. false: no
   // copies, a stream that decoders older than version 5 read.
   bool tile_copies = true;
+  // Pixel copies (spec/codec.md §4.6, §6.6, version 6): in an entropy-coded
+  // tile, runs of pixels that repeat an earlier place of the same row (up to
+  // 63 pixels back) or of the 4 rows above (text, user interfaces, dithers,
+  // patterns) are coded as a length and an offset. Their tiles take the CPU
+  // decoder's scalar loops, so at effort 1 they are sought only in tiles of
+  // at most 256 colours and kept where they save at least twice
+  // entropy_min_saving_percent of the tile's bytes (20% by default; any
+  // saving at effort 2, which seeks them in every tile). The stream is
+  // version 6 only when a tile has copies. false: none, a stream that
+  // decoders older than version 6 read.
+  bool pixel_copies = true;
 };
 
 // The one spelling of the entropy setting for users (l3pack --entropy, the

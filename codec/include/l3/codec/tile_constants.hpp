@@ -17,13 +17,15 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 5;         // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 6;         // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
-// The encoder writes the lowest version its tiles need (spec §11): 5 with a
-// tile copy, else 4 with a zero row, else 3 with an entropy-coded tile, else 2.
+// The encoder writes the lowest version its tiles need (spec §11): 6 with a
+// pixel copy, else 5 with a tile copy, else 4 with a zero row, else 3 with an
+// entropy-coded tile, else 2.
 inline constexpr std::uint8_t kVersionAns = 3;
 inline constexpr std::uint8_t kVersionZeroRows = 4;
 inline constexpr std::uint8_t kVersionTileCopies = 5;
+inline constexpr std::uint8_t kVersionPixelCopies = 6;
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
@@ -59,6 +61,24 @@ inline constexpr std::uint32_t kAnsLow = 1u << 16;  // state interval [2^16, 2^3
 inline constexpr int kAnsMaxExponent = 13;     // frequency exponent field (f = 4096 has 13 bits)
 // The context group of each bucket of spec §6.2 in an entropy-coded tile.
 L3_HD int ans_group_of_bucket(int b) { return b == 0 ? 0 : b < 4 ? 1 : b < 8 ? 2 : 3; }
+
+// Tile mode byte bit 7 (version 6, spec §4.6, §6.6): pixel copies in an
+// entropy-coded tile. A copy repeats the pixels of an earlier place of the
+// tile: the same row up to kCopyWindow - 1 pixels back, or one of the
+// kCopyRows rows above at most at the same column. Its length, row offset
+// and column offset are values of four contexts of their own.
+inline constexpr std::uint8_t kModeCopies = 0x80;
+// Their contexts follow the kAnsContexts of the planes and runs (context
+// numbers of CodedTileParams::ans_cum).
+inline constexpr int kCopyContexts = 4;
+inline constexpr int kCopyLengthContext = 17;    // 0: no copy; m > 0: a copy of m + kMinCopy - 1 pixels
+inline constexpr int kCopyRowContext = 18;       // rows up, 0..kCopyRows
+inline constexpr int kCopyColumnContext = 19;    // columns back, same row: 0..kCopyWindow - 2 (1..63 back)
+inline constexpr int kCopyColumnUpContext = 20;  // columns back, rows above: 0..kCopyWindow - 1 - rows up
+inline constexpr int kAnsAllContexts = 21;       // kAnsContexts + kCopyContexts
+inline constexpr int kMinCopy = 3;
+inline constexpr int kCopyRows = 4;
+inline constexpr int kCopyWindow = 64;
 
 // Reversible colour transforms (tile mode byte, bits 2-3; spec §5).
 inline constexpr std::uint8_t kTransformNone = 0;

@@ -179,7 +179,10 @@ struct CodedTileParams {
   // Version 4 (spec §4.3): a row stream of length 0 is a zero row, every
   // residual code of the row 0 and no bits read (is_zero_row).
   bool zero_rows;
-  std::uint16_t ans_cum[kAnsContexts][kAnsCumSize];
+  // Version 6 (spec §4.6, §6.6): pixel copies, in entropy-coded tiles only,
+  // with contexts kCopyLengthContext.. of ans_cum (unused without copies).
+  bool copies;
+  std::uint16_t ans_cum[kAnsAllContexts][kAnsCumSize];
   PlaneParams plane[kMaxChannels];
   // Byte offset of each row's stream inside the tile, and its length.
   std::uint32_t row_offset[kMaxTileHeight];
@@ -212,7 +215,10 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   const bool palette = (mode & kModePalette) != 0;
   t.ans = (mode & kModeAns) != 0;
   t.zero_rows = version >= kVersionZeroRows;
-  if ((mode >> 7) || (palette && version < 2) || (t.ans && version < kVersionAns)) return kReservedBits;
+  t.copies = (mode & kModeCopies) != 0;
+  if ((t.copies && version < kVersionPixelCopies) || (palette && version < 2) || (t.ans && version < kVersionAns))
+    return kReservedBits;
+  if (t.copies && !t.ans) return kCorruptTile;  // copies are entropy-coded values (spec §4.6)
   if (t.transform == 3 || ((channels < 3 || palette) && t.transform != kTransformNone)) return kCorruptTile;
   std::uint32_t pos = 1;
   t.palette_size = 0;
@@ -280,6 +286,7 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
       for (int i = 0; i < kAnsCumSize; ++i) t.ans_cum[x][i] = 0;
     };
     for (int x = channels * kAnsGroups; x < kAnsRunContext; ++x) unused(x);
+    for (int x = kAnsContexts; x < kAnsAllContexts; ++x) unused(x);
     for (int p = 0; p < channels; ++p)
       if (t.plane[p].constant)
         for (int x = p * kAnsGroups; x < (p + 1) * kAnsGroups; ++x) unused(x);
@@ -288,6 +295,11 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
       if (st != kOk) return st;
     } else {
       unused(kAnsRunContext);
+    }
+    if (t.copies) {
+      // The copies' contexts: length, rows up, columns back (spec §4.6).
+      const int st = parse_ans_tables(tile, size, pos, t.ans_cum + kCopyLengthContext, kCopyContexts);
+      if (st != kOk) return st;
     }
   } else if (t.run_mode) {
     if (size - pos < 1) return kTruncated;
@@ -410,6 +422,9 @@ struct LaneState {
   bool blocked;        // the next pixel may not start a run (spec §6.4)
   bool error;          // a run longer than the rest of the row, or a bad rANS state or symbol
   std::uint32_t ans;   // rANS state of an entropy-coded tile's row (spec §7.4)
+  // Pixel copies (version 6, spec §6.6): pixels still to copy after the
+  // current one, and the offset of their source.
+  int copy_left, copy_dy, copy_dx;
   // The smallest frequency a value of the row was decoded with by
   // ans_read_select (the GPU wavefront): 0 means an unused context, an error
   // like `error` (one min per value instead of a flag update). The CPU row
@@ -445,6 +460,7 @@ L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTilePar
   s.error = false;
   s.ans = 0;
   s.min_freq = kAnsTotal;
+  s.copy_left = s.copy_dy = s.copy_dx = 0;
   if (is_zero_row(t, row)) {
     s.run_left = kZeroRowRun;  // no rANS state either: the stream is empty (spec §4.3)
     return;
@@ -550,6 +566,51 @@ L3_HD bool zero_run_step(const CodedTileParams& t, LaneState& s, int c, ContextZ
   s.run_left = run - 1;
   if (s.run_left == 0) s.blocked = true;
   return true;
+}
+
+// Pixel copies (version 6, spec §6.6), asked at pixel (r, c) before its
+// codes are read: whether the pixel is copied, inside a copy or as the first
+// pixel of one whose length and source are read here with `read(context)`
+// (a value of that context of ans_cum). Its planes are then those of its
+// source, pixel (r + s.copy_dy, c + s.copy_dx), decoded before it on every
+// schedule (an earlier column of the row, or a row above at most at the same
+// column: the wavefront of §8 has decoded it at an earlier step, and a crop
+// of §9.2 needs nothing to the right of its last column); its residual codes
+// are 0 and nothing else is read for it. Inside a zero run (§6.4) or a zero
+// row nothing is read and the pixel is not copied. A copy that leaves the
+// row, the tile or the window of kCopyRows rows and kCopyWindow columns sets
+// s.error (the row then fails its end check) and the pixel decodes as not
+// copied, so that no decoder reads outside the tile.
+template <class Read>
+L3_HD bool copy_step(const CodedTileParams& t, LaneState& s, int r, int c, Read&& read) {
+  if (!t.copies || s.run_left > 0) return false;
+  if (s.copy_left > 0) {
+    --s.copy_left;
+    return true;
+  }
+  const std::uint32_t m = read(kCopyLengthContext);
+  if (m == 0) return false;
+  const std::uint32_t up = read(kCopyRowContext);
+  const std::uint32_t back = read(up == 0 ? kCopyColumnContext : kCopyColumnUpContext);
+  // Same row: 1..kCopyWindow - 1 columns back; `up` rows up: 0..kCopyWindow
+  // - 1 - up back (the GPU's output ring still holds those, spec/cuda.md §2).
+  const std::uint32_t most_back = up == 0 ? std::uint32_t(kCopyWindow - 2) : std::uint32_t(kCopyWindow - 1) - up;
+  const int dx = up == 0 ? -int(back) - 1 : -int(back);
+  if (up > std::uint32_t(kCopyRows) || back > most_back || int(up) > r || c + dx < 0 ||
+      int(m) > t.width - c - (kMinCopy - 1)) {  // m <= 1023 (§7.4)
+    s.error = true;
+    return false;
+  }
+  s.copy_left = int(m) + kMinCopy - 2;  // the copy's other pixels
+  s.copy_dy = -int(up);
+  s.copy_dx = dx;
+  s.blocked = false;
+  return true;
+}
+
+// copy_step with the wavefront's reads (ans_read_select).
+L3_HD bool pixel_copied(const CodedTileParams& t, LaneState& s, int r, int c) {
+  return copy_step(t, s, r, c, [&](int x) { return ans_read_select(s, t.ans_cum[x]); });
 }
 
 // Decodes the planes of pixel (r, c) into value[] and code[], given the plane

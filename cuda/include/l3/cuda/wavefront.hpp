@@ -175,13 +175,17 @@ template <int CH> L3_WF_HDI std::uint32_t pack_pixel(const std::uint8_t* px) {
 
 // Copies columns [c0, c0 + kStageBlock) of the ring (those inside the output
 // rectangle) to the output, lane l taking column c0 + l of every output row.
+// `indices`: a palette tile with pixel copies, whose ring holds palette
+// indices (spec/cuda.md §2), looked up in `params` here.
 template <int CH, class Warp>
-L3_WF_HD void flush_stage(Warp& warp, const TileTask& t, const std::uint32_t* stage, int c0) {
+L3_WF_HD void flush_stage(Warp& warp, const TileTask& t, const std::uint32_t* stage, int c0,
+                          const core::CodedTileParams* indices = nullptr) {
   warp.each([&](int l) {
     const int c = c0 + l;
     if (c < t.x0 || c >= t.x1) return;
     for (int r = t.y0; r < t.y1; ++r) {
-      const std::uint32_t w = stage[r * kStagePitch + (c & (kStageCols - 1))];
+      std::uint32_t w = stage[r * kStagePitch + (c & (kStageCols - 1))];
+      if (indices) core::palette_word(t.tile, *indices, int(w), w);  // checked when decoded
       std::uint8_t px[core::kMaxChannels];
 #if defined(__CUDA_ARCH__)
 #pragma unroll
@@ -282,26 +286,48 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       }
       apply_edges_select<CH>(l, c, nb);
       int val[CH], code[CH];
-      core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code);
-      if (l >= task.y0 && c >= task.x0) {
-        std::uint8_t px[core::kMaxChannels];
-        bool ok;
-        if constexpr (CH == 1) {
-          // Palette tiles (spec/codec.md §4.4): the index's colour, all of
-          // the image's channels packed in the stage word.
-          if (t.palette_size) {
-            std::uint32_t word = 0;
-            ok = core::palette_word(task.tile, t, val[0], word);
-            stage[l * kStagePitch + (c & (kStageCols - 1))] = word;
+      std::uint32_t* slot = &stage[l * kStagePitch + (c & (kStageCols - 1))];
+      if (core::pixel_copied(t, st[l], l, c)) {
+        // A pixel copy (spec/codec.md §6.6): its source's stage word, still
+        // in the ring (at most kCopyRows rows up, kCopyWindow columns back,
+        // written at an earlier step); its planes from the word (an index in
+        // a palette tile, else by the forward transform), its codes 0.
+        const std::uint32_t word =
+            stage[(l + st[l].copy_dy) * kStagePitch + ((c + st[l].copy_dx) & (kStageCols - 1))];
+        if (CH == 1 && t.palette_size) {
+          val[0] = int(word);
+        } else {
+          std::uint8_t px[core::kMaxChannels];
+          for (int p = 0; p < CH; ++p) px[p] = std::uint8_t(word >> (8 * p));
+          core::forward_transform(t.transform, CH, px, val);
+        }
+        for (int p = 0; p < CH; ++p) code[p] = 0;
+        *slot = word;
+      } else {
+        core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code);
+        // In a tile with copies every pixel goes to the ring, and is checked
+        // (a copy may carry it into the output), as the CPU decoder does.
+        if (t.copies || (l >= task.y0 && c >= task.x0)) {
+          std::uint8_t px[core::kMaxChannels];
+          bool ok;
+          if constexpr (CH == 1) {
+            // Palette tiles (spec/codec.md §4.4): the index's colour, all of
+            // the image's channels packed in the stage word; with copies the
+            // index itself (flush_stage looks the colour up).
+            if (t.palette_size) {
+              std::uint32_t word = 0;
+              ok = core::palette_word(task.tile, t, val[0], word);
+              *slot = t.copies ? std::uint32_t(val[0]) : word;
+            } else {
+              ok = core::inverse_transform(t.transform, CH, val, px);
+              *slot = pack_pixel<CH>(px);
+            }
           } else {
             ok = core::inverse_transform(t.transform, CH, val, px);
-            stage[l * kStagePitch + (c & (kStageCols - 1))] = pack_pixel<CH>(px);
+            *slot = pack_pixel<CH>(px);
           }
-        } else {
-          ok = core::inverse_transform(t.transform, CH, val, px);
-          stage[l * kStagePitch + (c & (kStageCols - 1))] = pack_pixel<CH>(px);
+          if (!ok) bad[l] = 1;
         }
-        if (!ok) bad[l] = 1;
       }
       for (int p = 0; p < CH; ++p) {
         nwv[p][l] = nv[p][l];
@@ -315,6 +341,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       warp.shfl_up(nv[p], wv[p]);
       warp.shfl_up(nu[p], wu[p]);
     }
+    if (t.copies) warp.sync();  // this step's ring words are visible to the next step's copies
     // The last row has just completed column `done`: copy out a full block,
     // or the last, partial one (the same decision in every lane).
     const int done = s - (rows - 1);
@@ -322,11 +349,12 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       warp.sync();  // the staged words are visible to the whole warp
       const int c0 = done & ~(kStageBlock - 1);
       if (CH == 1 && t.palette_size) {
+        const core::CodedTileParams* indices = t.copies ? &t : nullptr;
         switch (task.channels) {
-          case 2: flush_stage<2>(warp, task, stage, c0); break;
-          case 3: flush_stage<3>(warp, task, stage, c0); break;
-          case 4: flush_stage<4>(warp, task, stage, c0); break;
-          default: flush_stage<1>(warp, task, stage, c0); break;
+          case 2: flush_stage<2>(warp, task, stage, c0, indices); break;
+          case 3: flush_stage<3>(warp, task, stage, c0, indices); break;
+          case 4: flush_stage<4>(warp, task, stage, c0, indices); break;
+          default: flush_stage<1>(warp, task, stage, c0, indices); break;
         }
       } else {
         flush_stage<CH>(warp, task, stage, c0);
