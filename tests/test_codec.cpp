@@ -532,10 +532,7 @@ TEST_CASE("pixel copies (v6): a repeat in the row or the 4 rows above costs a le
   for (std::uint32_t c = 1; c <= 4; ++c)
     for (const bool colourful : {false, true}) {
       Image im{520, 150, c, Bytes(std::size_t(520) * 150 * c)};
-      for (std::uint32_t y = 0; y < im.h; ++y)
-        for (std::uint32_t x = 0; x < im.w; ++x)
-          for (std::uint32_t k = 0; k < c; ++k)
-            im.px[(std::size_t(y) * im.w + x) * c + k] = l3::test::glyph_text(x, y, k, c, colourful);
+      l3::test::fill_glyph_text(im.px.data(), im.w, im.h, c, c, colourful);
       for (std::uint32_t tw : {0u, 64u}) {
         l3::EncodeOptions on;
         on.tile_width = no_copies.tile_width = tw;

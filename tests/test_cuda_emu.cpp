@@ -540,10 +540,7 @@ TEST_CASE("emulated wavefront equals l3::decode on pixel copies (spec/codec.md Â
   for (std::uint32_t ch = 1; ch <= 4; ++ch)
     for (const bool colourful : {false, true}) {
       Img im{300, 70, ch, Pixels(std::size_t(300) * 70 * ch)};
-      for (std::uint32_t y = 0; y < im.h; ++y)
-        for (std::uint32_t x = 0; x < im.w; ++x)
-          for (std::uint32_t c = 0; c < ch; ++c)
-            im.px[(std::size_t(y) * im.w + x) * ch + c] = l3::test::glyph_text(x, y, c, ch + 7, colourful);
+      l3::test::fill_glyph_text(im.px.data(), im.w, im.h, ch, ch + 7, colourful);
       for (int effort : {1, 2}) {
         const auto e = enc(im, 128, 32, effort);
         with_copies += l3::read_info(e).version == 6;

@@ -279,11 +279,7 @@ TEST_CASE("GPU: pixel copies (spec/codec.md §6.6, version 6), whole images and 
   for (int i = 0; i < 12; ++i) {
     const std::uint32_t w = 200 + std::uint32_t(i) * 17, h = 40 + std::uint32_t(i) * 9, ch = std::uint32_t(i % 4) + 1;
     Img im = make_image(rng, w, h, ch, 1 + i % 3);
-    if (i % 3 != 2)
-      for (std::uint32_t y = 0; y < h; ++y)
-        for (std::uint32_t x = 0; x < w; ++x)
-          for (std::uint32_t c = 0; c < ch; ++c)
-            im.px[(std::size_t(y) * w + x) * ch + c] = l3::test::glyph_text(x, y, c, std::uint32_t(i), i % 3 == 1);
+    if (i % 3 != 2) l3::test::fill_glyph_text(im.px.data(), w, h, ch, std::uint32_t(i), i % 3 == 1);
     l3::EncodeOptions o;
     o.tile_width = 128;
     o.effort = 2;  // copies in every tile where they save

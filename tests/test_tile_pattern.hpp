@@ -34,4 +34,12 @@ inline std::uint8_t glyph_text(std::uint32_t x, std::uint32_t y, std::uint32_t c
   return std::uint8_t(colourful ? 40 + gx * 11 + y * 3 + channel * 50 : 235 - channel * 10);
 }
 
+// An interleaved w x h x ch buffer of glyph_text.
+inline void fill_glyph_text(std::uint8_t* px, std::uint32_t w, std::uint32_t h, std::uint32_t ch, std::uint32_t seed,
+                            bool colourful) {
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x)
+      for (std::uint32_t c = 0; c < ch; ++c) *px++ = glyph_text(x, y, c, seed, colourful);
+}
+
 }  // namespace l3::test

@@ -631,7 +631,7 @@ private:
     // At effort 1 only tiles of few colours (text, user interfaces, dithers,
     // masks: where copies pay, spec §12) spend the search, and those that
     // have a palette form try copies of their pixels after it (encode()).
-    if (pixel_copies_ && (effort_ >= 2 || (copies_likely() && !copies_after_palette()))) {
+    if (pixel_copies_ && (effort_ >= 2 || (few_colours() && !copies_after_palette()))) {
       std::vector<std::uint8_t> copied = copy_tile(best.size());
       if (!copied.empty() && copies_pay(copied.size(), best.size())) best = std::move(copied);
     }
@@ -643,16 +643,14 @@ private:
   // At effort 1, a tile of few colours that may be a palette tile tries
   // copies of its pixels once the palette form is known (encode()): most
   // such forms cannot beat it, and are not coded.
-  bool copies_after_palette() { return pixel_copies_ && effort_ < 2 && allow_palette_ && copies_likely(); }
+  bool copies_after_palette() { return pixel_copies_ && effort_ < 2 && allow_palette_ && few_colours(); }
 
-  // Effort 1 seeks copies only in tiles of few colours (text, user
-  // interfaces, dithers, masks; and every gray tile): photos and most
-  // wallpaper tiles have more, and cost nothing. (A test of how often a
-  // tile's pixels repeat nearby, tried as well, did not tell gray photos
-  // from gray text.)
-  bool copies_likely() { return few_colours(); }
 
-  // Whether the tile has at most a palette's colours (computed once).
+  // Whether the tile has at most a palette's colours (computed once). Effort
+  // 1 seeks copies only in such tiles (text, user interfaces, dithers,
+  // masks; and every gray tile): photos and most wallpaper tiles have more,
+  // and cost nothing. (A test of how often a tile's pixels repeat nearby,
+  // tried as well, did not tell gray photos from gray text.)
   bool few_colours() {
     if (few_colours_ < 0) {
       colour_table_ = std::make_unique<ColourTable>();
@@ -829,10 +827,7 @@ private:
     const AnsPlan plan = ans_plan(params_.run_mode);
     // As entropy_coded_choice: a form whose estimate (its rows alone) cannot
     // pay is not coded at effort 1.
-    std::size_t rows = 0;
-    for (int r = 0; r < h_; ++r) rows += zero_row(r) ? 0 : 1;
-    const double estimate = plan.bits / 8 + kAnsRowBytes * double(rows);
-    if (effort_ >= 2 || estimate * kAnsEstimateLow <= double(best_bytes - need)) best = ans_tile(plan);
+    if (effort_ >= 2 || rows_estimate(plan) * kAnsEstimateLow <= double(best_bytes - need)) best = ans_tile(plan);
     if (effort_ >= 2) {
       const bool run_mode = params_.run_mode;
       params_.run_mode = !run_mode;  // assemble() writes it in the mode byte
@@ -863,9 +858,7 @@ private:
     std::size_t shared = best.size() - (rice_runs ? 1 : 0);
     for (const auto& row : rice_rows) shared -= row.size();
     for (int p = 0; p < ch_; ++p) shared -= params_.plane[p].constant ? 0 : core::kBuckets / 2;
-    std::size_t rows = 0;
-    for (int r = 0; r < h_; ++r) rows += zero_row(r) ? 0 : 1;
-    auto estimate = [&](const AnsPlan& plan) { return double(shared) + plan.bits / 8 + kAnsRowBytes * double(rows); };
+    auto estimate = [&](const AnsPlan& plan) { return double(shared) + rows_estimate(plan); };
     const std::size_t rice_size = best.size();
     AnsPlan first = ans_plan(rice_runs);
     if (pixel_copies_) set_token_costs(first);
@@ -931,6 +924,14 @@ private:
         if (v) plan.bits -= double(v) * std::log2(double(v));
     }
     return plan;
+  }
+
+  // The estimated bytes of a plan's row streams: its tokens' entropy, raw
+  // bits and tables, and each non-zero row's fixed part (kAnsRowBytes).
+  double rows_estimate(const AnsPlan& plan) const {
+    std::size_t rows = 0;
+    for (int r = 0; r < h_; ++r) rows += zero_row(r) ? 0 : 1;
+    return plan.bits / 8 + kAnsRowBytes * double(rows);
   }
 
   // Whether an entropy-coded form of `ans` bytes replaces `best` bytes: it

@@ -164,6 +164,9 @@ struct WarpScratch {
   std::uint32_t stage[kWarpSize * kStagePitch];
 };
 
+// The ring word of tile pixel (r, c).
+L3_WF_HDI int stage_at(int r, int c) { return r * kStagePitch + (c & (kStageCols - 1)); }
+
 template <int CH> L3_WF_HDI std::uint32_t pack_pixel(const std::uint8_t* px) {
   std::uint32_t w = 0;
 #if defined(__CUDA_ARCH__)
@@ -184,7 +187,7 @@ L3_WF_HD void flush_stage(Warp& warp, const TileTask& t, const std::uint32_t* st
     const int c = c0 + l;
     if (c < t.x0 || c >= t.x1) return;
     for (int r = t.y0; r < t.y1; ++r) {
-      std::uint32_t w = stage[r * kStagePitch + (c & (kStageCols - 1))];
+      std::uint32_t w = stage[stage_at(r, c)];
       if (indices) core::palette_word(t.tile, *indices, int(w), w);  // checked when decoded
       std::uint8_t px[core::kMaxChannels];
 #if defined(__CUDA_ARCH__)
@@ -286,14 +289,13 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       }
       apply_edges_select<CH>(l, c, nb);
       int val[CH], code[CH];
-      std::uint32_t* slot = &stage[l * kStagePitch + (c & (kStageCols - 1))];
+      std::uint32_t* slot = &stage[stage_at(l, c)];
       if (core::pixel_copied(t, st[l], l, c)) {
         // A pixel copy (spec/codec.md §6.6): its source's stage word, still
         // in the ring (at most kCopyRows rows up, kCopyWindow columns back,
         // written at an earlier step); its planes from the word (an index in
         // a palette tile, else by the forward transform), its codes 0.
-        const std::uint32_t word =
-            stage[(l + st[l].copy_dy) * kStagePitch + ((c + st[l].copy_dx) & (kStageCols - 1))];
+        const std::uint32_t word = stage[stage_at(l + st[l].copy_dy, c + st[l].copy_dx)];
         if (CH == 1 && t.palette_size) {
           val[0] = int(word);
         } else {
