@@ -4,7 +4,10 @@
 // alternating on a shared machine compare better than by wall-clock time) is summed over the streams.
 //
 // Usage:
-//   decode_loop encode [--rice-only] DIR IMAGE...   encode with l3::encode defaults (or Rice codes only),
+//   decode_loop encode [--rice-only | --entropy MODE] [--no-plane-contexts] DIR IMAGE...
+//                                                   encode with l3::encode defaults (or Rice codes only,
+//                                                   or l3pack's --entropy MODE; without version 7's
+//                                                   plane contexts),
 //                                                   check each stream decodes to the image, write DIR/N.l3i
 //   decode_loop decode ROUNDS STREAM...             print the summed fastest decode seconds and bytes
 // Encode once with one build, then decode the same streams with each build, alternating, e.g.
@@ -38,6 +41,13 @@ int encode_all(int argc, char** argv) {
   l3::EncodeOptions options;
   if (argc > first && std::string(argv[first]) == "--rice-only") {
     options.entropy_coding = false;
+    ++first;
+  } else if (argc > first + 1 && std::string(argv[first]) == "--entropy") {
+    l3::set_entropy_mode(options, argv[first + 1]);
+    first += 2;
+  }
+  if (argc > first && std::string(argv[first]) == "--no-plane-contexts") {
+    options.plane_contexts = false;
     ++first;
   }
   if (argc < first + 2) return 2;

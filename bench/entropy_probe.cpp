@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
     try {
       const l3::Image img = l3::load_image(file);
       l3::EncodeOptions rice_v2;  // the walk parses version 2 tiles
-      rice_v2.entropy_coding = rice_v2.zero_rows = rice_v2.tile_copies = false;
+      rice_v2.entropy_coding = rice_v2.zero_rows = rice_v2.tile_copies = rice_v2.plane_contexts = false;
       const std::vector<std::uint8_t> enc = l3::encode(img.view(), rice_v2);
       const std::uint8_t* s = enc.data();
       const std::uint32_t tw = 1u << s[16], th = s[17];

@@ -18,6 +18,7 @@
 
 #include "l3/codec/codec.hpp"
 #include "l3/codec/tile_core.hpp"
+#include "test_tile_pattern.hpp"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -95,10 +96,10 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
 
 // Rice-coded (version 2) streams unless `ans`, without zero rows unless
 // `zero_rows`, without tile copies unless `copies`, without pixel copies
-// unless `pixel_copies`: the vectors of §4.3-§4.4 keep the byte layout their
-// mutations assume.
+// unless `pixel_copies`, without plane contexts unless `plane_contexts`: the
+// vectors of §4.3-§4.4 keep the byte layout their mutations assume.
 Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false,
-             bool copies = false, bool pixel_copies = false, int effort = 1) {
+             bool copies = false, bool pixel_copies = false, int effort = 1, bool plane_contexts = false) {
   l3::EncodeOptions o;
   o.effort = effort;
   o.tile_width = tw;
@@ -107,6 +108,7 @@ Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool 
   o.zero_rows = zero_rows;
   o.tile_copies = copies;
   o.pixel_copies = pixel_copies;
+  o.plane_contexts = plane_contexts;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -246,6 +248,7 @@ int main(int argc, char** argv) {
   {
     l3::EncodeOptions rice;
     rice.entropy_coding = false;
+    rice.plane_contexts = false;  // its bytes as written in version 2
     v.valid("valid-rgb-default-tiles-33x17", rgb, l3::encode(l3::ImageView{rgb.px.data(), rgb.w, rgb.h, rgb.c, 0}, rice));
   }
   // Version 2's constant planes (spec §4.3): opaque alpha, gray stored as RGB.
@@ -265,7 +268,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-7", base, errc::unsupported_version, [](Bytes& b) { b[4] = 7; });
+  v.mutate("version-8", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -612,6 +615,67 @@ int main(int argc, char** argv) {
     v.reject("pixel-copy-5-rows-up", hand_made(6, 1, 5, 0), errc::corrupt_tile);
     v.reject("pixel-copy-in-v5", [&] { Bytes b = hand_made(2, 14, 1, 0); b[4] = 5; reseal(b); return b; }(),
              errc::reserved_bits_set);
+  }
+  {
+    // Plane contexts (version 7, spec §6.2): planes that err together
+    // (test_tile_pattern.hpp) in Rice-coded and entropy-coded tiles, gray +
+    // alpha, RGB and opaque RGBA (its alpha a constant plane).
+    auto shared_noise = [](std::uint32_t w, std::uint32_t h, std::uint32_t c, bool opaque_alpha) {
+      Image im{w, h, c, Bytes(std::size_t(w) * h * c)};
+      l3::test::fill_shared_noise(im.px.data(), w, h, c, 5);
+      if (opaque_alpha)
+        for (std::size_t i = 3; i < im.px.size(); i += 4) im.px[i] = 255;
+      return im;
+    };
+    // Where plane p's byte lies in coded tile i of a stream without palette
+    // tiles: after the mode byte, the entries of planes 0 .. p - 1 (Rice:
+    // byte + k table; constant: byte + value; rANS: parsed).
+    auto plane_byte_at = [](const Bytes& b, std::uint32_t i, int p) {
+      const l3::ImageInfo info = l3::read_info(b);
+      const std::size_t t = tile_offset(b, i);
+      l3::core::CodedTileParams params;
+      if ((b[t] & 3) != l3::core::kTileCoded || (b[t] & l3::core::kModePalette)) return std::size_t(0);
+      if (l3::core::parse_coded_tile(&b[t], tile_size(b, i), int(std::min(info.tile_width, info.width)),
+                                     int(std::min(info.tile_height, info.height)), int(info.channels),
+                                     int(info.version), params) != l3::core::kOk || (b[t] & l3::core::kModeAns))
+        return std::size_t(0);
+      std::size_t at = t + 1;
+      for (int q = 0; q < p; ++q) at += params.plane[q].constant ? 3 : 1 + l3::core::kBuckets / 2;
+      return at;
+    };
+    auto expect = [](bool ok, const char* what) {
+      if (!ok) { std::fprintf(stderr, "plane contexts: %s expected\n", what); std::exit(1); }
+    };
+    const Image graya = shared_noise(64, 32, 2, false), rgb_noise = shared_noise(64, 32, 3, false),
+                rgba_opaque = shared_noise(64, 32, 4, true);
+    const Bytes graya_rice = encode(graya, 32, 16, false, false, false, false, 1, true);
+    const Bytes rgb_rice = encode(rgb_noise, 32, 16, false, false, false, false, 1, true);
+    const Bytes rgb_ans = encode(rgb_noise, 32, 16, true, false, false, false, 1, true);
+    const Bytes rgba_ans = encode(rgba_opaque, 32, 16, true, false, false, false, 1, true);
+    for (const Bytes* b : {&graya_rice, &rgb_rice, &rgb_ans, &rgba_ans})
+      expect((*b)[4] == l3::core::kVersionPlaneContext, "version 7 streams");
+    const Bytes rgba_rice = encode(rgba_opaque, 32, 16, false, false, false, false, 1, true);
+    v.valid("valid-graya-plane-context-rice-64x32", graya, graya_rice);
+    v.valid("valid-rgb-plane-context-rice-64x32", rgb_noise, rgb_rice);
+    v.valid("valid-rgb-plane-context-ans-64x32", rgb_noise, rgb_ans);
+    v.valid("valid-rgba-opaque-plane-context-ans-64x32", rgba_opaque, rgba_ans);
+    // The first tile whose plane 1 has the context (the encoder's choice).
+    std::uint32_t tile = 0;
+    while (tile + 1 < tile_count(rgb_rice) &&
+           !(plane_byte_at(rgb_rice, tile, 1) && (rgb_rice[plane_byte_at(rgb_rice, tile, 1)] & l3::core::kPlaneContextOfPrevious)))
+      ++tile;
+    const std::size_t plane1 = plane_byte_at(rgb_rice, tile, 1);
+    expect(plane1 && (rgb_rice[plane1] & l3::core::kPlaneContextOfPrevious), "a Rice tile's plane 1 with the context");
+    v.mutate("plane-context-in-v6", rgb_rice, errc::reserved_bits_set, [](Bytes& b) { b[4] = 6; });
+    v.mutate("plane-context-on-plane-0", rgb_rice, errc::corrupt_tile, [&](Bytes& b) {
+      b[plane_byte_at(b, tile, 0)] |= l3::core::kPlaneContextOfPrevious;
+    });
+    const std::size_t alpha = plane_byte_at(rgba_rice, 0, 3);
+    expect(alpha && rgba_rice[alpha] == l3::core::kPlaneConstant, "tile 0's alpha a constant plane");
+    v.mutate("plane-context-on-constant-plane", rgba_rice, errc::corrupt_tile, [&](Bytes& b) {
+      b[alpha] |= l3::core::kPlaneContextOfPrevious;
+    });
+    v.mutate("plane-byte-bit-4", rgb_rice, errc::reserved_bits_set, [&](Bytes& b) { b[plane1] |= 0x10; });
   }
   const Bytes raw_bytes = encode(noise);
   v.mutate("raw-tile-short", raw_bytes, errc::truncated, [&](Bytes& b) {

@@ -18,6 +18,7 @@
 #include "l3/cuda/emulation.hpp"
 #include "l3/imageio/image_io.hpp"
 #include "l3/codec/tile_core.hpp"
+#include "test_coded_tiles.hpp"
 #include "test_tile_pattern.hpp"
 
 namespace {
@@ -131,13 +132,16 @@ template <class Wanted> int check_vectors(Wanted&& wanted) {
   return vectors;
 }
 
+// plane_contexts false: a stream without version 7's plane contexts, for the
+// tests that count the streams of an older version by their version.
 std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th, int effort = 1,
-                              bool entropy_coding = true) {
+                              bool entropy_coding = true, bool plane_contexts = true) {
   l3::EncodeOptions o;
   o.tile_width = tw;
   o.tile_height = th;
   o.effort = effort;
   o.entropy_coding = entropy_coding;
+  o.plane_contexts = plane_contexts;
   return l3::encode(im.view(), o);
 }
 
@@ -232,7 +236,7 @@ TEST_CASE("emulated wavefront equals l3::decode on entropy-coded tiles (spec/cod
       for (std::uint32_t th : {5u, 32u}) {
         // Effort 2 entropy-codes every tile where that is smaller (effort 1
         // only where it saves 10%: EncodeOptions::entropy_min_saving_percent).
-        const auto e = enc(im, 128, th, 2);
+        const auto e = enc(im, 128, th, 2, true, false);
         ans_streams += l3::read_info(e).version == 3;
         check_same(e, "kind " + std::to_string(kind) + " with noise " + shape(im, 128, th));
       }
@@ -260,7 +264,7 @@ TEST_CASE("emulated wavefront equals l3::decode on zero rows (spec/codec.md ยง4.
         else if (y % 5 == 1 || y % 7 == 4 || y % 32 == 31) std::memcpy(p, p - row, row);
       }
       for (int effort : {1, 2}) {
-        const auto e = enc(im, 64, 32, effort);
+        const auto e = enc(im, 64, 32, effort, true, false);
         v4 += l3::read_info(e).version == 4;
         check_same(e, "kind " + std::to_string(kind) + " zero rows " + shape(im, 64, 32));
         check_random_crops(e, im, rng, 6);
@@ -330,7 +334,7 @@ TEST_CASE("emulated wavefront equals l3::decode on tile copies (spec/codec.md ยง
       for (std::uint32_t x = 0; x < im.w; ++x)
         for (std::uint32_t c = 0; c < ch; ++c)
           im.px[(std::size_t(y) * im.w + x) * ch + c] = l3::test::periodic_32x8(x, y, c);
-    const auto e = enc(im, 32, 8);
+    const auto e = enc(im, 32, 8, 1, true, false);
     CHECK(l3::read_info(e).version == 5);
     check_same(e, "tile copies " + shape(im, 32, 8));
     check_random_crops(e, im, rng, 6);
@@ -542,7 +546,7 @@ TEST_CASE("emulated wavefront equals l3::decode on pixel copies (spec/codec.md ย
       Img im{300, 70, ch, Pixels(std::size_t(300) * 70 * ch)};
       l3::test::fill_glyph_text(im.px.data(), im.w, im.h, ch, ch + 7, colourful);
       for (int effort : {1, 2}) {
-        const auto e = enc(im, 128, 32, effort);
+        const auto e = enc(im, 128, 32, effort, true, false);
         with_copies += l3::read_info(e).version == 6;
         palette_copies += palette_copy_tiles(e);
         check_same(e, "pixel copies " + shape(im, 128, 32) + (colourful ? " varied" : " flat"));
@@ -574,6 +578,50 @@ TEST_CASE("emulated wavefront equals l3::decode on pixel copies (spec/codec.md ย
   CHECK(mismatches == 0);
   CHECK(rejected > 120);
   CHECK(check_vectors([](const std::string& name) { return name.find("pixel-cop") != std::string::npos; }) >= 11);
+}
+
+TEST_CASE("emulated wavefront equals l3::decode on plane contexts (spec/codec.md ยง6.2, version 7)") {
+  // Planes that err together (test_tile_pattern.hpp), 2-4 channels, Rice-
+  // and entropy-coded tiles, whole, cropped, in a batch and damaged (the same
+  // status as l3::decode); and the plane-context vectors.
+  std::mt19937 rng(707);
+  std::vector<std::vector<std::uint8_t>> streams;
+  int v7 = 0, planes_with_context = 0;
+  for (std::uint32_t ch = 2; ch <= 4; ++ch) {
+    Img im{300, 70, ch, Pixels(std::size_t(300) * 70 * ch)};
+    l3::test::fill_shared_noise(im.px.data(), im.w, im.h, ch, ch);
+    for (const bool entropy_coding : {true, false})
+      for (int effort : {1, 2}) {
+        const auto e = enc(im, 128, 32, effort, entropy_coding);
+        v7 += l3::read_info(e).version == 7;
+        planes_with_context += l3::test::planes_with_previous_code(e);
+        check_same(e, "plane contexts " + shape(im, 128, 32) + (entropy_coding ? " rANS" : " Rice"));
+        check_random_crops(e, im, rng, 6);
+        streams.push_back(e);
+      }
+  }
+  MESSAGE(v7 << " of 12 streams have plane contexts, " << planes_with_context << " tile planes");
+  CHECK(v7 == 12);
+  check_whole_batch(streams);
+  l3::DecodeOptions dopt;
+  dopt.verify_checksum = false;
+  l3::cuda::BatchOptions bopt;
+  bopt.verify_checksum = false;
+  int mismatches = 0, rejected = 0;
+  for (int k = 0; k < 240; ++k) {
+    auto e = streams[std::size_t(k) % streams.size()];
+    for (int f = 0; f < 1 + k % 3; ++f) {
+      const std::size_t at = std::uniform_int_distribution<std::size_t>(60, e.size() - 1)(rng);
+      e[at] ^= std::uint8_t(1u << std::uniform_int_distribution<int>(0, 7)(rng));
+    }
+    const auto [want, mismatch] = same_status_as_decode(e, dopt, bopt);
+    mismatches += mismatch;
+    rejected += want != l3::errc::ok;
+  }
+  MESSAGE(rejected << " of 240 damaged streams with plane contexts rejected");
+  CHECK(mismatches == 0);
+  CHECK(rejected > 120);
+  CHECK(check_vectors([](const std::string& name) { return name.find("plane-context") != std::string::npos; }) >= 4);
 }
 
 TEST_CASE("tiles up to 256x32 of 1-4 planes, Rice- and entropy-coded (the CPU decoder's AVX-512 lanes): same pixels and status as the emulation") {

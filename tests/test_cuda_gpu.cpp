@@ -292,6 +292,29 @@ TEST_CASE("GPU: pixel copies (spec/codec.md §6.6, version 6), whole images and 
   decode_and_check_both_layouts(streams, crops);
 }
 
+TEST_CASE("GPU: plane contexts (spec/codec.md §6.2, version 7), whole images and crops" * doctest::skip(no_gpu())) {
+  // Planes that err together (test_tile_pattern.hpp), Rice- and entropy-coded
+  // tiles, 2-4 channels, between images without plane contexts (one plane).
+  std::mt19937 rng(37);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<std::optional<l3::Rect>> crops;
+  int v7 = 0;
+  for (int i = 0; i < 12; ++i) {
+    const std::uint32_t w = 220 + std::uint32_t(i) * 13, h = 40 + std::uint32_t(i) * 7, ch = std::uint32_t(i % 4) + 1;
+    Img im = make_image(rng, w, h, ch, 1 + i % 3);
+    if (ch > 1) l3::test::fill_shared_noise(im.px.data(), w, h, ch, std::uint32_t(i));
+    l3::EncodeOptions o;
+    o.tile_width = 128;
+    o.entropy_coding = i % 2 == 0;
+    streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
+    v7 += l3::read_info(streams.back()).version == 7;
+    const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
+    crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
+  }
+  CHECK(v7 >= 9);
+  decode_and_check_both_layouts(streams, crops);
+}
+
 TEST_CASE("GPU: a corrupt image among good ones" * doctest::skip(no_gpu())) {
   std::mt19937 rng(17);
   std::vector<std::vector<std::uint8_t>> streams;

@@ -1,5 +1,5 @@
-// Sample patterns of the codec's copy mechanisms, shared by their tests and
-// the fuzz seeds.
+// Sample patterns of the codec's copy mechanisms and contexts, shared by
+// their tests and the fuzz seeds.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +40,30 @@ inline void fill_glyph_text(std::uint8_t* px, std::uint32_t w, std::uint32_t h, 
   for (std::uint32_t y = 0; y < h; ++y)
     for (std::uint32_t x = 0; x < w; ++x)
       for (std::uint32_t c = 0; c < ch; ++c) *px++ = glyph_text(x, y, c, seed, colourful);
+}
+
+// Planes that err together, what plane contexts (spec/codec.md §6.2,
+// version 7) are for: a smooth ramp per channel plus one noise value per
+// pixel, scaled differently in each channel (2/3, 1, 4/3, 5/3: so that no
+// colour transform cancels it), whose amplitude (0 to 31) changes with the
+// region. The noise is seeded from the pixel's position.
+inline void fill_shared_noise(std::uint8_t* px, std::uint32_t w, std::uint32_t h, std::uint32_t ch,
+                              std::uint32_t seed) {
+  auto mix = [](std::uint64_t v) {  // splitmix64's finaliser
+    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+    v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+    return v ^ (v >> 31);
+  };
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x) {
+      const std::uint64_t r = mix((std::uint64_t(y) << 32 | x) ^ (std::uint64_t(seed) << 20));
+      const int amplitude = int(((x / 48 + y / 20) * 7) % 32);
+      const int noise = amplitude ? int(r % std::uint64_t(2 * amplitude + 1)) - amplitude : 0;
+      for (std::uint32_t c = 0; c < ch; ++c) {
+        const int v = 40 + int(c) * 50 + int(x) / 5 + int(y) / 3 + noise * int(2 + c) / 3;
+        *px++ = std::uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
+      }
+    }
 }
 
 }  // namespace l3::test

@@ -472,6 +472,7 @@ template <int CH>
 struct LanePredict {
   std::uint8_t pred[CH];
   bool constant[CH];  // reads nothing: its codes are 0 (spec §6.5)
+  bool previous_code[CH];  // its activity adds the code of the plane before (version 7, spec §6.2)
   __m512i lo[CH], hi[CH], mid[CH];
 };
 
@@ -481,6 +482,7 @@ L3_LANES_TARGET inline LanePredict<CH> lane_predict(const CodedTileParams& t) {
   for (int p = 0; p < CH; ++p) {
     k.pred[p] = t.plane[p].pred;
     k.constant[p] = t.plane[p].constant;
+    k.previous_code[p] = t.plane[p].previous_code;
     k.lo[p] = _mm512_set1_epi32(t.plane[p].range.lo);
     k.hi[p] = _mm512_set1_epi32(t.plane[p].range.hi);
     k.mid[p] = _mm512_set1_epi32(t.plane[p].range.mid);
@@ -550,12 +552,17 @@ L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Code
   __mmask16 read = active;
   if (run_mode) read = __mmask16(read & ~lanes_run_step(coder, width, R, active, col, w, n, nw));
   __m512i v[CH];
+  __m512i u_before = zero;  // the code of the plane before, this pixel's
   for (int p = 0; p < CH; ++p) {
-    // Activity u(W) + u(N) + u(NW) / 2 (spec §6.2).
-    const __m512i a = _mm512_add_epi32(_mm512_add_epi32(w[p], n[p]), _mm512_srai_epi32(nw[p], 1));
+    // Activity u(W) + u(N) + u(NW) / 2 (spec §6.2), and in version 7 the code
+    // of the plane before: a branch, the same for the whole tile, so that the
+    // other tiles' planes do not wait for it.
+    __m512i a = _mm512_add_epi32(_mm512_add_epi32(w[p], n[p]), _mm512_srai_epi32(nw[p], 1));
+    if (p > 0 && pk.previous_code[p]) a = _mm512_add_epi32(a, u_before);
     // A pixel's values take at most 3 x 32 bits between refills (LaneWords).
     if (p == 3) coder.refill(R.c);
     const __m512i u = coder.read_plane(R.c, R.error, pk.constant[p] ? __mmask16(0) : read, p, a);
+    u_before = u;
     // Lanes before their column 0 keep 0; after their last column, their last code.
     R.w[p] = _mm512_mask_mov_epi32(R.w[p], active, u);
     // The value: prediction + unzigzag(u). The tile's first pixel has W =

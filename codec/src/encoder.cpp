@@ -51,6 +51,7 @@ void check_image(const ImageView& image) {
 }
 
 // The lowest format version that has what an encoded tile uses (spec §11):
+// 7 with a plane context of the plane before (plane byte bit 3, §6.2), else
 // 6 with pixel copies (mode bit 7, §4.6), else 4 with a zero row (an empty
 // row stream, §4.3), else 3 when it is entropy-coded (mode bit 6, §4.5), else
 // 2. The tile is parsed as the decoder will parse it, which finds its row
@@ -63,6 +64,8 @@ std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::Til
   if (core::parse_coded_tile(tile.data(), std::uint32_t(tile.size()), int(r.width), int(r.height), int(channels),
                              core::kVersion, t) != core::kOk)
     return core::kVersion;
+  for (int p = 0; p < t.channels; ++p)
+    if (t.plane[p].previous_code) return core::kVersionPlaneContext;
   if (t.copies) return core::kVersionPixelCopies;
   for (std::uint32_t row = 0; row < r.height; ++row)
     if (core::is_zero_row(t, int(row))) return core::kVersionZeroRows;

@@ -46,6 +46,21 @@ struct BucketTable {
   std::uint8_t of(int a) const { return bucket[a < kMaxActivity ? a : kMaxActivity]; }  // bucket_of saturates at 15
 };
 
+// The codes of one context bucket, as a count and a sum: enough to estimate
+// their Rice bits with the best parameter k, n (k + 1) + sum / 2^k.
+struct BucketSum {
+  std::uint32_t n = 0, sum = 0;
+  void add(std::uint32_t u) {
+    ++n;
+    sum += u;
+  }
+  std::uint64_t rice_bits() const {
+    std::uint64_t best = std::uint64_t(n) + sum;
+    for (std::uint32_t k = 1; k <= core::kMaxK; ++k) best = std::min(best, std::uint64_t(n) * (k + 1) + (sum >> k));
+    return best;
+  }
+};
+
 // The contexts of an entropy-coded form: the planes', the runs', the copies'.
 inline constexpr int kPlanContexts = core::kAnsAllContexts;
 
@@ -60,13 +75,15 @@ struct CopyRef {
 class TileEncoder {
 public:
   TileEncoder(const ImageView& img, const Rect& r, const EncodeOptions& o)
-      : TileEncoder(img, r, o.effort, o.entropy_coding, o.entropy_min_saving_percent, o.zero_rows, o.pixel_copies) {}
+      : TileEncoder(img, r, o.effort, o.entropy_coding, o.entropy_min_saving_percent, o.zero_rows, o.pixel_copies,
+                    o.plane_contexts) {}
 
   TileEncoder(const ImageView& img, const Rect& r, int effort, bool entropy_coding, unsigned ans_min_saving_percent,
-              bool zero_rows, bool pixel_copies)
+              bool zero_rows, bool pixel_copies, bool plane_contexts)
       : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort), ans_(entropy_coding && effort >= 1),
         ans_min_saving_percent_(effort >= 2 ? 0 : ans_min_saving_percent), zero_rows_(zero_rows),
-        pixel_copies_(pixel_copies && ans_), copy_min_saving_percent_(2 * ans_min_saving_percent_) {
+        pixel_copies_(pixel_copies && ans_), copy_min_saving_percent_(2 * ans_min_saving_percent_),
+        plane_contexts_(plane_contexts && effort >= 1) {
     const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
     pixels_.resize(std::size_t(w_) * h_ * ch_);
     for (int y = 0; y < h_; ++y)
@@ -183,7 +200,7 @@ private:
     for (std::uint8_t& v : index) v = rank[v];
     TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
                               Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_, ans_min_saving_percent_,
-                              zero_rows_, pixel_copies_);
+                              zero_rows_, pixel_copies_, plane_contexts_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
     index_encoder.few_colours_ = 1;        // at most 256 indices
     const std::vector<std::uint8_t> inner = index_encoder.encode();
@@ -474,6 +491,7 @@ private:
         case core::kPredAvg: plane_codes<core::kPredAvg>(p); break;
         default: plane_codes<core::kPredGrad>(p); break;
       }
+      params_.plane[p].previous_code = previous_code_pays(p);
       plane_buckets(p);
     }
     zero_row_.assign(std::size_t(h_), 0);
@@ -502,16 +520,46 @@ private:
     each_sample(v, pp.range.mid, code);
   }
 
-  // Plane p's context buckets (spec §6.2) from the codes of W, N and NW.
+  // Plane p's context buckets (spec §6.2) from the codes of W, N and NW, and
+  // with PlaneParams::previous_code (version 7) the code of plane p - 1.
   L3_ENCODE_CLONES void plane_buckets(int p) {
     const std::uint32_t* u = &sym_[pat(p, 0, 0)];
     std::uint8_t* __restrict bucket = &bucket_[pat(p, 0, 0)];
     static const BucketTable table;
-    auto context = [&](std::size_t i, std::uint32_t uw, std::uint32_t un, std::uint32_t unw)
-                       __attribute__((always_inline)) {
+    if (params_.plane[p].previous_code) {
+      const std::uint32_t* before = &sym_[pat(p - 1, 0, 0)];
+      each_sample(u, 0u, [&](std::size_t i, std::uint32_t uw, std::uint32_t un, std::uint32_t unw) __attribute__((always_inline)) {
+        bucket[i] = table.of(core::activity(int(uw), int(un), int(unw)) + int(before[i]));
+      });
+      return;
+    }
+    each_sample(u, 0u, [&](std::size_t i, std::uint32_t uw, std::uint32_t un, std::uint32_t unw) __attribute__((always_inline)) {
       bucket[i] = table.of(core::activity(int(uw), int(un), int(unw)));
-    };
-    each_sample(u, 0u, context);
+    });
+  }
+
+  // Whether plane p's contexts pay for adding the code of plane p - 1 at the
+  // same pixel (version 7, spec §6.2): their Rice bits estimated per bucket
+  // from each bucket's count and sum of codes, with and without it. On
+  // photos and gradients a pixel's planes err together, and the planes after
+  // the first code 1-4% smaller (spec §12); in other tiles it does not pay.
+  L3_ENCODE_CLONES bool previous_code_pays(int p) const {
+    if (!plane_contexts_ || p == 0 || params_.plane[p].constant || params_.plane[p - 1].constant) return false;
+    const std::uint32_t* u = &sym_[pat(p, 0, 0)];
+    const std::uint32_t* before = &sym_[pat(p - 1, 0, 0)];
+    static const BucketTable table;
+    std::array<BucketSum, core::kBuckets> own{}, with{};
+    each_sample(u, 0u, [&](std::size_t i, std::uint32_t uw, std::uint32_t un, std::uint32_t unw) __attribute__((always_inline)) {
+      const int a = core::activity(int(uw), int(un), int(unw));
+      own[table.of(a)].add(u[i]);
+      with[table.of(a + int(before[i]))].add(u[i]);
+    });
+    std::uint64_t own_bits = 0, with_bits = 0;
+    for (std::uint32_t b = 0; b < core::kBuckets; ++b) {
+      own_bits += own[b].rice_bits();
+      with_bits += with[b].rice_bits();
+    }
+    return with_bits < own_bits;
   }
 
   // Calls f(i, w, n, nw) for every sample i of a plane `a` (row-major), with
@@ -1013,7 +1061,7 @@ private:
         out.insert(out.end(), {core::kPlaneConstant, std::uint8_t(v), std::uint8_t(v >> 8)});
         continue;
       }
-      out.push_back(pp.pred);
+      out.push_back(std::uint8_t(pp.pred | (pp.previous_code ? core::kPlaneContextOfPrevious : 0)));
       plane_params(out, p);
     }
     if (params_.run_mode) run_params(out);
@@ -1074,6 +1122,7 @@ private:
   bool zero_rows_;  // EncodeOptions::zero_rows: write zero rows (spec §4.3, version 4)
   bool pixel_copies_;  // EncodeOptions::pixel_copies (spec §4.6, version 6), with ans_
   unsigned copy_min_saving_percent_;  // copies_pay
+  bool plane_contexts_;  // EncodeOptions::plane_contexts (spec §6.2, version 7), at effort >= 1
   bool copies_on_ = false;  // the coded form at hand has the copies of copy_at_
   std::vector<CopyRef> copy_at_;  // per pixel: the copy that starts there (len 0: none)
   std::vector<std::uint32_t> px_;  // the pixels as words (build_chains)

@@ -45,7 +45,8 @@ void put(const std::string& target, const std::string& name, const Bytes& b) {
 // tiles, §4.4); 6: smooth with a little noise (version 3 entropy-coded tiles,
 // §4.5); 7: pattern 6 with rows that repeat the row above and a mid-gray
 // first row (version 4 zero rows, §4.3); 8: periodic with 32 x 8 tiles
-// (version 5 tile copies, §3.3).
+// (version 5 tile copies, §3.3); 9, 10: text (version 6 pixel copies, §6.6);
+// 11: planes that err together (version 7 plane contexts, §6.2).
 Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
   if (pattern == 7) {
     Bytes px = pixels(w, h, c, 6);
@@ -54,6 +55,11 @@ Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
       if (y == 0) std::fill(px.begin(), px.begin() + std::ptrdiff_t(row), std::uint8_t(128));
       else if (y % 3 != 2) std::copy_n(px.begin() + std::ptrdiff_t((y - 1) * row), row, px.begin() + std::ptrdiff_t(y * row));
     }
+    return px;
+  }
+  if (pattern == 11) {
+    Bytes px(std::size_t(w) * h * c);
+    l3::test::fill_shared_noise(px.data(), w, h, c, c);
     return px;
   }
   Bytes px(std::size_t(w) * h * c);
@@ -128,6 +134,15 @@ void codec_seeds() {
   put("decode", "v6_pixel_copies_rgb", encode(200, 40, 3, 9, 128, 32));
   put("decode", "v6_pixel_copies_gray", encode(200, 40, 1, 9, 128, 32));
   put("decode", "v6_pixel_copies_palette", encode(300, 70, 1, 10, 128, 32, 2));
+  put("decode", "v7_plane_contexts_rgb", encode(160, 40, 3, 11, 64, 32));
+  put("decode", "v7_plane_contexts_rgba", encode(100, 40, 4, 11, 64, 16));
+  put("decode", "v7_plane_contexts_gray_alpha", encode(100, 30, 2, 11, 32, 8));
+  put("region", "v7_plane_contexts_rgb", [] {
+    Bytes r = {20, 0, 5, 0, 90, 0, 30, 0};
+    const Bytes e = encode(160, 40, 3, 11, 64, 32);
+    r.insert(r.end(), e.begin(), e.end());
+    return r;
+  }());
   put("region", "v6_pixel_copies_rgb", [] {
     Bytes r = {30, 0, 7, 0, 100, 0, 20, 0};
     const Bytes e = encode(200, 40, 3, 9, 128, 32);

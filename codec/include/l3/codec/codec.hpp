@@ -51,8 +51,9 @@ struct EncodeOptions {
                                   // The output does not depend on it.
   // Entropy-coded tiles (spec/codec.md §4.5, version 3) where smaller than Rice
   // codes (effort >= 1; effort 2 also tries them with the other run mode).
-  // false: a version 2 stream (4 with zero rows, see zero_rows), which
-  // decoders older than version 3 read, and
+  // false: Rice codes only, a version 2 stream (4 with zero rows, see
+  // zero_rows; 7 with plane contexts, see plane_contexts), which decoders
+  // older than version 3 read (without those), and
   // about half the CPU decode time of rANS tiles (bench/results/codec-v2.md).
   bool entropy_coding = true;
   // At effort 1, a tile is entropy-coded only when that saves at least this
@@ -84,12 +85,19 @@ struct EncodeOptions {
   // version 6 only when a tile has copies. false: none, a stream that
   // decoders older than version 6 read.
   bool pixel_copies = true;
+  // Plane contexts (spec §6.2, version 7): in a tile of 2-4 coded planes, a
+  // plane's context may add the residual code of the plane before it at the
+  // same pixel (its errors go with the plane before's on photos and
+  // gradients); the encoder sets it per plane and tile where its estimate
+  // says it pays (effort >= 1). The stream is version 7 only when a plane
+  // has it. false: none, a stream that decoders older than version 7 read.
+  bool plane_contexts = true;
 };
 
 // The one spelling of the entropy setting for users (l3pack --entropy, the
 // Python `entropy=` argument): "auto" (the default: rANS tiles where they save
 // at least 10%), "off" (Rice codes only: a version 2 stream, or 4 with zero
-// rows, the fastest CPU decode), "max" (rANS wherever smaller) or a percentage "0".."100" (rANS
+// rows, 7 with plane contexts; the fastest CPU decode), "max" (rANS wherever smaller) or a percentage "0".."100" (rANS
 // where it saves at least that share of a tile's bytes; effort 2 ignores the
 // share). Sets entropy_coding and entropy_min_saving_percent; anything else:
 // invalid_argument naming the choices.
@@ -107,7 +115,7 @@ struct DecodeOptions {
 };
 
 struct ImageInfo {
-  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1 to 5
+  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1 to 7
   std::uint32_t width = 0;
   std::uint32_t height = 0;
   std::uint32_t channels = 0;

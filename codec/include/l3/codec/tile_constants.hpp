@@ -17,15 +17,16 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 6;         // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 7;         // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
-// The encoder writes the lowest version its tiles need (spec §11): 6 with a
-// pixel copy, else 5 with a tile copy, else 4 with a zero row, else 3 with an
+// The encoder writes the lowest version its tiles need (spec §11): 7 with a
+// plane context of the plane before, else 6 with a pixel copy, else 5 with a tile copy, else 4 with a zero row, else 3 with an
 // entropy-coded tile, else 2.
 inline constexpr std::uint8_t kVersionAns = 3;
 inline constexpr std::uint8_t kVersionZeroRows = 4;
 inline constexpr std::uint8_t kVersionTileCopies = 5;
 inline constexpr std::uint8_t kVersionPixelCopies = 6;
+inline constexpr std::uint8_t kVersionPlaneContext = 7;
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
@@ -95,6 +96,9 @@ inline constexpr std::uint8_t kPredCount = 5;
 // Plane byte value of a constant plane (version 2, spec §4.3): no predictor,
 // no k table, no bits; every sample is the stored value.
 inline constexpr std::uint8_t kPlaneConstant = 5;
+// Plane byte bit 3 (version 7, spec §4.3, §6.2): the activity of a coded
+// plane p >= 1 adds the residual code of plane p - 1 at the same pixel.
+inline constexpr std::uint8_t kPlaneContextOfPrevious = 0x08;
 inline constexpr std::uint8_t kPredPerPlane = 255;  // template argument: read each plane's predictor
 
 // Status of a tile decode: l3::errc values (l3/common/errc.hpp), so hosts convert 1:1.

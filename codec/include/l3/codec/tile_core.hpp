@@ -121,9 +121,10 @@ L3_HD int predict_fixed(std::uint8_t pred, int w, int n, int nw, int lo, int hi)
 
 // Activity of a sample's neighbourhood from the residual codes u (zigzag of
 // the residual, about twice its magnitude) of the same plane at W, N and NW.
-// It deliberately ignores the other planes of the same pixel: that keeps each
-// plane's context off the pixel's serial decode chain (the planes' contexts
-// compute in parallel) for about 0.5% in size.
+// Version 7 lets a plane add the code of the plane before it at the same
+// pixel (PlaneParams::previous_code, spec §6.2): 1-4% fewer bytes on photos
+// and gradients, where the planes' errors go together, for a context that
+// waits for the plane before; the encoder sets it per plane and tile.
 L3_HD int activity(int u_w, int u_n, int u_nw) { return u_w + u_n + (u_nw >> 1); }
 
 // Quantises activity into 16 buckets on a half-octave scale:
@@ -148,6 +149,11 @@ struct PlaneParams {
   // k[bucket_of(a)] for every activity a < 256, expanded once per tile so the
   // per-sample context costs one load (activities >= 192 all map to bucket 15).
   std::uint8_t k_of_activity[kActivityTable];
+  // The plane's activity adds the residual code of the plane before it at
+  // the same pixel (plane byte bit 3, version 7, spec §6.2). Decoders test
+  // it with a branch (the same way for the whole tile), not a select: the
+  // planes of other tiles then do not wait for the plane before.
+  bool previous_code;
 };
 
 L3_HD void expand_k_table(PlaneParams& pp) {
@@ -202,8 +208,9 @@ struct RowTable {
 // table: every field validated, the table's bytes inside [0, size). With
 // expand_k, also fills each plane's k_of_activity (the GPU fills it with
 // the whole warp instead: cuda/include/l3/cuda/wavefront.hpp).
-// `version` is the image header's (1..4): constant planes and palettes are
-// version 2's, entropy-coded tiles version 3's, zero rows version 4's.
+// `version` is the image header's (1..kVersion): constant planes and palettes
+// are version 2's, entropy-coded tiles version 3's, zero rows version 4's,
+// pixel copies version 6's, the plane context of the plane before version 7's.
 L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int width, int height, int channels,
                              int version, CodedTileParams& t, RowTable& rt, bool expand_k = true) {
   const std::uint8_t mode = tile[0];
@@ -245,8 +252,14 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   for (int p = 0; p < channels; ++p) {
     PlaneParams& pp = t.plane[p];
     if (size - pos < 1) return kTruncated;
-    const std::uint8_t pb = tile[pos++];
+    std::uint8_t pb = tile[pos++];
+    // Bit 3 (version 7): the context of the plane before (spec §4.3, §6.2),
+    // for coded planes after the first only.
+    const bool previous = (pb & kPlaneContextOfPrevious) != 0 && version >= kVersionPlaneContext;
+    if (previous) pb = std::uint8_t(pb & ~kPlaneContextOfPrevious);
     if (pb >> 3) return kReservedBits;
+    if (previous && (p == 0 || pb == kPlaneConstant)) return kCorruptTile;
+    pp.previous_code = previous;
     pp.range = plane_range(t.transform, p);
     pp.constant = version >= 2 && pb == kPlaneConstant;
     if (pp.constant) {
@@ -638,8 +651,12 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
     const int pred = predict_fixed<kPred>(pp.pred, w[p], n[p], nw[p], pp.range.lo, pp.range.hi);
     std::uint32_t u = 0;
     if (!zero && !pp.constant) {
-      // Rice parameter, or in an entropy-coded tile the context group (spec §4.5).
-      const int k = k_for_activity(pp, activity(uw[p], un[p], unw[p]));
+      // Rice parameter, or in an entropy-coded tile the context group (spec
+      // §4.5); the activity of §6.2 plus, with bit 3 of the plane byte, the
+      // code of the plane before (version 7).
+      int a = activity(uw[p], un[p], unw[p]);
+      if (p > 0 && pp.previous_code) a += code[p - 1];
+      const int k = k_for_activity(pp, a);
       u = t.ans ? ans_read_select(s, t.ans_cum[p * kAnsGroups + k]) : read_rice(s.br, k);
     }
     // No range check here: the colour transforms are integer bijections, so a

@@ -1,0 +1,52 @@
+// The coded tiles of an encoded stream, parsed as the decoder parses them
+// (spec/codec.md §3-§4): what tests count and check per tile (zero rows,
+// pixel copies, plane contexts). For doctest suites.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "l3/codec/codec.hpp"
+#include "l3/codec/tile_core.hpp"
+
+namespace l3::test {
+
+// Each coded tile's first byte and parameters; tile copies (§3.3, no bytes of
+// their own), constant and raw tiles are left out.
+inline std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> coded_tiles(
+    const std::vector<std::uint8_t>& enc) {
+  const l3::ImageInfo info = l3::read_info(enc);
+  std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> out;
+  std::size_t at = l3::core::kHeaderSize + 4 * std::size_t(info.tiles_x) * info.tiles_y;
+  for (std::uint32_t i = 0; i < info.tiles_x * info.tiles_y; ++i) {
+    std::uint32_t size;
+    std::memcpy(&size, &enc[l3::core::kHeaderSize + 4 * std::size_t(i)], 4);
+    if (l3::core::is_tile_copy(size, info.version)) continue;
+    const std::uint8_t* tile = &enc[at];
+    at += size;
+    if ((tile[0] & 3) != l3::core::kTileCoded) continue;
+    const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
+    const int w = int(std::min(info.tile_width, info.width - tx * info.tile_width));
+    const int h = int(std::min(info.tile_height, info.height - ty * info.tile_height));
+    l3::core::CodedTileParams t;
+    REQUIRE(l3::core::parse_coded_tile(tile, size, w, h, int(info.channels), int(info.version), t) == l3::core::kOk);
+    out.emplace_back(tile, t);
+  }
+  return out;
+}
+
+// How many coded planes of a stream's tiles have the plane context of the
+// plane before (version 7, spec §6.2).
+inline int planes_with_previous_code(const std::vector<std::uint8_t>& enc) {
+  int n = 0;
+  for (const auto& [tile, t] : coded_tiles(enc))
+    for (int p = 0; p < t.channels; ++p) n += t.plane[p].previous_code;
+  return n;
+}
+
+}  // namespace l3::test
