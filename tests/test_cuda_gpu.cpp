@@ -230,8 +230,9 @@ TEST_CASE("GPU: zero rows (spec/codec.md §4.3, version 4), whole images and cro
     l3::EncodeOptions o;
     o.tile_width = 64;
     o.effort = 1 + i % 2;
-    o.tile_copies = false;  // version 4 exactly (copies: the next tests)
+    o.tile_copies = false;  // version 4 exactly (copies, plane contexts: the next tests)
     o.pixel_copies = false;
+    o.plane_contexts = false;
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v4 += l3::read_info(streams.back()).version == 4;
     const l3::Rect r{std::uint32_t(i) % 7, std::uint32_t(i) % 5 + 3, w / 2 + std::uint32_t(i), h / 2};
@@ -259,7 +260,8 @@ TEST_CASE("GPU: tile copies (spec/codec.md §3.3, version 5), whole images and c
     l3::EncodeOptions o;
     o.tile_width = 32;
     o.tile_height = 8;
-    o.pixel_copies = false;  // version 5 exactly (pixel copies: the next test)
+    o.pixel_copies = false;  // version 5 exactly (pixel copies, plane contexts: the next tests)
+    o.plane_contexts = false;
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     if (i % 2 == 1) CHECK(l3::read_info(streams.back()).version == 5);
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
@@ -283,6 +285,7 @@ TEST_CASE("GPU: pixel copies (spec/codec.md §6.6, version 6), whole images and 
     l3::EncodeOptions o;
     o.tile_width = 128;
     o.effort = 2;  // copies in every tile where they save
+    o.plane_contexts = false;  // version 6 exactly (plane contexts: the next test)
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v6 += l3::read_info(streams.back()).version == 6;
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
@@ -311,7 +314,7 @@ TEST_CASE("GPU: plane contexts (spec/codec.md §6.2, version 7), whole images an
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
     crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
   }
-  CHECK(v7 >= 9);
+  CHECK(v7 >= 7);  // of the 9 with 2-4 channels
   decode_and_check_both_layouts(streams, crops);
 }
 

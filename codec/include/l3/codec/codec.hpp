@@ -89,8 +89,10 @@ struct EncodeOptions {
   // plane's context may add the residual code of the plane before it at the
   // same pixel (its errors go with the plane before's on photos and
   // gradients); the encoder sets it per plane and tile where its estimate
-  // says it pays (effort >= 1). The stream is version 7 only when a plane
-  // has it. false: none, a stream that decoders older than version 7 read.
+  // says it saves at least 3% of the plane's bits at effort 1 (the context
+  // waits for the plane before: CPU decode time), any saving at effort 2.
+  // The stream is version 7 only when a plane has it. false: none, a stream
+  // that decoders older than version 7 read.
   bool plane_contexts = true;
 };
 
