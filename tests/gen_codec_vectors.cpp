@@ -648,13 +648,15 @@ int main(int argc, char** argv) {
     };
     const Image graya = shared_noise(64, 32, 2, false), rgb_noise = shared_noise(64, 32, 3, false),
                 rgba_opaque = shared_noise(64, 32, 4, true);
-    const Bytes graya_rice = encode(graya, 32, 16, false, false, false, false, 1, true);
-    const Bytes rgb_rice = encode(rgb_noise, 32, 16, false, false, false, false, 1, true);
-    const Bytes rgb_ans = encode(rgb_noise, 32, 16, true, false, false, false, 1, true);
-    const Bytes rgba_ans = encode(rgba_opaque, 32, 16, true, false, false, false, 1, true);
+    // (Effort 2: tiles this small have at most a palette's colours, where
+    // effort 1 does not look for plane contexts.)
+    const Bytes graya_rice = encode(graya, 32, 16, false, false, false, false, 2, true);
+    const Bytes rgb_rice = encode(rgb_noise, 32, 16, false, false, false, false, 2, true);
+    const Bytes rgb_ans = encode(rgb_noise, 32, 16, true, false, false, false, 2, true);
+    const Bytes rgba_ans = encode(rgba_opaque, 32, 16, true, false, false, false, 2, true);
     for (const Bytes* b : {&graya_rice, &rgb_rice, &rgb_ans, &rgba_ans})
       expect((*b)[4] == l3::core::kVersionPlaneContext, "version 7 streams");
-    const Bytes rgba_rice = encode(rgba_opaque, 32, 16, false, false, false, false, 1, true);
+    const Bytes rgba_rice = encode(rgba_opaque, 32, 16, false, false, false, false, 2, true);
     v.valid("valid-graya-plane-context-rice-64x32", graya, graya_rice);
     v.valid("valid-rgb-plane-context-rice-64x32", rgb_noise, rgb_rice);
     v.valid("valid-rgb-plane-context-ans-64x32", rgb_noise, rgb_ans);

@@ -696,10 +696,11 @@ L3_LANES_TARGET __attribute__((noinline)) inline void lanes_values(const Coder& 
         up_b.vn[p] = from_lane_above(A.vw[p], B.vw[p]);
       }
     }
-    lanes_step<Coder, CH, kPlaneContexts>(coder, pk, t.run_mode, A, col_a, up_a, true, rows, s, cols_v, lanes_a, t.width);
+    lanes_step<Coder, CH, kPlaneContexts>(coder, pk, t.run_mode, A, col_a, up_a, true, rows, s, cols_v, lanes_a,
+                                          t.width);
     if (rows_b > 0)
-      lanes_step<Coder, CH, kPlaneContexts>(coder, pk, t.run_mode, B, _mm512_sub_epi32(col_a, g16), up_b, false, rows + 16, s - 16, cols_v,
-                 lanes_b, t.width);
+      lanes_step<Coder, CH, kPlaneContexts>(coder, pk, t.run_mode, B, _mm512_sub_epi32(col_a, g16), up_b, false,
+                                            rows + 16, s - 16, cols_v, lanes_b, t.width);
   }
   lane_rows_end(coder, A, lanes, rows_a);
   lane_rows_end(coder, B, lanes + 16, rows_b);

@@ -89,8 +89,9 @@ struct EncodeOptions {
   // plane's context may add the residual code of the plane before it at the
   // same pixel (its errors go with the plane before's on photos and
   // gradients); the encoder sets it per plane and tile where its estimate
-  // says it saves at least 3% of the plane's bits at effort 1 (the context
-  // waits for the plane before: CPU decode time), any saving at effort 2.
+  // says it saves at least 3% of the plane's bits, in tiles of more than 256
+  // colours, at effort 1 (the context waits for the plane before: CPU decode
+  // time), any saving in any tile at effort 2.
   // The stream is version 7 only when a plane has it. false: none, a stream
   // that decoders older than version 7 read.
   bool plane_contexts = true;
@@ -99,9 +100,9 @@ struct EncodeOptions {
 // The one spelling of the entropy setting for users (l3pack --entropy, the
 // Python `entropy=` argument): "auto" (the default: rANS tiles where they save
 // at least 10%), "off" (Rice codes only: a version 2 stream, or 4 with zero
-// rows, 7 with plane contexts; the fastest CPU decode), "max" (rANS wherever smaller) or a percentage "0".."100" (rANS
-// where it saves at least that share of a tile's bytes; effort 2 ignores the
-// share). Sets entropy_coding and entropy_min_saving_percent; anything else:
+// rows, 7 with plane contexts; the fastest CPU decode), "max" (rANS wherever
+// smaller) or a percentage "0".."100" (rANS where it saves at least that share
+// of a tile's bytes; effort 2 ignores the share). Sets entropy_coding and entropy_min_saving_percent; anything else:
 // invalid_argument naming the choices.
 void set_entropy_mode(EncodeOptions& options, std::string_view mode);
 // The inverse: "auto", "off", "max" or the percentage.

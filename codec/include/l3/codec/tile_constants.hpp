@@ -20,8 +20,8 @@ inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
 inline constexpr std::uint8_t kVersion = 7;         // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
 // The encoder writes the lowest version its tiles need (spec §11): 7 with a
-// plane context of the plane before, else 6 with a pixel copy, else 5 with a tile copy, else 4 with a zero row, else 3 with an
-// entropy-coded tile, else 2.
+// plane context of the plane before, else 6 with a pixel copy, else 5 with a
+// tile copy, else 4 with a zero row, else 3 with an entropy-coded tile, else 2.
 inline constexpr std::uint8_t kVersionAns = 3;
 inline constexpr std::uint8_t kVersionZeroRows = 4;
 inline constexpr std::uint8_t kVersionTileCopies = 5;

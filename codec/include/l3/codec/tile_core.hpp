@@ -144,16 +144,16 @@ struct PlaneParams {
   // range.mid holds its value, so that every predictor reproduces the value
   // from the tile's first pixel on (spec §6.3): decoders need no other case.
   bool constant;
-  std::uint8_t k[kBuckets];
-  PlaneRange range;
-  // k[bucket_of(a)] for every activity a < 256, expanded once per tile so the
-  // per-sample context costs one load (activities >= 192 all map to bucket 15).
-  std::uint8_t k_of_activity[kActivityTable];
   // The plane's activity adds the residual code of the plane before it at
   // the same pixel (plane byte bit 3, version 7, spec §6.2). Decoders test
   // it with a branch (the same way for the whole tile), not a select: the
   // planes of other tiles then do not wait for the plane before.
   bool previous_code;
+  std::uint8_t k[kBuckets];
+  PlaneRange range;
+  // k[bucket_of(a)] for every activity a < 256, expanded once per tile so the
+  // per-sample context costs one load (activities >= 192 all map to bucket 15).
+  std::uint8_t k_of_activity[kActivityTable];
 };
 
 L3_HD void expand_k_table(PlaneParams& pp) {
