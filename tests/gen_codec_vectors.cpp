@@ -627,9 +627,9 @@ int main(int argc, char** argv) {
         for (std::size_t i = 3; i < im.px.size(); i += 4) im.px[i] = 255;
       return im;
     };
-    // Where plane p's byte lies in coded tile i of a stream without palette
-    // tiles: after the mode byte, the entries of planes 0 .. p - 1 (Rice:
-    // byte + k table; constant: byte + value; rANS: parsed).
+    // Where plane p's byte lies in Rice-coded tile i (not a palette tile):
+    // after the mode byte, the entries of planes 0 .. p - 1 (a byte and a k
+    // table, or a constant plane's byte and value); 0 for other tiles.
     auto plane_byte_at = [](const Bytes& b, std::uint32_t i, int p) {
       const l3::ImageInfo info = l3::read_info(b);
       const std::size_t t = tile_offset(b, i);
