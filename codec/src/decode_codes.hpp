@@ -207,19 +207,6 @@ L3_DECODE_INLINE void zero_row_codes(CodeRow<CH>& row, int x1) {
   zero_codes(row, -1, x1 + 1);
 }
 
-// The activity `a` of a plane whose context adds the code of the plane
-// before at the same pixel (version 7, spec §6.2): a branch, the same for the
-// whole tile, which a select would not be: the empty asm keeps GCC from
-// turning it into one, and the planes of other tiles from waiting for the
-// code of the plane before.
-L3_DECODE_INLINE int with_previous_code(const core::PlaneParams& pp, int a, int previous_code) {
-  if (pp.previous_code) {
-    asm("");
-    a += previous_code;
-  }
-  return a;
-}
-
 // Pass 1: the residual codes of columns [0, x1) of one row, the CPU
 // counterpart of the code half of core::decode_pixel. kFirstRow: the tile's
 // first row, where N = NW = W (spec §6.3), so the activity is
@@ -274,7 +261,7 @@ L3_DECODE_INLINE void decode_row_codes(const CodedTileParams& t, LaneState& lane
         if (s.br.avail < 56) __builtin_unreachable();
       }
       int a = kFirstRow ? uw[p] + uw[p] + (uw[p] >> 1) : uw[p] + up.ctx[c][p];
-      if (p > 0) a = with_previous_code(t.plane[p], a, uw[p - 1]);  // uw[p - 1]: this pixel's by now
+      if (p > 0) a = core::with_previous_code(t.plane[p], a, uw[p - 1]);  // uw[p - 1]: this pixel's by now
       std::uint32_t u = 0;
       // Constant planes read nothing (spec §4.3); tiles without any (most)
       // take a copy of the loop without the test: 1-2% faster on photos.
@@ -366,7 +353,7 @@ L3_DECODE_INLINE void ans_code_step(const CodedTileParams& t, const AnsSlots& sl
   L3_PLANES for (int p = 0; p < CH; ++p) {
     // Activity u(W) + u(N) + (u(NW) >> 1) (spec §6.2).
     int a = kFirstRow ? st.uw[p] + st.uw[p] + (st.uw[p] >> 1) : st.uw[p] + up.code[c + 1][p] + (up.code[c][p] >> 1);
-    if (p > 0) a = with_previous_code(t.plane[p], a, st.uw[p - 1]);
+    if (p > 0) a = core::with_previous_code(t.plane[p], a, st.uw[p - 1]);
     std::uint32_t u = 0;
     if (!zero && !t.plane[p].constant)
       u = ans_read_units<kCheck>(s, st.q, t, slots, p * core::kAnsGroups + core::k_for_activity(t.plane[p], a), read_end);

@@ -156,6 +156,21 @@ struct PlaneParams {
   std::uint8_t k_of_activity[kActivityTable];
 };
 
+// The activity `a` of §6.2 of plane pp plus, with PlaneParams::previous_code
+// (version 7), `previous_code`: the residual code of the plane before at the
+// same pixel. A branch the whole tile takes the same way, not a select (the
+// empty asm keeps the host compiler from making one), so that the planes of
+// tiles without the flag do not wait for the plane before.
+L3_HD int with_previous_code(const PlaneParams& pp, int a, int previous_code) {
+  if (pp.previous_code) {
+#if !defined(__CUDA_ARCH__)
+    asm("");
+#endif
+    a += previous_code;
+  }
+  return a;
+}
+
 L3_HD void expand_k_table(PlaneParams& pp) {
   for (int a = 0; a < kActivityTable; ++a) pp.k_of_activity[a] = pp.k[bucket_of(a)];
 }
@@ -655,7 +670,7 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
       // §4.5); the activity of §6.2 plus, with bit 3 of the plane byte, the
       // code of the plane before (version 7).
       int a = activity(uw[p], un[p], unw[p]);
-      if (p > 0 && pp.previous_code) a += code[p - 1];
+      if (p > 0) a = with_previous_code(pp, a, code[p - 1]);
       const int k = k_for_activity(pp, a);
       u = t.ans ? ans_read_select(s, t.ans_cum[p * kAnsGroups + k]) : read_rice(s.br, k);
     }
