@@ -502,7 +502,37 @@ TEST_CASE("tile copies (v5): a tile equal to an earlier one costs its table entr
       CHECK(decode(with) == im.px);
       CHECK(decode(with, 4) == im.px);
       CHECK(decode(without) == im.px);
-      check_crops(with, im, {{37, 11, 201, 50}, {0, 0, 1, 1}, {0, 200, 600, 50}, {590, 240, 10, 10}, {255, 30, 2, 5}});
+      // Crops that hold whole source tiles, whose copies the decoder takes
+      // from the source's decoded rows, beside copies it decodes itself.
+      check_crops(with, im, {{37, 11, 201, 50}, {0, 0, 1, 1}, {0, 200, 600, 50}, {590, 240, 10, 10}, {255, 30, 2, 5},
+                             {0, 0, 600, 100}, {0, 0, 512, 250}, {0, 10, 256, 150}});
+    }
+  }
+  // Into a padded output, and with the source of every copy damaged: the
+  // error names the source tile, whatever the number of threads.
+  {
+    const Bytes enc = encode(chess);
+    const std::size_t stride = std::size_t(chess.w) + 13;
+    Bytes padded(stride * chess.h, 0x5a);
+    l3::decode(enc, {padded.data(), chess.w, chess.h, 1, stride});
+    for (std::uint32_t y = 0; y < chess.h; ++y)
+      CHECK(std::memcmp(&padded[y * stride], &chess.px[std::size_t(y) * chess.w], chess.w) == 0);
+    const l3::ImageInfo info = l3::read_info(enc);
+    Bytes damaged = enc;
+    damaged[l3::core::kHeaderSize + 4 * std::size_t(info.tiles_x) * info.tiles_y] = 0x03;  // tile 0: kind 3
+    for (unsigned threads : {1u, 4u}) {
+      l3::DecodeOptions unchecked;
+      unchecked.verify_checksum = false;
+      unchecked.threads = threads;
+      std::string message;
+      try {
+        l3::decode(damaged, nullptr, unchecked);
+      } catch (const l3::Error& e) {
+        CHECK(e.code() == l3::errc::corrupt_tile);
+        message = e.what();
+      }
+      CAPTURE(message);
+      CHECK(message.find("tile 0") != std::string::npos);
     }
   }
   // A tile that differs from an earlier one in a single sample is coded, not copied.

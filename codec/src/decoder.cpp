@@ -144,27 +144,66 @@ void check_output(const MutableImageView& out, std::uint32_t w, std::uint32_t h,
   throw_error(static_cast<errc>(status), "tile " + std::to_string(tile));
 }
 
-// Decodes the tiles overlapping `region` into `out` (region-relative).
+// The part of a region inside one tile: tile-local columns [x0, x1) and rows
+// [y0, y1), and where its first pixel goes in the region's output.
+struct TilePart {
+  core::TileRect tile;
+  std::uint32_t x0, y0, x1, y1;
+  std::uint8_t* dst;
+};
+
+// Decodes the tiles overlapping `region` into `out` (region-relative). A tile
+// copy whose source lies wholly inside the region takes its rows from the
+// source's pixels, already in `out`, instead of decoding the same bytes again
+// (spec §3.3: a tile's pixels depend only on its bytes and shape); chessboards,
+// gradients and flat wallpaper areas are mostly copies. The sources are decoded
+// first, then the copies: a copy of a tile that fails is never read, and the
+// first failing tile is still the lowest (a source precedes its copies).
 void decode_into(const detail::ParsedImage& img, const Rect& region, const MutableImageView& out,
                  const DecodeOptions& options) {
   const ImageInfo& info = img.info;
   const std::size_t stride = out.stride ? out.stride : std::size_t(out.width) * out.channels;
   const core::TileGrid::Span span = img.grid.overlapped({region.x, region.y, region.width, region.height});
   const std::uint32_t cols = span.cols, count = cols * span.rows;
-  auto job = [&](std::uint32_t j) -> int {
-    const std::uint32_t i = img.grid.index(span.tx0 + j % cols, span.ty0 + j / cols);
+  auto tile_at = [&](std::uint32_t j) { return img.grid.index(span.tx0 + j % cols, span.ty0 + j / cols); };
+  auto part = [&](std::uint32_t i) {
     const core::TileRect tr = img.grid.tile(i);
-    // The part of the region inside this tile, in tile-local coordinates.
     const std::uint32_t x0 = std::max(region.x, tr.x), x1 = std::min(region.x + region.width, tr.x + tr.width);
     const std::uint32_t y0 = std::max(region.y, tr.y), y1 = std::min(region.y + region.height, tr.y + tr.height);
-    TileOutput o{out.data + std::size_t(y0 - region.y) * stride + std::size_t(x0 - region.x) * info.channels, stride,
-                 int(x0 - tr.x), int(y0 - tr.y), int(x1 - tr.x), int(y1 - tr.y)};
+    return TilePart{tr, x0 - tr.x, y0 - tr.y, x1 - tr.x, y1 - tr.y,
+                    out.data + std::size_t(y0 - region.y) * stride + std::size_t(x0 - region.x) * info.channels};
+  };
+  auto decode_job = [&](std::uint32_t i) -> int {
+    const TilePart p = part(i);
+    TileOutput o{p.dst, stride, int(p.x0), int(p.y0), int(p.x1), int(p.y1)};
     const detail::ParsedImage::TileBytes tb = img.tile_bytes(i);  // a copy's are its source's (spec §3.3)
-    return decode_tile(img.bytes.data() + tb.offset, tb.size, int(tr.width), int(tr.height),
+    return decode_tile(img.bytes.data() + tb.offset, tb.size, int(p.tile.width), int(p.tile.height),
                        int(info.channels), int(info.version), o, img.bytes.data() + img.bytes.size());
   };
-  const auto [bad, status] = run_parallel(count, options.threads, job);
-  if (status != core::kOk) throw_tile_error(img.grid.index(span.tx0 + bad % cols, span.ty0 + bad / cols), status);
+  auto copy_job = [&](std::uint32_t i) {
+    const TilePart p = part(i);
+    const core::TileRect src = img.grid.tile(img.bytes_tile(i));
+    const std::size_t row_bytes = std::size_t(p.x1 - p.x0) * info.channels;
+    const std::uint8_t* from = out.data + std::size_t(src.y + p.y0 - region.y) * stride +
+                               std::size_t(src.x + p.x0 - region.x) * info.channels;
+    for (std::uint32_t y = p.y0; y < p.y1; ++y, from += stride)
+      std::memcpy(p.dst + std::size_t(y - p.y0) * stride, from, row_bytes);
+    return core::kOk;
+  };
+  auto inside_region = [&](const core::TileRect& t) {
+    return t.x >= region.x && t.y >= region.y && t.x + t.width <= region.x + region.width &&
+           t.y + t.height <= region.y + region.height;
+  };
+  std::vector<std::uint32_t> decoded, copied;  // tile indices, ascending
+  decoded.reserve(count);
+  for (std::uint32_t j = 0; j < count; ++j) {
+    const std::uint32_t i = tile_at(j), source = img.bytes_tile(i);
+    (source != i && inside_region(img.grid.tile(source)) ? copied : decoded).push_back(i);
+  }
+  const auto [bad, status] = run_parallel(std::uint32_t(decoded.size()), options.threads,
+                                          [&](std::uint32_t k) { return decode_job(decoded[k]); });
+  if (status != core::kOk) throw_tile_error(decoded[bad], status);
+  run_parallel(std::uint32_t(copied.size()), options.threads, [&](std::uint32_t k) { return copy_job(copied[k]); });
 }
 
 }  // namespace

@@ -112,9 +112,12 @@ ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limit
   return img;
 }
 
+std::uint32_t ParsedImage::bytes_tile(std::uint32_t i) const {
+  return core::bytes_tile(load_u32(&bytes[core::kHeaderSize + 4 * std::uint64_t{i}]), i, info.version);
+}
+
 ParsedImage::TileBytes ParsedImage::tile_bytes(std::uint32_t i) const {
-  const std::uint32_t entry = load_u32(&bytes[core::kHeaderSize + 4 * std::uint64_t{i}]);
-  const std::uint32_t j = core::bytes_tile(entry, i, info.version);
+  const std::uint32_t j = bytes_tile(i);
   return {tile_offset[j], std::uint32_t(tile_offset[j + 1] - tile_offset[j])};
 }
 

@@ -29,6 +29,8 @@ struct ParsedImage {
     std::uint32_t size;
   };
   TileBytes tile_bytes(std::uint32_t i) const;
+  // The tile whose bytes tile i decodes from: a copy's source, or i (§3.3).
+  std::uint32_t bytes_tile(std::uint32_t i) const;
 
   std::uint32_t tile_count() const { return info.tiles_x * info.tiles_y; }
 };
