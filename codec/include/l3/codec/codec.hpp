@@ -89,9 +89,9 @@ struct EncodeOptions {
   // plane's context may add the residual code of the plane before it at the
   // same pixel (its errors go with the plane before's on photos and
   // gradients); the encoder sets it per plane and tile where its estimate
-  // says it saves at least 3% of the plane's bits, in tiles of more than 256
-  // colours, at effort 1 (the context waits for the plane before: CPU decode
-  // time), any saving in any tile at effort 2.
+  // says it saves bits: at effort 1 in tiles of more than 256 colours (user
+  // interfaces, text and masks rarely gain, and the estimate costs encode
+  // time), at effort 2 in any tile.
   // The stream is version 7 only when a plane has it. false: none, a stream
   // that decoders older than version 7 read.
   bool plane_contexts = true;
