@@ -543,6 +543,51 @@ TEST_CASE("tile copies (v5): a tile equal to an earlier one costs its table entr
   CHECK(decode(enc) == almost.px);
 }
 
+TEST_CASE("tile height: an image whose rows repeat across 32-row tiles gets the height that makes them copies") {
+  // spec §3.1, §3.3: a chessboard of 25-pixel squares with soft edges (the
+  // scikit-image chessboard: period 50 rows, the first square's top edge not
+  // softened) codes 4 of 8 tiles 25 rows high, 7 of 7 at 32.
+  const std::uint32_t side = 200, square = 25;
+  auto chessboard = [&](std::uint32_t c) {
+    Image im{side, side, c, Bytes(std::size_t(side) * side * c)};
+    auto level = [&](std::uint32_t x, std::uint32_t y) {
+      const bool dark = (x / square + y / square) % 2;
+      const bool edge_x = x % square == 0 && x > 0, edge_y = y % square == 0 && y > 0;
+      return std::uint8_t(dark ? (edge_x || edge_y ? 50 : 0) : (edge_x || edge_y ? 205 : 255));
+    };
+    for (std::uint32_t y = 0; y < side; ++y)
+      for (std::uint32_t x = 0; x < side; ++x)
+        for (std::uint32_t k = 0; k < c; ++k) im.px[(std::size_t(y) * side + x) * c + k] = std::uint8_t(level(x, y) ^ (k * 7));
+    return im;
+  };
+  for (std::uint32_t c : {1u, 3u}) {
+    const Image im = chessboard(c);
+    l3::EncodeOptions fixed;
+    fixed.tile_height = 32;
+    const Bytes chosen = encode(im), at_32 = l3::encode(im.view(), fixed);
+    CAPTURE(c);
+    CHECK(l3::read_info(chosen).tile_height == 25);
+    CHECK(l3::read_info(chosen).tile_copies >= 4);
+    CHECK(l3::read_info(at_32).tile_height == 32);
+    MESSAGE(c << " channels: " << chosen.size() << " bytes in 25-row tiles, " << at_32.size() << " in 32-row tiles");
+    CHECK(chosen.size() * 3 < at_32.size() * 2);
+    CHECK(decode(chosen) == im.px);
+    check_crops(chosen, im, {{0, 0, 200, 60}, {13, 40, 100, 100}});
+  }
+  // Kept at 32: rows that do not repeat, rows all alike (any height codes one
+  // band), effort 0, and a height the caller chose.
+  const Image noise = make(300, 200, 3, Pattern::noise, 5);
+  Image ramp = make(300, 200, 3, Pattern::gradient, 5);
+  for (std::uint32_t y = 1; y < ramp.h; ++y) std::memcpy(&ramp.px[std::size_t(y) * ramp.w * 3], &ramp.px[0], ramp.w * 3);
+  CHECK(l3::read_info(encode(noise)).tile_height == 32);
+  CHECK(l3::read_info(encode(ramp)).tile_height == 32);
+  l3::EncodeOptions effort0, chosen_height;
+  effort0.effort = 0;
+  chosen_height.tile_height = 20;
+  CHECK(l3::read_info(l3::encode(chessboard(1).view(), effort0)).tile_height == 32);
+  CHECK(l3::read_info(l3::encode(chessboard(1).view(), chosen_height)).tile_height == 20);
+}
+
 TEST_CASE("pixel copies (v6): a repeat in the row or the 4 rows above costs a length and an offset; round trips, crops, threads") {
   // spec/codec.md §4.6, §6.6. Text-like images (test_tile_pattern.hpp) in 1-4
   // channels, on a flat background (palette tiles) or a varied one (more

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "header.hpp"
@@ -108,12 +109,48 @@ std::vector<std::uint32_t> find_tile_copies(const ImageView& image, const core::
   return source;
 }
 
+// The tile height when the caller leaves it to the encoder (spec §3.1): 32,
+// or, for an image whose rows repeat with a period that 32-row tiles cut
+// across (a chessboard of 25-pixel squares: period 50), the height in 16..31
+// that leaves the fewest rows to code, the other bands of rows being tile
+// copies (§3.3). It must code fewer tiles than 32 rows do and at most three
+// quarters of their rows: short tiles cost per-tile bytes and idle GPU lanes
+// (§8). Bands are compared by their rows' hashes (find_tile_copies then
+// compares pixels); photos and wallpapers repeat no rows, and images whose
+// rows are all alike code one band at any height: both keep 32.
+std::uint32_t tile_height_for(const ImageView& image, const EncodeOptions& options) {
+  if (options.tile_height) return options.tile_height;
+  constexpr std::uint32_t kShortest = 16;
+  if (!options.tile_copies || options.effort < 1 || image.height < 2 * kShortest) return kDefaultTileHeight;
+  const std::size_t stride = image.stride ? image.stride : std::size_t(image.width) * image.channels;
+  std::vector<std::uint64_t> row(image.height);
+  for (std::uint32_t y = 0; y < image.height; ++y)
+    row[y] = XXH3_64bits(image.data + std::size_t(y) * stride, std::size_t(image.width) * image.channels);
+  auto coded_bands = [&](std::uint32_t th) {  // whole bands only: a clipped last one is coded at any height
+    std::unordered_set<std::uint64_t> seen;
+    std::uint32_t coded = 0;
+    for (std::uint32_t y = 0; y + th <= image.height; y += th)
+      coded += seen.insert(XXH3_64bits(&row[y], th * sizeof row[0])).second;
+    return coded;
+  };
+  const std::uint32_t bands_32 = coded_bands(kDefaultTileHeight), rows_32 = bands_32 * kDefaultTileHeight;
+  std::uint32_t best = kDefaultTileHeight, best_rows = rows_32;
+  for (std::uint32_t th = kDefaultTileHeight - 1; th >= kShortest; --th) {
+    const std::uint32_t bands = coded_bands(th);
+    if (bands < bands_32 && 4 * bands * th <= 3 * rows_32 && bands * th < best_rows) {
+      best = th;
+      best_rows = bands * th;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& options) {
   check_image(image);
   const std::uint32_t tw_log2 = tile_width_log2(options.tile_width);
-  const std::uint32_t th = options.tile_height ? options.tile_height : kDefaultTileHeight;
+  const std::uint32_t th = tile_height_for(image, options);
   if (th > core::kMaxTileHeight) throw_error(errc::invalid_argument, "tile height " + std::to_string(th) + " (must be 1..32)");
   if (options.effort < 0 || options.effort > 2)
     throw_error(errc::invalid_argument, "effort " + std::to_string(options.effort) + " (must be 0, 1 or 2)");
