@@ -71,7 +71,8 @@ def encode(array: Any, tile_width: int = 0, tile_height: int = 0, effort: int = 
            entropy: str = "auto") -> bytes:
     """Encodes a uint8 image, (H, W) or (H, W, C) with C in 1..4, to .l3i bytes.
 
-    tile_width: 0 (default) or a power of two 16..256; tile_height: 0 (32) or 1..32;
+    tile_width: 0 (default) or a power of two 16..256; tile_height: 0 (32, or fitted to an
+    image whose rows repeat) or 1..32;
     effort: 0 fixed transform/predictor, 1 chosen per tile, 2 smallest of every transform
     (slower, denser); threads: 0 = all cores. entropy: "auto" (rANS tiles where they save
     at least 10% of a tile's bytes), "off" (Rice codes only: the fastest CPU decode, about

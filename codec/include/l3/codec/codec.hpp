@@ -43,7 +43,7 @@ struct Limits {
 
 struct EncodeOptions {
   std::uint32_t tile_width = 0;   // 0: default (256, spec/codec.md §3.1); else 16..256, a power of two
-  std::uint32_t tile_height = 0;  // 0: default (32); else 1..32
+  std::uint32_t tile_height = 0;  // 0: the encoder's (32, or fitted to rows that repeat, spec §3.1); else 1..32
   int effort = 1;                 // 0: fixed transform/predictor; 1 (default): chosen per tile by
                                   // estimate; 2: every transform (and, in one-plane tiles, every
                                   // predictor) coded, the smallest kept (density); others: invalid_argument
