@@ -1,3 +1,5 @@
+import struct
+
 import numpy as np
 import pytest
 
@@ -95,11 +97,28 @@ def test_tile_copies():
     assert l3.info(l3.encode(cell))["tile_copies"] == 0
 
 
+def rans_tiles(data: bytes) -> int:
+    """Coded tiles with mode bit 6 set (entropy-coded, spec/codec.md §4, §4.5)."""
+    width, height, tw_log2, th = *struct.unpack_from("<II", data, 8), data[16], data[17]
+    count = -(-width >> tw_log2) * -(-height // th)
+    entries = struct.unpack_from(f"<{count}I", data, 28)
+    offset, found = 28 + 4 * count, 0
+    for entry in entries:
+        if entry >> 31:  # a tile copy (§3.3): no bytes of its own
+            continue
+        mode = data[offset]
+        found += (mode & 3) == 0 and bool(mode & 0x40)
+        offset += entry
+    return found
+
+
 def test_encode_entropy_modes():
     rng = np.random.default_rng(5)
     img = np.cumsum(rng.integers(0, 3, (64, 256, 3)), axis=1).astype(np.uint8)  # gradients: rANS pays
     off, auto, best = (l3.encode(img, entropy=e) for e in ("off", "auto", "max"))
-    assert l3.info(off)["version"] in (2, 4, 5)  # no rANS tile (v2; v4 with zero rows, v5 with tile copies)
+    # Rice codes only: v2, or v4 with zero rows, v5 with tile copies, v7 with plane contexts (spec §11).
+    assert rans_tiles(off) == 0 and rans_tiles(best) > 0
+    assert l3.info(off)["version"] in (2, 4, 5, 7)
     assert len(best) <= len(auto) <= len(off)
     assert l3.encode(img, entropy="10") == auto
     for data in (off, auto, best):
