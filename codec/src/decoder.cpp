@@ -180,9 +180,12 @@ void decode_into(const detail::ParsedImage& img, const Rect& region, const Mutab
     return decode_tile(img.bytes.data() + tb.offset, tb.size, int(p.tile.width), int(p.tile.height),
                        int(info.channels), int(info.version), o, img.bytes.data() + img.bytes.size());
   };
-  auto copy_job = [&](std::uint32_t i) {
-    const TilePart p = part(i);
-    const core::TileRect src = img.grid.tile(img.bytes_tile(i));
+  struct Copy {
+    std::uint32_t tile, source;
+  };
+  auto copy_job = [&](Copy c) {
+    const TilePart p = part(c.tile);
+    const core::TileRect src = img.grid.tile(c.source);
     const std::size_t row_bytes = std::size_t(p.x1 - p.x0) * info.channels;
     const std::uint8_t* from = out.data + std::size_t(src.y + p.y0 - region.y) * stride +
                                std::size_t(src.x + p.x0 - region.x) * info.channels;
@@ -194,11 +197,15 @@ void decode_into(const detail::ParsedImage& img, const Rect& region, const Mutab
     return t.x >= region.x && t.y >= region.y && t.x + t.width <= region.x + region.width &&
            t.y + t.height <= region.y + region.height;
   };
-  std::vector<std::uint32_t> decoded, copied;  // tile indices, ascending
+  std::vector<std::uint32_t> decoded;  // tile indices, ascending
+  std::vector<Copy> copied;
   decoded.reserve(count);
   for (std::uint32_t j = 0; j < count; ++j) {
     const std::uint32_t i = tile_at(j), source = img.bytes_tile(i);
-    (source != i && inside_region(img.grid.tile(source)) ? copied : decoded).push_back(i);
+    if (source != i && inside_region(img.grid.tile(source)))
+      copied.push_back({i, source});
+    else
+      decoded.push_back(i);
   }
   const auto [bad, status] = run_parallel(std::uint32_t(decoded.size()), options.threads,
                                           [&](std::uint32_t k) { return decode_job(decoded[k]); });

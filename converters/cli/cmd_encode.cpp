@@ -39,7 +39,8 @@ void add_encode_command(CLI::App& app) {
   command->add_option("OUT", args->output, "Output .l3i file")->required();
   command->add_option("--tile-width", args->options.tile_width, "Tile width (default: the codec's)")
       ->check(CLI::Number & tile_width_check);
-  command->add_option("--tile-height", args->options.tile_height, "Tile height, 1..32 (default: 32, or fitted to an image whose rows repeat across 32-row tiles)")
+  command->add_option("--tile-height", args->options.tile_height,
+                      "Tile height, 1..32 (default: 32, or fitted to an image whose rows repeat across 32-row tiles)")
       ->check(CLI::Range(1, 32));
   command->add_option("--effort", args->options.effort,
                       "0: fixed transform and predictor; 1: chosen per tile (default); 2: smallest of every "

@@ -102,8 +102,9 @@ struct EncodeOptions {
 // at least 10%), "off" (Rice codes only: a version 2 stream, or 4 with zero
 // rows, 7 with plane contexts; the fastest CPU decode), "max" (rANS wherever
 // smaller) or a percentage "0".."100" (rANS where it saves at least that share
-// of a tile's bytes; effort 2 ignores the share). Sets entropy_coding and entropy_min_saving_percent; anything else:
-// invalid_argument naming the choices.
+// of a tile's bytes; effort 2 ignores the share). Sets entropy_coding and
+// entropy_min_saving_percent; anything else: invalid_argument naming the
+// choices.
 void set_entropy_mode(EncodeOptions& options, std::string_view mode);
 // The inverse: "auto", "off", "max" or the percentage.
 std::string entropy_mode(const EncodeOptions& options);
