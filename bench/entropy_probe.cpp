@@ -18,7 +18,19 @@
 // Projected image bytes = l3 bytes - (Rice rows + k tables + run_k of coded tiles) + (ANS rows
 // + tables); "min" variants keep Rice in tiles where it is smaller (tile tables only).
 //
-// Usage: entropy_probe [--state-bytes N] IMAGE...
+// --contexts (spec §12, "Contexts from plane values, measured before building"): instead, the
+// same values under other context sources, each with per-tile tables and with one table set per
+// image: today's 4 groups of code activity (codes4); the activity of the neighbours' plane
+// values |W - NW| + |N - NW| (values4) and + |NE - N| (values4_ne) in the same 4 groups; the
+// signs (-, 0, +) of N - NW and NW - W (signs9), of NE - N, N - NW and NW - W (signs27), of N - NW
+// (signs3_up) and of NE - N and N - NW (signs9_up), each times the 4 code groups; LOCO-I's
+// gradient contexts (81 without NE, 729 with). Then per tile and plane the cheapest of its own
+// codes4 tables and the image's tables of a source (one bit per plane to say which; the image's
+// tables counted once), with every context a table (choice_tile_*) and with the image's contexts
+// clustered greedily into 16 tables (_k16). NE is row r - 1, column c + 1 (on the first row W,
+// in the last column N): a lag-2 wavefront's neighbour. Rows cost bits / 8 + state bytes + 0.5.
+//
+// Usage: entropy_probe [--state-bytes N] [--contexts] IMAGE...
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -55,6 +67,13 @@ struct Sym {
   std::uint16_t ctx;  // plane * 16 + bucket, or kRunContext
   std::uint16_t u;
   std::uint8_t row;
+  // Contexts from the neighbours' plane values instead of their codes (--contexts; a residual
+  // code's, run lengths 0): the bucket of |W - NW| + |N - NW| (vbucket) and of that plus
+  // |NE - N| (vbucket_ne), and LOCO-I's (JPEG-LS's) gradient context, the differences NE - N,
+  // N - NW, NW - W each quantised to 9 levels by sign and the thresholds 1, 3, 7, 21
+  // (gradients, 0..728; gradients_wn: the last two alone, 0..80).
+  std::uint8_t vbucket = 0, vbucket_ne = 0;
+  std::uint16_t gradients = 0, gradients_wn = 0;
 };
 
 struct TileRecord {
@@ -63,6 +82,30 @@ struct TileRecord {
   std::uint64_t rice_row_bytes = 0;  // the row streams as coded today
   std::uint64_t rice_params = 0;     // k tables (8 bytes per coded plane) and run_k
 };
+
+// The NE neighbour's plane value (row r - 1, column c + 1) with the edge rules a lag-2 wavefront
+// would have: on the tile's first row NE = W (as N and NW), in its last column NE = N.
+int north_east(const core::CodedTileParams& t, const std::vector<int>& val, int width, int r, int c, int p,
+               const core::Neighbours& nb) {
+  if (r == 0) return nb.w[p];
+  if (c + 1 >= width) return nb.n[p];
+  return val[(std::size_t(r - 1) * width + std::size_t(c + 1)) * std::size_t(t.channels) + std::size_t(p)];
+}
+
+int gradient_level(int d) {
+  const int a = d < 0 ? -d : d;
+  const int q = (a >= 1) + (a >= 3) + (a >= 7) + (a >= 21);
+  return 4 + (d < 0 ? -q : q);
+}
+
+void value_contexts(int w, int n, int nw, int ne, Sym& sym) {
+  auto dist = [](int a, int b) { return a < b ? b - a : a - b; };
+  const int a2 = dist(w, nw) + dist(n, nw), a3 = a2 + dist(ne, n);
+  sym.vbucket = std::uint8_t(core::bucket_of(a2));
+  sym.vbucket_ne = std::uint8_t(core::bucket_of(a3));
+  sym.gradients_wn = std::uint16_t(gradient_level(n - nw) * 9 + gradient_level(nw - w));
+  sym.gradients = std::uint16_t(gradient_level(ne - n) * 81 + sym.gradients_wn);
+}
 
 // Walks one coded tile as the CPU decoder does (rows in order, §6), recording every Rice value.
 bool walk_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int channels, TileRecord& rec) {
@@ -95,7 +138,9 @@ bool walk_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int c
         if (!zero && !pp.constant) {
           const int a = core::activity(nb.uw[p], nb.un[p], nb.unw[p]);
           u = core::read_rice(s.br, core::k_for_activity(pp, a));
-          rec.syms.push_back({std::uint16_t(p * 16 + core::bucket_of(a)), std::uint16_t(u), std::uint8_t(r)});
+          Sym sym{std::uint16_t(p * 16 + core::bucket_of(a)), std::uint16_t(u), std::uint8_t(r)};
+          value_contexts(nb.w[p], nb.n[p], nb.nw[p], north_east(t, val, w, r, c, p, nb), sym);
+          rec.syms.push_back(sym);
         }
         val[at(r, c, p)] = pred + core::unzigzag(u);
         code[at(r, c, p)] = int(u);
@@ -204,24 +249,244 @@ const Variant kVariants[] = {
     {"img16", &kG16, true},   {"img8", &kG8, true},   {"img4", &kG4, true},
 };
 
+// ---- --contexts: where a value's context comes from (spec §12, "Contexts from plane values") ----
+//
+// Each source maps a residual code to one of `per_plane` contexts of its plane; run lengths keep
+// their one context in every source. Costs as above (tokens under 12-bit quantised tables, table
+// bits), but a row's bytes are its bits / 8 plus state_bytes + 0.5 (the same for every source).
+constexpr int kGroup4[16] = {0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+int sign_level(int gradient_level) { return gradient_level < 4 ? 0 : gradient_level == 4 ? 1 : 2; }
+
+struct Source {
+  const char* name;
+  int per_plane;
+  int (*local)(const Sym&);  // the context within the plane
+};
+const Source kSources[] = {
+    {"codes4", 4, [](const Sym& s) { return kGroup4[s.ctx % 16]; }},
+    {"values4", 4, [](const Sym& s) { return kGroup4[s.vbucket]; }},
+    {"values4_ne", 4, [](const Sym& s) { return kGroup4[s.vbucket_ne]; }},
+    {"signs9_codes4", 36,
+     [](const Sym& s) { return (sign_level(s.gradients_wn / 9) * 3 + sign_level(s.gradients_wn % 9)) * 4 + kGroup4[s.ctx % 16]; }},
+    {"signs27_codes4", 108,
+     [](const Sym& s) {
+       const int g = s.gradients;
+       return ((sign_level(g / 81) * 3 + sign_level(g / 9 % 9)) * 3 + sign_level(g % 9)) * 4 + kGroup4[s.ctx % 16];
+     }},
+    {"signs3_up_codes4", 12, [](const Sym& s) { return sign_level(s.gradients_wn / 9) * 4 + kGroup4[s.ctx % 16]; }},
+    {"signs9_up_codes4", 36,
+     [](const Sym& s) {
+       return (sign_level(s.gradients / 81) * 3 + sign_level(s.gradients / 9 % 9)) * 4 + kGroup4[s.ctx % 16];
+     }},
+    {"gradients81", 81, [](const Sym& s) { return int(s.gradients_wn); }},
+    {"gradients729_ne", 729, [](const Sym& s) { return int(s.gradients); }},
+};
+constexpr int kSourceCount = int(sizeof kSources / sizeof kSources[0]);
+
+int source_ctx(const Source& src, const Sym& s) {
+  return s.ctx == kRunContext ? 4 * src.per_plane : (s.ctx / 16) * src.per_plane + src.local(s);
+}
+
+Hist source_hist(const Source& src, const TileRecord& t) {
+  Hist h(std::size_t(4 * src.per_plane + 1), std::array<std::uint32_t, kTokens>{});
+  for (const Sym& s : t.syms) ++h[std::size_t(source_ctx(src, s))][std::size_t(tokenize(s.u).token)];
+  return h;
+}
+
+// Bits per plane (index 4: run lengths) of a tile's values under cost tables `cost`, plus the
+// table bits of `tables` (per plane, its contexts'), when given.
+// `cluster`, when given, maps each context to the table that codes it.
+std::array<double, 5> plane_bits(const Source& src, const TileRecord& t, const std::vector<std::array<double, kTokens>>& cost,
+                                 const Hist* tables, const std::vector<int>* cluster = nullptr) {
+  std::array<double, 5> bits{};
+  for (const Sym& s : t.syms) {
+    const Token k = tokenize(s.u);
+    const int plane = s.ctx == kRunContext ? 4 : s.ctx / 16;
+    int x = source_ctx(src, s);
+    if (cluster) x = (*cluster)[std::size_t(x)];
+    bits[std::size_t(plane)] += cost[std::size_t(x)][std::size_t(k.token)] + k.raw_bits;
+  }
+  if (tables)
+    for (int plane = 0; plane <= 4; ++plane) {
+      const int n = plane == 4 ? 1 : src.per_plane;
+      const auto first = tables->begin() + plane * src.per_plane;
+      bits[std::size_t(plane)] += table_bits(Hist(first, first + n));
+    }
+  return bits;
+}
+
+double entropy_bits(const std::array<std::uint64_t, kTokens>& h) {
+  std::uint64_t n = 0;
+  double sum = 0;
+  for (auto v : h) {
+    n += v;
+    if (v) sum += double(v) * std::log2(double(v));
+  }
+  return n ? double(n) * std::log2(double(n)) - sum : 0.0;
+}
+
+// JPEG XL's context clustering, greedily: the residual contexts of `h` (all but the last, run
+// lengths, which keeps a table of its own) merged pairwise, cheapest first (the merged counts'
+// entropy minus the two parts'), until `k` tables remain. Returns context -> table (0..k).
+std::vector<int> cluster_contexts(const Hist& h, int k) {
+  const int n = int(h.size()) - 1;
+  std::vector<std::array<std::uint64_t, kTokens>> c(static_cast<std::size_t>(n));
+  std::vector<int> of(static_cast<std::size_t>(n));  // context -> cluster representative
+  std::vector<int> alive;
+  for (int i = 0; i < n; ++i) {
+    for (int t = 0; t < kTokens; ++t) c[std::size_t(i)][std::size_t(t)] = h[std::size_t(i)][std::size_t(t)];
+    of[std::size_t(i)] = i;
+    bool used = false;
+    for (auto v : h[std::size_t(i)]) used |= v != 0;
+    if (used) alive.push_back(i);
+  }
+  auto merged_cost = [&](int a, int b) {
+    std::array<std::uint64_t, kTokens> m{};
+    for (int t = 0; t < kTokens; ++t) m[std::size_t(t)] = c[std::size_t(a)][std::size_t(t)] + c[std::size_t(b)][std::size_t(t)];
+    return entropy_bits(m) - entropy_bits(c[std::size_t(a)]) - entropy_bits(c[std::size_t(b)]);
+  };
+  // Merge costs of every pair of live clusters, kept up to date: a merge changes only the
+  // merged cluster's row.
+  const std::size_t m = alive.size();
+  std::vector<double> delta(m * m, 0.0);
+  std::vector<char> live(m, 1);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = i + 1; j < m; ++j) delta[i * m + j] = merged_cost(alive[i], alive[j]);
+  for (std::size_t left = m; int(left) > k; --left) {
+    double best = 1e300;
+    std::size_t ba = 0, bb = 1;
+    for (std::size_t i = 0; i < m; ++i) {
+      if (!live[i]) continue;
+      for (std::size_t j = i + 1; j < m; ++j)
+        if (live[j] && delta[i * m + j] < best) best = delta[i * m + j], ba = i, bb = j;
+    }
+    const int a = alive[ba], b = alive[bb];
+    for (int t = 0; t < kTokens; ++t) c[std::size_t(a)][std::size_t(t)] += c[std::size_t(b)][std::size_t(t)];
+    for (int& o : of)
+      if (o == b) o = a;
+    live[bb] = 0;
+    for (std::size_t j = 0; j < m; ++j) {
+      if (!live[j] || j == ba) continue;
+      const double d = merged_cost(a, alive[j]);
+      delta[std::min(ba, j) * m + std::max(ba, j)] = d;
+    }
+  }
+  std::vector<int> kept;
+  for (std::size_t i = 0; i < m; ++i)
+    if (live[i]) kept.push_back(alive[i]);
+  alive = kept;
+  std::vector<int> table(static_cast<std::size_t>(n) + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    const auto it = std::find(alive.begin(), alive.end(), of[std::size_t(i)]);
+    table[std::size_t(i)] = it == alive.end() ? 0 : int(it - alive.begin());
+  }
+  table[std::size_t(n)] = k;  // run lengths
+  return table;
+}
+
+// Prints, per source, the image's bytes with per-tile tables, then with one table set per image;
+// then per tile and plane the cheaper of codes4 and values4 (one bit per plane to say which),
+// and of codes4, values4 and values4_ne.
+void print_contexts(const std::vector<TileRecord>& tiles, double base, int state_bytes) {
+  double rows = 0;
+  for (const TileRecord& t : tiles) rows += t.height;
+  const double row_bytes = rows * (state_bytes + 0.5);
+  std::vector<std::vector<std::array<double, 5>>> tile_bits(kSourceCount);   // [source][tile]
+  std::vector<std::vector<std::array<double, 5>>> image_bits(kSourceCount);  // [source][tile], image tables
+  std::vector<double> image_table_bits(kSourceCount);
+  for (int i = 0; i < kSourceCount; ++i) {
+    double tile_total = 0;
+    for (const TileRecord& t : tiles) {
+      const Hist h = source_hist(kSources[i], t);
+      const auto b = plane_bits(kSources[i], t, costs_of(h), &h);
+      tile_bits[std::size_t(i)].push_back(b);
+      for (double x : b) tile_total += x;
+    }
+    Hist image(std::size_t(4 * kSources[i].per_plane + 1), std::array<std::uint32_t, kTokens>{});
+    for (const TileRecord& t : tiles) {
+      const Hist h = source_hist(kSources[i], t);
+      for (std::size_t x = 0; x < h.size(); ++x)
+        for (int k = 0; k < kTokens; ++k) image[x][std::size_t(k)] += h[x][std::size_t(k)];
+    }
+    const auto cost = costs_of(image);
+    image_table_bits[std::size_t(i)] = table_bits(image);
+    double image_total = image_table_bits[std::size_t(i)];
+    for (const TileRecord& t : tiles) {
+      image_bits[std::size_t(i)].push_back(plane_bits(kSources[i], t, cost, nullptr));
+      for (double x : image_bits[std::size_t(i)].back()) image_total += x;
+    }
+    std::printf("\t%.0f\t%.0f", base + row_bytes + tile_total / 8, base + row_bytes + image_total / 8);
+  }
+  for (const int choices : {2, 3}) {
+    double total = 0;
+    for (std::size_t t = 0; t < tiles.size(); ++t)
+      for (int plane = 0; plane <= 4; ++plane) {
+        double best = tile_bits[0][t][std::size_t(plane)];
+        for (int i = 1; i < choices; ++i) best = std::min(best, tile_bits[std::size_t(i)][t][std::size_t(plane)]);
+        total += best + (plane < 4 ? 1 : 0);
+      }
+    std::printf("\t%.0f", base + row_bytes + total / 8);
+  }
+  // Per tile and plane: its own codes4 tables, or the image's tables of source i (shared by the
+  // tiles that take them; their bits counted once, though the tiles that keep their own would
+  // change the shared statistics: an estimate).
+  // The same with the image's contexts clustered into 16 tables (a context -> table map of 4 bits
+  // per context).
+  for (const int i : {3, 4, 5, 6}) {
+    const Source& src = kSources[i];
+    Hist image(std::size_t(4 * src.per_plane + 1), std::array<std::uint32_t, kTokens>{});
+    for (const TileRecord& t : tiles) {
+      const Hist h = source_hist(src, t);
+      for (std::size_t x = 0; x < h.size(); ++x)
+        for (int k = 0; k < kTokens; ++k) image[x][std::size_t(k)] += h[x][std::size_t(k)];
+    }
+    constexpr int kTables = 16;
+    const std::vector<int> cluster = cluster_contexts(image, kTables);
+    Hist clustered(kTables + 1, std::array<std::uint32_t, kTokens>{});
+    for (std::size_t x = 0; x < image.size(); ++x)
+      for (int k = 0; k < kTokens; ++k) clustered[std::size_t(cluster[x])][std::size_t(k)] += image[x][std::size_t(k)];
+    double total = table_bits(clustered) + 4.0 * double(image.size());
+    const auto cost = costs_of(clustered);
+    for (std::size_t t = 0; t < tiles.size(); ++t) {
+      const auto b = plane_bits(src, tiles[t], cost, nullptr, &cluster);
+      for (int plane = 0; plane <= 4; ++plane)
+        total += std::min(tile_bits[0][t][std::size_t(plane)], b[std::size_t(plane)]) + (plane < 4 ? 1 : 0);
+    }
+    std::printf("\t%.0f", base + row_bytes + total / 8);
+  }
+  for (const int i : {3, 4, 5, 6, 8}) {
+    double total = image_table_bits[std::size_t(i)];
+    for (std::size_t t = 0; t < tiles.size(); ++t)
+      for (int plane = 0; plane <= 4; ++plane)
+        total += std::min(tile_bits[0][t][std::size_t(plane)], image_bits[std::size_t(i)][t][std::size_t(plane)]) + (plane < 4 ? 1 : 0);
+    std::printf("\t%.0f", base + row_bytes + total / 8);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int state_bytes = 4;
+  bool contexts = false;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--state-bytes" && i + 1 < argc) state_bytes = std::atoi(argv[++i]);
+    else if (a == "--contexts") contexts = true;
     else files.push_back(a);
   }
   if (files.empty()) {
-    std::fprintf(stderr, "usage: entropy_probe [--state-bytes N] IMAGE...\n");
+    std::fprintf(stderr, "usage: entropy_probe [--state-bytes N] [--contexts] IMAGE...\n");
     return 2;
   }
   std::printf("file\tpixels\tl3_bytes\trice_rows\trice_params\tsamples\tzero_samples");
-  for (const Variant& v : kVariants) std::printf("\t%s\t%s_min", v.name, v.name);
-  std::printf("\ttile_any_min");
-  std::printf("\n");
+  if (contexts) {
+    for (const Source& src : kSources) std::printf("\t%s_tile\t%s_image", src.name, src.name);
+    std::printf("\tchoice_codes_values\tchoice_codes_values_ne\tchoice_tile_signs9_k16\tchoice_tile_signs27_k16\tchoice_tile_signs3_up_k16\tchoice_tile_signs9_up_k16\tchoice_tile_signs9\tchoice_tile_signs27\tchoice_tile_signs3_up\tchoice_tile_signs9_up\tchoice_tile_gradients729\n");
+  } else {
+    for (const Variant& v : kVariants) std::printf("\t%s\t%s_min", v.name, v.name);
+    std::printf("\ttile_any_min\n");
+  }
   for (const std::string& file : files) {
     try {
       const l3::Image img = l3::load_image(file);
@@ -257,6 +522,12 @@ int main(int argc, char** argv) {
                   (unsigned long long)rice_rows, (unsigned long long)rice_params, (unsigned long long)samples,
                   (unsigned long long)zeros);
       const double base = double(enc.size()) - double(rice_rows) - double(rice_params);
+      if (contexts) {
+        print_contexts(tiles, base, state_bytes);
+        std::printf("\n");
+        std::fflush(stdout);
+        continue;
+      }
       for (const Variant& v : kVariants) {
         double all = base, best = base;
         if (v.image_tables) {
