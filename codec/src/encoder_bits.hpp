@@ -74,6 +74,13 @@ struct KCosts {
     }
     for (int k = 0; k < kKs; ++k) large[bucket][k] += std::uint32_t(rice_length(u, k));
   }
+  // Adds another set of costs to these.
+  void merge(const KCosts& o) {
+    for (std::uint32_t b = 0; b < core::kBuckets; ++b) {
+      for (std::uint32_t u = 0; u < kSmall; ++u) hist[b][u] += o.hist[b][u];
+      for (int k = 0; k < kKs; ++k) large[b][k] += o.large[b][k];
+    }
+  }
   // Best k per bucket and the total bits with it.
   std::uint64_t choose(std::uint8_t* k_out) const {
     std::uint64_t total = 0;

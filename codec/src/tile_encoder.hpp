@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "encoder_bits.hpp"
@@ -619,7 +620,8 @@ private:
   }
 
   // Walks row r through the run state machine of spec §6.4, calling
-  // run(len) for each run symbol and pixel(c) for each pixel coded normally;
+  // run(len) (or run(c, len), the run's first column too) for each run
+  // symbol and pixel(c) for each pixel coded normally;
   // with copies (copies_on_, spec §6.6), copy(ref) at each point where the
   // decoder reads a copy length (ref.len 0: no copy there). A zero run ends
   // where a copy starts.
@@ -639,7 +641,8 @@ private:
       if (run_mode && !blocked && run_context(r, c)) {
         int len = 0;
         while (c + len < w_ && pixel_is_zero(r, c + len) && !(copies && copies[c + len].len)) ++len;
-        run(len);
+        if constexpr (std::is_invocable_v<OnRun, int, int>) run(c, len);
+        else run(len);
         if (len > 0) {
           c += len;
           blocked = true;
@@ -656,32 +659,48 @@ private:
     walk_row(r, run_mode, run, pixel, [](const CopyRef&) {});
   }
 
-  std::uint64_t plan(bool run_mode, std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels>& k,
-                     std::uint8_t& run_k) const {
-    std::array<KCosts, core::kMaxChannels> costs{};
+  // The Rice plans of the tile without and with run mode (spec §6.4, §7.2):
+  // each plane's k per bucket and the run lengths' k, and the bits of each.
+  // One walk in run mode makes both: the pixels of a run have all codes 0,
+  // so the plan without runs is the run plan's costs plus a zero code in
+  // each run pixel's bucket of each coded plane.
+  struct RicePlans {
+    std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels> k_plain{}, k_run{};
+    std::uint8_t run_k = 0;
+    std::uint64_t plain_bits = 0, run_bits = 0;
+  };
+  RicePlans rice_plans() const {
+    std::array<KCosts, core::kMaxChannels> costs{}, run_pixels{};
     RunCosts run_costs;
     for (int r = 0; r < h_; ++r)
       if (!zero_row(r))
-        walk_row(r, run_mode, [&](int len) { run_costs.add(std::uint32_t(len)); },
+        walk_row(r, true,
+                 [&](int c, int len) {
+                   run_costs.add(std::uint32_t(len));
+                   for (int p = 0; p < ch_; ++p)
+                     if (!params_.plane[p].constant)
+                       for (int j = c; j < c + len; ++j) run_pixels[p].add(bucket_[pat(p, r, j)], 0);
+                 },
                  [&](int c) {
                    for (int p = 0; p < ch_; ++p)
                      if (!params_.plane[p].constant) costs[p].add(bucket_[pat(p, r, c)], sym_[pat(p, r, c)]);
                  });
-    std::uint64_t total = 0;
-    for (int p = 0; p < ch_; ++p) total += costs[p].choose(k[p].data());
-    run_k = 0;
-    if (run_mode) total += run_costs.choose(run_k) + 8;
-    return total;
+    RicePlans plans;
+    for (int p = 0; p < ch_; ++p) {
+      plans.run_bits += costs[p].choose(plans.k_run[p].data());
+      run_pixels[p].merge(costs[p]);
+      plans.plain_bits += run_pixels[p].choose(plans.k_plain[p].data());
+    }
+    plans.run_bits += run_costs.choose(plans.run_k) + 8;
+    return plans;
   }
 
   std::vector<std::uint8_t> coded_tile() {
-    std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels> k_plain{}, k_run{};
-    std::uint8_t run_k = 0, unused = 0;
-    const std::uint64_t plain_bits = plan(false, k_plain, unused);
-    const std::uint64_t run_bits = plan(true, k_run, run_k);
-    params_.run_mode = run_bits < plain_bits;
-    params_.run_k = run_k;
-    const auto& k = params_.run_mode ? k_run : k_plain;
+    const RicePlans plans = rice_plans();
+    params_.run_mode = plans.run_bits < plans.plain_bits;
+    params_.run_k = plans.run_k;
+    const std::uint8_t run_k = plans.run_k;
+    const auto& k = params_.run_mode ? plans.k_run : plans.k_plain;
 
     std::vector<std::vector<std::uint8_t>> rows(h_);
     for (int r = 0; r < h_; ++r) {
