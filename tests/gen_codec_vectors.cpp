@@ -77,6 +77,7 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
           const std::uint32_t px = x % 21, py = y % 3;
           v = int(px * 11 + py * 37 + k * 60 + (x / 21) * 5 + (y / 9) * 3);
         }
+        if (pattern == 16) v = x < 40 && (seed >> 30) == 0 ? int(seed >> 24) : 90 + int(k) * 40;  // sparse noise, flat: rANS runs pay
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
   if (pattern == 10 || pattern == 12) {
@@ -417,7 +418,7 @@ int main(int argc, char** argv) {
     // Entropy-coded tiles (version 3, spec §4.5, §7.4): 64 x 32 tiles, where
     // the tables pay for themselves.
     const Image smooth = make_image(80, 40, 3, 8), smooth_opaque = make_image(64, 32, 4, 8);
-    const Image runs = make_image(64, 32, 3, 9), chess_big = make_image(64, 32, 1, 7);
+    const Image runs = make_image(64, 32, 3, 16), chess_big = make_image(64, 32, 1, 7);
     const Bytes smooth_bytes = encode(smooth, 64, 32, true);
     const Bytes runs_bytes = encode(runs, 64, 32, true);
     auto first_ans = [](const Bytes& b, const char* what) {

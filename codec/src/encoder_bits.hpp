@@ -59,26 +59,65 @@ inline void write_rice(BitWriter& bw, std::uint32_t u, int k) {
   }
 }
 
+// Hybrid-integer token of a value: u < 16 is its own token; else, with
+// n = floor(log2 u), token 16 + 2 (n - 4) + bit n-1 of u and n - 1 raw bits.
+struct AnsToken {
+  int token, raw_bits;
+  std::uint32_t raw;
+};
+inline AnsToken ans_token(std::uint32_t u) {
+  if (u < std::uint32_t(core::kAnsDirect)) return {int(u), 0, 0};
+  const int n = 31 - core::clz32(u);
+  return {core::kAnsDirect + 2 * (n - 4) + int((u >> (n - 1)) & 1), n - 1, u & ((1u << (n - 1)) - 1)};
+}
+// The raw bits of token t: 0 below kAnsDirect, else n - 1 with n = 4 + (t - 16) / 2.
+inline int ans_token_raw_bits(int t) { return t < core::kAnsDirect ? 0 : 3 + (t - core::kAnsDirect) / 2; }
+// The tokens of codes below KCosts::kSmall (32): 0..17.
+inline constexpr int kSmallTokens = core::kAnsDirect + 2;
+
 // Cost of each Rice parameter per context bucket, accumulated over samples.
 // Small codes (most of them) are counted in a histogram, costed once per tile
 // in choose(); larger ones add their exact lengths at once. 32-bit sums: a
 // tile has at most 256 * 32 samples per plane of at most 30 bits.
+// The larger codes' tokens (spec §7.4) are counted too, so that the
+// entropy-coded form's histograms follow from these (ans_tokens).
 struct KCosts {
   static constexpr std::uint32_t kSmall = 32;
   std::array<std::array<std::uint32_t, kSmall>, core::kBuckets> hist{};
   std::array<std::array<std::uint32_t, kKs>, core::kBuckets> large{};
+  std::array<std::array<std::uint32_t, core::kAnsTokens>, core::kBuckets> large_tokens{};
   void add(int bucket, std::uint32_t u) {
     if (u < kSmall) {
       ++hist[bucket][u];
       return;
     }
     for (int k = 0; k < kKs; ++k) large[bucket][k] += std::uint32_t(rice_length(u, k));
+    ++large_tokens[bucket][ans_token(u).token];
+  }
+  // Adds the codes' tokens to `tokens` (context `group_base` + the bucket's
+  // group, spec §4.5) and their raw bits to `raw_bits`.
+  template <class Hists>
+  void ans_tokens(int group_base, Hists& tokens, std::uint64_t& raw_bits) const {
+    for (int b = 0; b < int(core::kBuckets); ++b) {
+      auto& h = tokens[std::size_t(group_base + core::ans_group_of_bucket(b))];
+      for (std::uint32_t u = 0; u < kSmall; ++u) {
+        if (!hist[b][u]) continue;
+        const AnsToken t = ans_token(u);
+        h[t.token] += hist[b][u];
+        raw_bits += std::uint64_t(hist[b][u]) * std::uint32_t(t.raw_bits);
+      }
+      for (int t = kSmallTokens; t < core::kAnsTokens; ++t) {
+        h[t] += large_tokens[b][t];
+        raw_bits += std::uint64_t(large_tokens[b][t]) * std::uint32_t(ans_token_raw_bits(t));
+      }
+    }
   }
   // Adds another set of costs to these.
   void merge(const KCosts& o) {
     for (std::uint32_t b = 0; b < core::kBuckets; ++b) {
       for (std::uint32_t u = 0; u < kSmall; ++u) hist[b][u] += o.hist[b][u];
       for (int k = 0; k < kKs; ++k) large[b][k] += o.large[b][k];
+      for (int t = 0; t < core::kAnsTokens; ++t) large_tokens[b][t] += o.large_tokens[b][t];
     }
   }
   // Best k per bucket and the total bits with it.
@@ -108,8 +147,13 @@ struct KCosts {
 
 struct RunCosts {
   std::array<std::uint64_t, kKs> bits{};
+  std::array<std::uint32_t, core::kAnsTokens> tokens{};  // spec §7.4
+  std::uint64_t raw_bits = 0;                            // the tokens' raw bits
   void add(std::uint32_t run) {
     for (int k = 0; k < kKs; ++k) bits[k] += rice_length(run, k);
+    const AnsToken t = ans_token(run);
+    ++tokens[t.token];
+    raw_bits += std::uint32_t(t.raw_bits);
   }
   std::uint64_t choose(std::uint8_t& k_out) const {
     int best = 0;
@@ -122,17 +166,6 @@ struct RunCosts {
 
 // ---- Entropy-coded tiles (spec §4.5, §7.4) ----------------------------------
 
-// Hybrid-integer token of a value: u < 16 is its own token; else, with
-// n = floor(log2 u), token 16 + 2 (n - 4) + bit n-1 of u and n - 1 raw bits.
-struct AnsToken {
-  int token, raw_bits;
-  std::uint32_t raw;
-};
-inline AnsToken ans_token(std::uint32_t u) {
-  if (u < std::uint32_t(core::kAnsDirect)) return {int(u), 0, 0};
-  const int n = 31 - core::clz32(u);
-  return {core::kAnsDirect + 2 * (n - 4) + int((u >> (n - 1)) & 1), n - 1, u & ((1u << (n - 1)) - 1)};
-}
 
 using AnsHist = std::array<std::uint32_t, core::kAnsTokens>;
 using AnsFreqs = std::array<std::uint32_t, core::kAnsTokens>;

@@ -64,6 +64,8 @@ struct BucketSum {
 
 // The contexts of an entropy-coded form: the planes', the runs', the copies'.
 inline constexpr int kPlanContexts = core::kAnsAllContexts;
+// Token histograms per context of an entropy-coded form (spec §4.5).
+using AnsHists = std::array<encoder::AnsHist, kPlanContexts>;
 
 // A pixel copy (spec §6.6): `len` pixels (0: none) from `up` rows up and
 // `back` columns back (in the same row, back + 1 columns).
@@ -663,11 +665,14 @@ private:
   // each plane's k per bucket and the run lengths' k, and the bits of each.
   // One walk in run mode makes both: the pixels of a run have all codes 0,
   // so the plan without runs is the run plan's costs plus a zero code in
-  // each run pixel's bucket of each coded plane.
+  // each run pixel's bucket of each coded plane. The entropy-coded forms'
+  // token histograms in both modes follow from the same counts.
   struct RicePlans {
     std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels> k_plain{}, k_run{};
     std::uint8_t run_k = 0;
     std::uint64_t plain_bits = 0, run_bits = 0;
+    std::array<AnsHists, 2> ans_hist{};          // [run mode]: the entropy-coded form's tokens
+    std::array<std::uint64_t, 2> ans_raw_bits{};  // [run mode]: and their raw bits
   };
   RicePlans rice_plans() const {
     std::array<KCosts, core::kMaxChannels> costs{}, run_pixels{};
@@ -687,10 +692,15 @@ private:
                  });
     RicePlans plans;
     for (int p = 0; p < ch_; ++p) {
+      if (params_.plane[p].constant) continue;
       plans.run_bits += costs[p].choose(plans.k_run[p].data());
+      costs[p].ans_tokens(p * core::kAnsGroups, plans.ans_hist[1], plans.ans_raw_bits[1]);
       run_pixels[p].merge(costs[p]);
       plans.plain_bits += run_pixels[p].choose(plans.k_plain[p].data());
+      run_pixels[p].ans_tokens(p * core::kAnsGroups, plans.ans_hist[0], plans.ans_raw_bits[0]);
     }
+    for (int t = 0; t < core::kAnsTokens; ++t) plans.ans_hist[1][core::kAnsRunContext][t] = run_costs.tokens[t];
+    plans.ans_raw_bits[1] += run_costs.raw_bits;
     plans.run_bits += run_costs.choose(plans.run_k) + 8;
     return plans;
   }
@@ -714,7 +724,7 @@ private:
       rows[r] = std::move(bw.finish());
     }
     std::vector<std::uint8_t> best = assemble(k, rows);
-    if (ans_) best = entropy_coded_choice(std::move(best), rows);
+    if (ans_) best = entropy_coded_choice(std::move(best), rows, plans);
     // At effort 1 only tiles of few colours (text, user interfaces, dithers,
     // masks: where copies pay, spec §12) spend the search, and those that
     // have a palette form try copies of their pixels after it (encode()).
@@ -851,14 +861,13 @@ private:
 
   // The cost of each token of each context of the planes in the
   // entropy-coded form of `plan`, in quarter bits (its empirical entropy).
-  template <class Plan>  // AnsPlan, declared below
-  void set_token_costs(const Plan& plan) {
+  void set_token_costs(const AnsHists& hist) {
     for (int x = 0; x < core::kAnsContexts; ++x) {
       std::uint64_t n = 0;
-      for (std::uint32_t v : plan.hist[x]) n += v;
+      for (std::uint32_t v : hist[x]) n += v;
       for (int t = 0; t < core::kAnsTokens; ++t)
-        token_cost_[x][t] = std::uint16_t(plan.hist[x][t] ? std::lround(4 * std::log2(double(n) / plan.hist[x][t]))
-                                                          : 4 * core::kAnsPrecisionBits);
+        token_cost_[x][t] =
+            std::uint16_t(hist[x][t] ? std::lround(4 * std::log2(double(n) / hist[x][t])) : 4 * core::kAnsPrecisionBits);
     }
   }
 
@@ -931,12 +940,16 @@ private:
   }
 
   // The entropy-coded forms (spec §4.5, §7.4) that may replace the Rice-coded
-  // tile `rice` (its row streams `rice_rows`): with the Rice plan's run mode;
-  // at effort 2 (density) with the other one too (rANS codes zeros cheaply,
-  // so runs pay less often). At effort 1 a form whose low estimate
-  // (ans_low_estimate) cannot reach what it must is not coded at all.
+  // tile `rice` (its row streams `rice_rows`, its plans `plans`), in both run
+  // modes (rANS codes zeros cheaply, so runs pay less often than in Rice
+  // codes). At effort 1 (speed) a form whose low estimate (ans_low_estimate)
+  // cannot save the required share, or cannot beat the best form so far, is
+  // not coded; the other run mode's estimate comes from the first form's
+  // histograms (other_run_mode_bits), so that it costs no walk of the tile.
+  // At effort 2 (density) both are coded and every saving taken.
   std::vector<std::uint8_t> entropy_coded_choice(std::vector<std::uint8_t> best,
-                                                 const std::vector<std::vector<std::uint8_t>>& rice_rows) {
+                                                 const std::vector<std::vector<std::uint8_t>>& rice_rows,
+                                                 const RicePlans& plans) {
     const bool rice_runs = params_.run_mode;
     // What the entropy-coded form shares with the Rice-coded one: mode byte,
     // plane bytes and constant planes, row-length table (roughly).
@@ -944,19 +957,28 @@ private:
     for (const auto& row : rice_rows) shared -= row.size();
     for (int p = 0; p < ch_; ++p) shared -= params_.plane[p].constant ? 0 : core::kBuckets / 2;
     const std::size_t rice_size = best.size();
-    AnsPlan first = ans_plan(rice_runs);
-    if (pixel_copies_) set_token_costs(first);
-    if (effort_ < 2 && ans_low_estimate(first, shared) > double(rice_size) * (100 - ans_min_saving_percent_) / 100)
+    // The form in run mode `runs`; kept where it pays.
+    auto try_form = [&](bool runs) {
+      params_.run_mode = runs;  // assemble() writes it in the mode byte
+      std::vector<std::uint8_t> ans = ans_tile(ans_plan(runs));
+      params_.run_mode = rice_runs;
+      if (ans.size() < best.size() && (effort_ >= 2 || ans_pays(ans.size(), rice_size))) best = std::move(ans);
+    };
+    if (pixel_copies_) set_token_costs(plans.ans_hist[rice_runs]);
+    if (effort_ >= 2) {
+      try_form(rice_runs);
+      try_form(!rice_runs);
       return best;
-    std::vector<std::uint8_t> ans = ans_tile(first);
-    if (ans_pays(ans.size(), rice_size)) best = std::move(ans);
-    if (effort_ < 2) return best;
-    params_.run_mode = !rice_runs;  // assemble() writes it in the mode byte
-    ans = ans_tile(ans_plan(!rice_runs));
-    params_.run_mode = rice_runs;
-    if (ans.size() < best.size()) best = std::move(ans);  // effort 2: every saving
+    }
+    // Only the run mode estimated smaller, where its low estimate can pay.
+    const double need = double(rice_size) * (100 - ans_min_saving_percent_) / 100;
+    const double with_runs = ans_bits(plans.ans_hist[1], plans.ans_raw_bits[1]);
+    const double without = ans_bits(plans.ans_hist[0], plans.ans_raw_bits[0]);
+    const bool runs = with_runs <= without;
+    if (ans_low_estimate(runs ? with_runs : without, shared) <= need) try_form(runs);
     return best;
   }
+
 
   // The values of an entropy-coded form, row by row in decode order as
   // (context, value), their token histograms per context, and the estimated
@@ -965,8 +987,8 @@ private:
   struct AnsPlan {
     std::vector<std::uint32_t> values;  // context << 16 | value (values < 1024, spec §7.4)
     std::array<std::uint32_t, core::kMaxTileHeight + 1> row_start{};  // row r: values[row_start[r], row_start[r+1])
-    std::array<encoder::AnsHist, kPlanContexts> hist{};
-    double bits = 0;
+    AnsHists hist{};
+    double bits = 0;  // ans_bits of hist and the raw bits
   };
   AnsPlan ans_plan(bool run_mode) const {
     AnsPlan plan;
@@ -998,17 +1020,26 @@ private:
                });
     }
     plan.row_start[h_] = std::uint32_t(plan.values.size());
-    plan.bits = double(raw_bits);
-    for (const encoder::AnsHist& h : plan.hist) {
+    plan.bits = ans_bits(plan.hist, raw_bits);
+    return plan;
+  }
+
+  // The estimated bits of tokens with histograms `hist` and of `raw_bits`
+  // raw bits: each context's tokens at their empirical entropy, and the
+  // tables as written.
+  static double ans_bits(const AnsHists& hist, std::uint64_t raw_bits) {
+    double bits = double(raw_bits);
+    for (const encoder::AnsHist& h : hist) {
       std::uint64_t n = 0;
       for (std::uint32_t v : h) n += v;
       if (!n) continue;
-      plan.bits += double(n) * std::log2(double(n)) + double(encoder::ans_write_table(encoder::ans_quantise(h), nullptr));
+      bits += double(n) * std::log2(double(n)) + double(encoder::ans_write_table(encoder::ans_quantise(h), nullptr));
       for (std::uint32_t v : h)
-        if (v) plan.bits -= double(v) * std::log2(double(v));
+        if (v) bits -= double(v) * std::log2(double(v));
     }
-    return plan;
+    return bits;
   }
+
 
   // The estimated bytes of a plan's row streams: its tokens' entropy, raw
   // bits and tables, and each non-zero row's fixed part (kAnsRowBytes).
@@ -1018,14 +1049,14 @@ private:
     return plan.bits / 8 + kAnsRowBytes * double(rows);
   }
 
-  // A low estimate of the bytes of the entropy-coded form of `plan`, whose
-  // other parts take `shared` bytes: the plan's bits, each row's fixed part
-  // at kAnsRowFixedLow, times kAnsEstimateSlack (spec §12, "Encoder speed,
-  // session 19").
-  double ans_low_estimate(const AnsPlan& plan, std::size_t shared) const {
+  // A low estimate of the bytes of an entropy-coded form whose values take
+  // `bits` (ans_bits) and its other parts `shared` bytes: each row's fixed
+  // part at kAnsRowFixedLow, the whole times kAnsEstimateSlack (spec §12,
+  // "Encoder speed, session 19").
+  double ans_low_estimate(double bits, std::size_t shared) const {
     std::size_t rows = 0;
     for (int r = 0; r < h_; ++r) rows += zero_row(r) ? 0 : 1;
-    return (double(shared) + plan.bits / 8 + kAnsRowFixedLow * double(rows)) * kAnsEstimateSlack;
+    return (double(shared) + bits / 8 + kAnsRowFixedLow * double(rows)) * kAnsEstimateSlack;
   }
 
   // Whether an entropy-coded form of `ans` bytes replaces `best` bytes: it

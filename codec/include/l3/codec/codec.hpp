@@ -50,7 +50,7 @@ struct EncodeOptions {
   unsigned threads = 1;           // tiles encoded in parallel; 0 means all hardware threads.
                                   // The output does not depend on it.
   // Entropy-coded tiles (spec/codec.md §4.5, version 3) where smaller than Rice
-  // codes (effort >= 1; effort 2 also tries them with the other run mode).
+  // codes (effort >= 1: in the run mode estimated smaller; effort 2 codes both).
   // false: Rice codes only, a version 2 stream (4 with zero rows, see
   // zero_rows; 7 with plane contexts, see plane_contexts), which decoders
   // older than version 3 read (without those), and
