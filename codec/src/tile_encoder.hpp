@@ -960,7 +960,7 @@ private:
     // The form in run mode `runs`; kept where it pays.
     auto try_form = [&](bool runs) {
       params_.run_mode = runs;  // assemble() writes it in the mode byte
-      std::vector<std::uint8_t> ans = ans_tile(ans_plan(runs));
+      std::vector<std::uint8_t> ans = ans_tile(ans_plan(runs, &plans.ans_hist[runs]));
       params_.run_mode = rice_runs;
       if (ans.size() < best.size() && (effort_ >= 2 || ans_pays(ans.size(), rice_size))) best = std::move(ans);
     };
@@ -990,7 +990,9 @@ private:
     AnsHists hist{};
     double bits = 0;  // ans_bits of hist and the raw bits
   };
-  AnsPlan ans_plan(bool run_mode) const {
+  // `known`: the plan's histograms, when the caller has them (RicePlans):
+  // then only the values are collected, and `bits` is left 0.
+  AnsPlan ans_plan(bool run_mode, const AnsHists* known = nullptr) const {
     AnsPlan plan;
     int coded = 0;
     for (int p = 0; p < ch_; ++p) coded += params_.plane[p].constant ? 0 : 1;
@@ -998,6 +1000,7 @@ private:
     std::uint64_t raw_bits = 0;
     auto add = [&](int x, std::uint32_t u) {
       plan.values.push_back(std::uint32_t(x) << 16 | u);
+      if (known) return;
       const encoder::AnsToken t = encoder::ans_token(u);
       ++plan.hist[x][t.token];
       raw_bits += std::uint64_t(t.raw_bits);
@@ -1020,7 +1023,8 @@ private:
                });
     }
     plan.row_start[h_] = std::uint32_t(plan.values.size());
-    plan.bits = ans_bits(plan.hist, raw_bits);
+    if (known) plan.hist = *known;
+    else plan.bits = ans_bits(plan.hist, raw_bits);
     return plan;
   }
 

@@ -61,7 +61,7 @@ struct EncodeOptions {
   // about twice the time per sample, so the default spends it where it buys
   // the most bytes (spec/codec.md §12). Effort 2 (density) entropy-codes every
   // tile where it is smaller; 0 does so at effort 1 too.
-  unsigned entropy_min_saving_percent = 10;
+  unsigned entropy_min_saving_percent = 7;
   // Zero rows (spec/codec.md §4.3, version 4): a tile row whose residual codes
   // are all zero (the row above repeated, a flat or horizontally constant
   // area) is stored as an empty stream. The stream is version 4 only when a
@@ -99,7 +99,7 @@ struct EncodeOptions {
 
 // The one spelling of the entropy setting for users (l3pack --entropy, the
 // Python `entropy=` argument): "auto" (the default: rANS tiles where they save
-// at least 10%), "off" (Rice codes only: a version 2 stream, or 4 with zero
+// at least 7%), "off" (Rice codes only: a version 2 stream, or 4 with zero
 // rows, 7 with plane contexts; the fastest CPU decode), "max" (rANS wherever
 // smaller) or a percentage "0".."100" (rANS where it saves at least that share
 // of a tile's bytes; effort 2 ignores the share). Sets entropy_coding and
