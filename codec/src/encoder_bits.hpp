@@ -166,7 +166,6 @@ struct RunCosts {
 
 // ---- Entropy-coded tiles (spec §4.5, §7.4) ----------------------------------
 
-
 using AnsHist = std::array<std::uint32_t, core::kAnsTokens>;
 using AnsFreqs = std::array<std::uint32_t, core::kAnsTokens>;
 

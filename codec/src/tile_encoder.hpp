@@ -859,8 +859,9 @@ private:
     return copied * 100 <= best * (100 - std::min(copy_min_saving_percent_, 99u)) && copied < best;
   }
 
-  // The cost of each token of each context of the planes in the
-  // entropy-coded form of `plan`, in quarter bits (its empirical entropy).
+  // The cost of each token of each context of the planes in an
+  // entropy-coded form with histograms `hist`, in quarter bits (their
+  // empirical entropy).
   void set_token_costs(const AnsHists& hist) {
     for (int x = 0; x < core::kAnsContexts; ++x) {
       std::uint64_t n = 0;
@@ -940,13 +941,12 @@ private:
   }
 
   // The entropy-coded forms (spec §4.5, §7.4) that may replace the Rice-coded
-  // tile `rice` (its row streams `rice_rows`, its plans `plans`), in both run
-  // modes (rANS codes zeros cheaply, so runs pay less often than in Rice
-  // codes). At effort 1 (speed) a form whose low estimate (ans_low_estimate)
-  // cannot save the required share, or cannot beat the best form so far, is
-  // not coded; the other run mode's estimate comes from the first form's
-  // histograms (other_run_mode_bits), so that it costs no walk of the tile.
-  // At effort 2 (density) both are coded and every saving taken.
+  // tile `rice` (its row streams `rice_rows`, its plans `plans`). rANS codes
+  // zeros cheaply, so runs pay less often than in Rice codes: at effort 1
+  // (speed) only the run mode whose form is estimated smaller (from the
+  // histograms of RicePlans: the choice costs no walk of the tile) is coded,
+  // and only where its low estimate (ans_low_estimate) can save the share
+  // asked; at effort 2 (density) both are coded and every saving taken.
   std::vector<std::uint8_t> entropy_coded_choice(std::vector<std::uint8_t> best,
                                                  const std::vector<std::vector<std::uint8_t>>& rice_rows,
                                                  const RicePlans& plans) {
@@ -978,7 +978,6 @@ private:
     if (ans_low_estimate(runs ? with_runs : without, shared) <= need) try_form(runs);
     return best;
   }
-
 
   // The values of an entropy-coded form, row by row in decode order as
   // (context, value), their token histograms per context, and the estimated
@@ -1044,7 +1043,6 @@ private:
     return bits;
   }
 
-
   // The estimated bytes of a plan's row streams: its tokens' entropy, raw
   // bits and tables, and each non-zero row's fixed part (kAnsRowBytes).
   double rows_estimate(const AnsPlan& plan) const {
@@ -1056,7 +1054,7 @@ private:
   // A low estimate of the bytes of an entropy-coded form whose values take
   // `bits` (ans_bits) and its other parts `shared` bytes: each row's fixed
   // part at kAnsRowFixedLow, the whole times kAnsEstimateSlack (spec §12,
-  // "Encoder speed, session 19").
+  // "Encoder: run modes by estimate").
   double ans_low_estimate(double bits, std::size_t shared) const {
     std::size_t rows = 0;
     for (int r = 0; r < h_; ++r) rows += zero_row(r) ? 0 : 1;
@@ -1196,12 +1194,12 @@ private:
   // The lowest ratio of coded size to estimate measured on the corpus is
   // 0.71: a form whose estimate times this cannot pay is not coded.
   static constexpr double kAnsEstimateLow = 0.8;
-  // An entropy-coded row's fixed part, measured on the corpus's tiles: 2.8
-  // to 3.3 bytes (5th to 95th percentile; the state's first 16 bits carry
-  // nothing, the last 16-bit unit is half padding on average). With 2.5 the
-  // coded size was at least 0.952 times the estimate on the 17,980 tiles
-  // whose entropy-coded form the default encoder codes: a tile whose
-  // estimate times 0.95 cannot pay is not coded.
+  // An entropy-coded row's fixed part, measured on the corpus's tiles in
+  // session 19: 2.8 to 3.3 bytes (5th to 95th percentile; the state's first
+  // 16 bits carry nothing, the last 16-bit unit is half padding on average).
+  // With 2.5 the coded size was at least 0.952 times the estimate on the
+  // 17,980 tiles whose entropy-coded form the default encoder then coded: a
+  // tile whose estimate times 0.95 cannot pay is not coded.
   static constexpr double kAnsRowFixedLow = 2.5;
   static constexpr double kAnsEstimateSlack = 0.95;
 
