@@ -254,32 +254,40 @@ const Variant kVariants[] = {
 // Each source maps a residual code to one of `per_plane` contexts of its plane; run lengths keep
 // their one context in every source. Costs as above (tokens under 12-bit quantised tables, table
 // bits), but a row's bytes are its bits / 8 plus state_bytes + 0.5 (the same for every source).
-constexpr int kGroup4[16] = {0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+int group4(int bucket) { return core::ans_group_of_bucket(bucket); }  // version 3's 4 groups (kG4)
 int sign_level(int gradient_level) { return gradient_level < 4 ? 0 : gradient_level == 4 ? 1 : 2; }
 
 struct Source {
   const char* name;
   int per_plane;
   int (*local)(const Sym&);  // the context within the plane
+  // Its name in the choice_tile_ columns, when it is a candidate for one table set per image
+  // (nullptr: not), and whether its contexts are clustered into 16 tables there too (_k16).
+  const char* choice = nullptr;
+  bool clustered = false;
 };
 const Source kSources[] = {
-    {"codes4", 4, [](const Sym& s) { return kGroup4[s.ctx % 16]; }},
-    {"values4", 4, [](const Sym& s) { return kGroup4[s.vbucket]; }},
-    {"values4_ne", 4, [](const Sym& s) { return kGroup4[s.vbucket_ne]; }},
+    {"codes4", 4, [](const Sym& s) { return group4(s.ctx % 16); }},
+    {"values4", 4, [](const Sym& s) { return group4(s.vbucket); }},
+    {"values4_ne", 4, [](const Sym& s) { return group4(s.vbucket_ne); }},
     {"signs9_codes4", 36,
-     [](const Sym& s) { return (sign_level(s.gradients_wn / 9) * 3 + sign_level(s.gradients_wn % 9)) * 4 + kGroup4[s.ctx % 16]; }},
+     [](const Sym& s) { return (sign_level(s.gradients_wn / 9) * 3 + sign_level(s.gradients_wn % 9)) * 4 + group4(s.ctx % 16); },
+     "signs9", true},
     {"signs27_codes4", 108,
      [](const Sym& s) {
        const int g = s.gradients;
-       return ((sign_level(g / 81) * 3 + sign_level(g / 9 % 9)) * 3 + sign_level(g % 9)) * 4 + kGroup4[s.ctx % 16];
-     }},
-    {"signs3_up_codes4", 12, [](const Sym& s) { return sign_level(s.gradients_wn / 9) * 4 + kGroup4[s.ctx % 16]; }},
+       return ((sign_level(g / 81) * 3 + sign_level(g / 9 % 9)) * 3 + sign_level(g % 9)) * 4 + group4(s.ctx % 16);
+     },
+     "signs27", true},
+    {"signs3_up_codes4", 12, [](const Sym& s) { return sign_level(s.gradients_wn / 9) * 4 + group4(s.ctx % 16); },
+     "signs3_up", true},
     {"signs9_up_codes4", 36,
      [](const Sym& s) {
-       return (sign_level(s.gradients / 81) * 3 + sign_level(s.gradients / 9 % 9)) * 4 + kGroup4[s.ctx % 16];
-     }},
+       return (sign_level(s.gradients / 81) * 3 + sign_level(s.gradients / 9 % 9)) * 4 + group4(s.ctx % 16);
+     },
+     "signs9_up", true},
     {"gradients81", 81, [](const Sym& s) { return int(s.gradients_wn); }},
-    {"gradients729_ne", 729, [](const Sym& s) { return int(s.gradients); }},
+    {"gradients729_ne", 729, [](const Sym& s) { return int(s.gradients); }, "gradients729"},  // too many to cluster
 };
 constexpr int kSourceCount = int(sizeof kSources / sizeof kSources[0]);
 
@@ -386,81 +394,67 @@ std::vector<int> cluster_contexts(const Hist& h, int k) {
 
 // Prints, per source, the image's bytes with per-tile tables, then with one table set per image;
 // then per tile and plane the cheaper of codes4 and values4 (one bit per plane to say which),
-// and of codes4, values4 and values4_ne.
+// and of codes4, values4 and values4_ne; then, for each source marked `clustered`, per tile and
+// plane its own codes4 tables or the image's clustered into 16 (a context -> table map of 4 bits
+// per context); then the same with every context a table for each source with a `choice`. (The
+// image's tables are counted once, though the tiles that keep their own would change the shared
+// statistics: an estimate.)
 void print_contexts(const std::vector<TileRecord>& tiles, double base, int state_bytes) {
   double rows = 0;
   for (const TileRecord& t : tiles) rows += t.height;
   const double row_bytes = rows * (state_bytes + 0.5);
+  auto print_bytes = [&](double bits) { std::printf("\t%.0f", base + row_bytes + bits / 8); };
   std::vector<std::vector<std::array<double, 5>>> tile_bits(kSourceCount);   // [source][tile]
   std::vector<std::vector<std::array<double, 5>>> image_bits(kSourceCount);  // [source][tile], image tables
-  std::vector<double> image_table_bits(kSourceCount);
+  std::vector<Hist> image(kSourceCount);                                     // [source]: the image's counts
   for (int i = 0; i < kSourceCount; ++i) {
+    const Source& src = kSources[i];
+    image[std::size_t(i)].assign(std::size_t(4 * src.per_plane + 1), std::array<std::uint32_t, kTokens>{});
     double tile_total = 0;
     for (const TileRecord& t : tiles) {
-      const Hist h = source_hist(kSources[i], t);
-      const auto b = plane_bits(kSources[i], t, costs_of(h), &h);
-      tile_bits[std::size_t(i)].push_back(b);
-      for (double x : b) tile_total += x;
-    }
-    Hist image(std::size_t(4 * kSources[i].per_plane + 1), std::array<std::uint32_t, kTokens>{});
-    for (const TileRecord& t : tiles) {
-      const Hist h = source_hist(kSources[i], t);
+      const Hist h = source_hist(src, t);
+      tile_bits[std::size_t(i)].push_back(plane_bits(src, t, costs_of(h), &h));
+      for (double x : tile_bits[std::size_t(i)].back()) tile_total += x;
       for (std::size_t x = 0; x < h.size(); ++x)
-        for (int k = 0; k < kTokens; ++k) image[x][std::size_t(k)] += h[x][std::size_t(k)];
+        for (int k = 0; k < kTokens; ++k) image[std::size_t(i)][x][std::size_t(k)] += h[x][std::size_t(k)];
     }
-    const auto cost = costs_of(image);
-    image_table_bits[std::size_t(i)] = table_bits(image);
-    double image_total = image_table_bits[std::size_t(i)];
+    const auto cost = costs_of(image[std::size_t(i)]);
+    double image_total = table_bits(image[std::size_t(i)]);
     for (const TileRecord& t : tiles) {
-      image_bits[std::size_t(i)].push_back(plane_bits(kSources[i], t, cost, nullptr));
+      image_bits[std::size_t(i)].push_back(plane_bits(src, t, cost, nullptr));
       for (double x : image_bits[std::size_t(i)].back()) image_total += x;
     }
-    std::printf("\t%.0f\t%.0f", base + row_bytes + tile_total / 8, base + row_bytes + image_total / 8);
+    print_bytes(tile_total);
+    print_bytes(image_total);
   }
-  for (const int choices : {2, 3}) {
+  // Per tile and plane the cheapest of `bits[0 .. n)` (each [tile][plane]), one bit a plane to say which.
+  auto choice_bits = [&](std::initializer_list<const std::vector<std::array<double, 5>>*> bits) {
     double total = 0;
     for (std::size_t t = 0; t < tiles.size(); ++t)
       for (int plane = 0; plane <= 4; ++plane) {
-        double best = tile_bits[0][t][std::size_t(plane)];
-        for (int i = 1; i < choices; ++i) best = std::min(best, tile_bits[std::size_t(i)][t][std::size_t(plane)]);
+        double best = 1e300;
+        for (const auto* b : bits) best = std::min(best, (*b)[t][std::size_t(plane)]);
         total += best + (plane < 4 ? 1 : 0);
       }
-    std::printf("\t%.0f", base + row_bytes + total / 8);
-  }
-  // Per tile and plane: its own codes4 tables, or the image's tables of source i (shared by the
-  // tiles that take them; their bits counted once, though the tiles that keep their own would
-  // change the shared statistics: an estimate).
-  // The same with the image's contexts clustered into 16 tables (a context -> table map of 4 bits
-  // per context).
-  for (const int i : {3, 4, 5, 6}) {
-    const Source& src = kSources[i];
-    Hist image(std::size_t(4 * src.per_plane + 1), std::array<std::uint32_t, kTokens>{});
-    for (const TileRecord& t : tiles) {
-      const Hist h = source_hist(src, t);
-      for (std::size_t x = 0; x < h.size(); ++x)
-        for (int k = 0; k < kTokens; ++k) image[x][std::size_t(k)] += h[x][std::size_t(k)];
-    }
+    return total;
+  };
+  print_bytes(choice_bits({&tile_bits[0], &tile_bits[1]}));
+  print_bytes(choice_bits({&tile_bits[0], &tile_bits[1], &tile_bits[2]}));
+  for (int i = 0; i < kSourceCount; ++i) {
+    if (!kSources[i].clustered) continue;
     constexpr int kTables = 16;
-    const std::vector<int> cluster = cluster_contexts(image, kTables);
+    const Hist& counts = image[std::size_t(i)];
+    const std::vector<int> cluster = cluster_contexts(counts, kTables);
     Hist clustered(kTables + 1, std::array<std::uint32_t, kTokens>{});
-    for (std::size_t x = 0; x < image.size(); ++x)
-      for (int k = 0; k < kTokens; ++k) clustered[std::size_t(cluster[x])][std::size_t(k)] += image[x][std::size_t(k)];
-    double total = table_bits(clustered) + 4.0 * double(image.size());
+    for (std::size_t x = 0; x < counts.size(); ++x)
+      for (int k = 0; k < kTokens; ++k) clustered[std::size_t(cluster[x])][std::size_t(k)] += counts[x][std::size_t(k)];
     const auto cost = costs_of(clustered);
-    for (std::size_t t = 0; t < tiles.size(); ++t) {
-      const auto b = plane_bits(src, tiles[t], cost, nullptr, &cluster);
-      for (int plane = 0; plane <= 4; ++plane)
-        total += std::min(tile_bits[0][t][std::size_t(plane)], b[std::size_t(plane)]) + (plane < 4 ? 1 : 0);
-    }
-    std::printf("\t%.0f", base + row_bytes + total / 8);
+    std::vector<std::array<double, 5>> bits;
+    for (const TileRecord& t : tiles) bits.push_back(plane_bits(kSources[i], t, cost, nullptr, &cluster));
+    print_bytes(table_bits(clustered) + 4.0 * double(counts.size()) + choice_bits({&tile_bits[0], &bits}));
   }
-  for (const int i : {3, 4, 5, 6, 8}) {
-    double total = image_table_bits[std::size_t(i)];
-    for (std::size_t t = 0; t < tiles.size(); ++t)
-      for (int plane = 0; plane <= 4; ++plane)
-        total += std::min(tile_bits[0][t][std::size_t(plane)], image_bits[std::size_t(i)][t][std::size_t(plane)]) + (plane < 4 ? 1 : 0);
-    std::printf("\t%.0f", base + row_bytes + total / 8);
-  }
+  for (int i = 0; i < kSourceCount; ++i)
+    if (kSources[i].choice) print_bytes(table_bits(image[std::size_t(i)]) + choice_bits({&tile_bits[0], &image_bits[std::size_t(i)]}));
 }
 
 }  // namespace
@@ -482,7 +476,12 @@ int main(int argc, char** argv) {
   std::printf("file\tpixels\tl3_bytes\trice_rows\trice_params\tsamples\tzero_samples");
   if (contexts) {
     for (const Source& src : kSources) std::printf("\t%s_tile\t%s_image", src.name, src.name);
-    std::printf("\tchoice_codes_values\tchoice_codes_values_ne\tchoice_tile_signs9_k16\tchoice_tile_signs27_k16\tchoice_tile_signs3_up_k16\tchoice_tile_signs9_up_k16\tchoice_tile_signs9\tchoice_tile_signs27\tchoice_tile_signs3_up\tchoice_tile_signs9_up\tchoice_tile_gradients729\n");
+    std::printf("\tchoice_codes_values\tchoice_codes_values_ne");
+    for (const Source& src : kSources)
+      if (src.clustered) std::printf("\tchoice_tile_%s_k16", src.choice);
+    for (const Source& src : kSources)
+      if (src.choice) std::printf("\tchoice_tile_%s", src.choice);
+    std::printf("\n");
   } else {
     for (const Variant& v : kVariants) std::printf("\t%s\t%s_min", v.name, v.name);
     std::printf("\ttile_any_min\n");

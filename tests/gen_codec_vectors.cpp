@@ -77,7 +77,8 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
           const std::uint32_t px = x % 21, py = y % 3;
           v = int(px * 11 + py * 37 + k * 60 + (x / 21) * 5 + (y / 9) * 3);
         }
-        if (pattern == 16) v = x < 40 && (seed >> 30) == 0 ? int(seed >> 24) : 90 + int(k) * 40;  // sparse noise, flat: rANS runs pay
+        if (pattern == 16)  // sparse noise, then flat: runs that pay in rANS too
+          v = x < 40 && (seed >> 30) == 0 ? int(seed >> 24) : 90 + int(k) * 40;
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
   if (pattern == 10 || pattern == 12) {

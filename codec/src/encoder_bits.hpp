@@ -70,10 +70,6 @@ inline AnsToken ans_token(std::uint32_t u) {
   const int n = 31 - core::clz32(u);
   return {core::kAnsDirect + 2 * (n - 4) + int((u >> (n - 1)) & 1), n - 1, u & ((1u << (n - 1)) - 1)};
 }
-// The raw bits of token t: 0 below kAnsDirect, else n - 1 with n = 4 + (t - 16) / 2.
-inline int ans_token_raw_bits(int t) { return t < core::kAnsDirect ? 0 : 3 + (t - core::kAnsDirect) / 2; }
-// The tokens of codes below KCosts::kSmall (32): 0..17.
-inline constexpr int kSmallTokens = core::kAnsDirect + 2;
 
 // Cost of each Rice parameter per context bucket, accumulated over samples.
 // Small codes (most of them) are counted in a histogram, costed once per tile
@@ -83,6 +79,7 @@ inline constexpr int kSmallTokens = core::kAnsDirect + 2;
 // entropy-coded form's histograms follow from these (ans_tokens).
 struct KCosts {
   static constexpr std::uint32_t kSmall = 32;
+  static constexpr int kSmallTokens = core::kAnsDirect + 2;  // the tokens of codes below kSmall: 0..17
   std::array<std::array<std::uint32_t, kSmall>, core::kBuckets> hist{};
   std::array<std::array<std::uint32_t, kKs>, core::kBuckets> large{};
   std::array<std::array<std::uint32_t, core::kAnsTokens>, core::kBuckets> large_tokens{};
@@ -108,7 +105,7 @@ struct KCosts {
       }
       for (int t = kSmallTokens; t < core::kAnsTokens; ++t) {
         h[t] += large_tokens[b][t];
-        raw_bits += std::uint64_t(large_tokens[b][t]) * std::uint32_t(ans_token_raw_bits(t));
+        raw_bits += std::uint64_t(large_tokens[b][t]) * std::uint32_t(core::ans_raw_bits(t));
       }
     }
   }

@@ -671,6 +671,7 @@ private:
     std::array<std::array<std::uint8_t, core::kBuckets>, core::kMaxChannels> k_plain{}, k_run{};
     std::uint8_t run_k = 0;
     std::uint64_t plain_bits = 0, run_bits = 0;
+    // With entropy-coded tiles (ans_) only:
     std::array<AnsHists, 2> ans_hist{};          // [run mode]: the entropy-coded form's tokens
     std::array<std::uint64_t, 2> ans_raw_bits{};  // [run mode]: and their raw bits
   };
@@ -694,13 +695,15 @@ private:
     for (int p = 0; p < ch_; ++p) {
       if (params_.plane[p].constant) continue;
       plans.run_bits += costs[p].choose(plans.k_run[p].data());
-      costs[p].ans_tokens(p * core::kAnsGroups, plans.ans_hist[1], plans.ans_raw_bits[1]);
+      if (ans_) costs[p].ans_tokens(p * core::kAnsGroups, plans.ans_hist[1], plans.ans_raw_bits[1]);
       run_pixels[p].merge(costs[p]);
       plans.plain_bits += run_pixels[p].choose(plans.k_plain[p].data());
-      run_pixels[p].ans_tokens(p * core::kAnsGroups, plans.ans_hist[0], plans.ans_raw_bits[0]);
+      if (ans_) run_pixels[p].ans_tokens(p * core::kAnsGroups, plans.ans_hist[0], plans.ans_raw_bits[0]);
     }
-    for (int t = 0; t < core::kAnsTokens; ++t) plans.ans_hist[1][core::kAnsRunContext][t] = run_costs.tokens[t];
-    plans.ans_raw_bits[1] += run_costs.raw_bits;
+    if (ans_) {
+      plans.ans_hist[1][core::kAnsRunContext] = run_costs.tokens;
+      plans.ans_raw_bits[1] += run_costs.raw_bits;
+    }
     plans.run_bits += run_costs.choose(plans.run_k) + 8;
     return plans;
   }
@@ -1045,10 +1048,13 @@ private:
 
   // The estimated bytes of a plan's row streams: its tokens' entropy, raw
   // bits and tables, and each non-zero row's fixed part (kAnsRowBytes).
-  double rows_estimate(const AnsPlan& plan) const {
-    std::size_t rows = 0;
+  double rows_estimate(const AnsPlan& plan) const { return plan.bits / 8 + kAnsRowBytes * double(coded_rows()); }
+
+  // The rows that are not zero rows: each has a stream and, entropy-coded, a state.
+  int coded_rows() const {
+    int rows = 0;
     for (int r = 0; r < h_; ++r) rows += zero_row(r) ? 0 : 1;
-    return plan.bits / 8 + kAnsRowBytes * double(rows);
+    return rows;
   }
 
   // A low estimate of the bytes of an entropy-coded form whose values take
@@ -1056,9 +1062,7 @@ private:
   // part at kAnsRowFixedLow, the whole times kAnsEstimateSlack (spec §12,
   // "Encoder: run modes by estimate").
   double ans_low_estimate(double bits, std::size_t shared) const {
-    std::size_t rows = 0;
-    for (int r = 0; r < h_; ++r) rows += zero_row(r) ? 0 : 1;
-    return (double(shared) + bits / 8 + kAnsRowFixedLow * double(rows)) * kAnsEstimateSlack;
+    return (double(shared) + bits / 8 + kAnsRowFixedLow * double(coded_rows())) * kAnsEstimateSlack;
   }
 
   // Whether an entropy-coded form of `ans` bytes replaces `best` bytes: it
