@@ -7,12 +7,14 @@
 // Timing: an encode repeats until >= 1 run and >= min_time/2 seconds, a decode until >= 3 runs
 // and >= min_time seconds; the fastest run counts. Decodes write into a preallocated buffer.
 //
-// Usage: bench_inproc [--min-time S] [--no-png9] [--rice-only] [--no-pixel-copies] [--no-plane-contexts] [--effort N] [--entropy MODE] IMAGE...
+// Usage: bench_inproc [--min-time S] [--no-png9] [--rice-only] [--no-pixel-copies] [--no-plane-contexts]
+//                     [--no-corrections] [--effort N] [--entropy MODE] IMAGE...
 // --no-png9 skips PNG level 9 (its columns read 0): the slowest part, not a denominator.
 // --rice-only encodes l3 without entropy-coded tiles (EncodeOptions::entropy_coding = false:
 // version 2 streams, Rice codes only), to see what those tiles cost in decode time.
 // --no-pixel-copies encodes without version 6's pixel copies (EncodeOptions::pixel_copies =
 // false); --no-plane-contexts without version 7's plane contexts (EncodeOptions::plane_contexts =
+// false); --no-corrections without version 8's residual corrections (EncodeOptions::corrections =
 // false); --effort N encodes at effort N (EncodeOptions::effort, default 1); --entropy MODE sets
 // the entropy setting as l3pack's --entropy does (auto, off, max or a percentage).
 #include <algorithm>
@@ -90,6 +92,8 @@ int main(int argc, char** argv) {
       eo.pixel_copies = false;
     } else if (a == "--no-plane-contexts") {
       eo.plane_contexts = false;
+    } else if (a == "--no-corrections") {
+      eo.corrections = false;
     } else if (a == "--effort" && i + 1 < argc) {
       eo.effort = std::atoi(argv[++i]);
     } else if (a == "--entropy" && i + 1 < argc) {
@@ -100,7 +104,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_inproc [--min-time S] [--no-png9] [--rice-only] [--no-pixel-copies] [--no-plane-contexts] [--effort N] [--entropy MODE] IMAGE...\n");
+      std::printf("usage: bench_inproc [--min-time S] [--no-png9] [--rice-only] [--no-pixel-copies] [--no-plane-contexts] [--no-corrections] [--effort N] [--entropy MODE] IMAGE...\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "bench_inproc: unknown option %s\n", a.c_str());
@@ -111,7 +115,7 @@ int main(int argc, char** argv) {
   }
   if (files.empty()) {
     std::fprintf(stderr, "bench_inproc: no images (usage: bench_inproc [--min-time S] [--no-png9] [--rice-only] "
-                         "[--no-pixel-copies] [--no-plane-contexts] [--effort N] [--entropy MODE] IMAGE...)\n");
+                         "[--no-pixel-copies] [--no-plane-contexts] [--no-corrections] [--effort N] [--entropy MODE] IMAGE...)\n");
     return 2;
   }
   std::printf("file\traw\tpng6\tpng6_enc_s\tpng6_dec_s\tpng9\tpng9_enc_s\tpng9_dec_s\tl3\tl3_enc_s\tl3_dec_s\n");

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Summarises `entropy_probe --contexts` output per corpus class (spec/codec.md §12, "Contexts
-from plane values, measured before building").
+"""Summarises `entropy_probe --contexts` or `--flips` output per corpus class (spec/codec.md §12,
+"Contexts from plane values, measured before building", "Residual corrections").
 
 Usage: python3 bench/context_probe_report.py PROBE.tsv
 
@@ -19,8 +19,9 @@ def main(path):
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
     if not rows or "codes4_tile" not in rows[0]:
-        sys.exit(f"{path}: not the output of entropy_probe --contexts")
-    columns = [c for c in rows[0] if c.endswith(("_tile", "_image")) or c.startswith("choice_")]
+        sys.exit(f"{path}: not the output of entropy_probe --contexts or --flips")
+    fixed = ("file", "pixels", "l3_bytes", "rice_rows", "rice_params", "samples", "zero_samples")
+    columns = [c for c in rows[0] if c not in fixed]
     classes = sorted({r["file"].split("/")[0] for r in rows})
     totals = {}
     for name in classes + list(GROUPS):

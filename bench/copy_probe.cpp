@@ -490,7 +490,7 @@ int main(int argc, char** argv) {
   int max_chain = 128, lmin = 3;
   l3::EncodeOptions options;
   options.pixel_copies = false;  // the probe of version 6's copies walks the streams before them
-  options.plane_contexts = false;  // and its contexts are version 6's (spec §6.2)
+  options.plane_contexts = options.corrections = false;  // and its contexts are version 6's (spec §6.2)
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

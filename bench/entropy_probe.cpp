@@ -30,7 +30,10 @@
 // clustered greedily into 16 tables (_k16). NE is row r - 1, column c + 1 (on the first row W,
 // in the last column N): a lag-2 wavefront's neighbour. Rows cost bits / 8 + state bytes + 0.5.
 //
-// Usage: entropy_probe [--state-bytes N] [--contexts] IMAGE...
+// --flips (spec §12, "Residual corrections"): the same values under today's contexts, corrected
+// per gradient class first (see print_flips).
+//
+// Usage: entropy_probe [--state-bytes N] [--contexts | --flips] IMAGE...
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -457,24 +460,165 @@ void print_contexts(const std::vector<TileRecord>& tiles, double base, int state
     if (kSources[i].choice) print_bytes(table_bits(image[std::size_t(i)]) + choice_bits({&tile_bits[0], &image_bits[std::size_t(i)]}));
 }
 
+
+// ---- --flips: residual corrections by gradient class (spec §12, "Residual corrections") ----
+//
+// Today's contexts and per-tile tables (codes4), but each residual first corrected by the class of
+// its neighbourhood: per tile (or per image, _img) and plane and class, its sign flipped where the
+// class's residuals are more often negative than positive (flip_), and before that, with bias_,
+// the class's median residual subtracted (clamped to -3..3, or to -1..1 with bias1_). Charged 1
+// bit a class for a flip, 4 bits (3 with bias1_) for a bias and a flip; _choice: per tile and plane
+// with or without (1 bit). Classes: the signs (-, 0, +) of N - NW (up3), of NW - W (w3), both
+// (wn9); both with |d| <= 1 as 0 (t1); 5 levels each (l5: <= -3, -2..-1, 0, 1..2, >= 3); LOCO-I's
+// 81 gradient classes (g81); the signs of NE - N, N - NW and NW - W (ne27, a lag-2 wavefront's).
+int sign_up(const Sym& s) { return sign_level(s.gradients_wn / 9); }
+int sign_w(const Sym& s) { return sign_level(s.gradients_wn % 9); }
+int signs_wn9(const Sym& s) { return sign_up(s) * 3 + sign_w(s); }
+int tsign(int g) { return g < 3 ? 0 : g > 5 ? 2 : 1; }  // |d| <= 1 counts as 0
+int level5(int g) { return g < 3 ? 0 : g == 3 ? 1 : g == 4 ? 2 : g == 5 ? 3 : 4; }
+int signs_ne27(const Sym& s) { return (sign_level(s.gradients / 81) * 3 + sign_up(s)) * 3 + sign_w(s); }
+
+struct FlipRule {
+  const char* name;
+  int classes;
+  int (*cls)(const Sym&);
+  bool image;           // one set of corrections per image instead of per tile
+  bool bias = false;    // also a per-class bias (the median residual)
+  int most = 3;         // the bias's largest magnitude
+  bool choice = false;  // per tile and plane: with or without (1 bit)
+};
+int unzig(int u) { return (u >> 1) ^ -(u & 1); }
+std::uint16_t zig(int e) { return std::uint16_t(e >= 0 ? 2 * e : -2 * e - 1); }
+const FlipRule kFlips[] = {
+    {"flip_up3", 3, sign_up, false},
+    {"flip_w3", 3, sign_w, false},
+    {"flip_wn9", 9, signs_wn9, false},
+    {"flip_wn9_img", 9, signs_wn9, true},
+    {"flip_g81", 81, [](const Sym& s) { return int(s.gradients_wn); }, false},
+    {"flip_g81_img", 81, [](const Sym& s) { return int(s.gradients_wn); }, true},
+    {"bias_wn9", 9, signs_wn9, false, true},
+    {"bias_g81", 81, [](const Sym& s) { return int(s.gradients_wn); }, false, true},
+    {"bias_g81_img", 81, [](const Sym& s) { return int(s.gradients_wn); }, true, true},
+    {"bias1_wn9", 9, signs_wn9, false, true, 1},
+    {"bias1_wn9_choice", 9, signs_wn9, false, true, 1, true},
+    {"flip_wn9_choice", 9, signs_wn9, false, false, 1, true},
+    {"bias1_t1_choice", 9, [](const Sym& s) { return tsign(s.gradients_wn / 9) * 3 + tsign(s.gradients_wn % 9); }, false,
+     true, 1, true},
+    {"bias1_l5_choice", 25, [](const Sym& s) { return level5(s.gradients_wn / 9) * 5 + level5(s.gradients_wn % 9); },
+     false, true, 1, true},
+    {"bias3_l5_choice", 25, [](const Sym& s) { return level5(s.gradients_wn / 9) * 5 + level5(s.gradients_wn % 9); },
+     false, true, 3, true},
+    {"bias1_ne27_choice", 27, signs_ne27, false, true, 1, true},
+    {"flip_ne27", 27, signs_ne27, false},
+};
+
+// Prints codes4_tile's bytes, then each rule's.
+void print_flips(const std::vector<TileRecord>& tiles, double base, int state_bytes) {
+  double rows = 0;
+  for (const TileRecord& t : tiles) rows += t.height;
+  const double row_bytes = rows * (state_bytes + 0.5);
+  const Source& codes4 = kSources[0];
+  auto tile_cost = [&](const TileRecord& t) {
+    const Hist h = source_hist(codes4, t);
+    double b = 0;
+    for (double x : plane_bits(codes4, t, costs_of(h), &h)) b += x;
+    return b;
+  };
+  double plain = 0;
+  for (const TileRecord& t : tiles) plain += tile_cost(t);
+  std::printf("\t%.0f", base + row_bytes + plain / 8);
+  for (const FlipRule& f : kFlips) {
+    // Per class: the median residual (bias rules), then the sign of the majority.
+    auto decide = [&](const std::vector<const TileRecord*>& set, std::vector<int>& shift, std::vector<long>& sign) {
+      const std::size_t n = std::size_t(4 * f.classes);
+      shift.assign(n, 0);
+      sign.assign(n, 0);
+      if (f.bias) {
+        std::vector<std::array<long, 7>> hist(n, std::array<long, 7>{});
+        std::vector<long> count(n, 0);
+        for (const TileRecord* t : set)
+          for (const Sym& s : t->syms)
+            if (s.ctx != kRunContext) {
+              const std::size_t x = std::size_t(s.ctx / 16 * f.classes + f.cls(s));
+              ++count[x];
+              ++hist[x][std::size_t(std::clamp(unzig(s.u), -3, 3) + 3)];
+            }
+        for (std::size_t x = 0; x < n; ++x) {
+          long acc = 0;
+          for (int b = 0; b < 7; ++b) {
+            acc += hist[x][std::size_t(b)];
+            if (2 * acc >= count[x]) { shift[x] = std::clamp(b - 3, -f.most, f.most); break; }
+          }
+        }
+      }
+      for (const TileRecord* t : set)
+        for (const Sym& s : t->syms)
+          if (s.ctx != kRunContext) {
+            const std::size_t x = std::size_t(s.ctx / 16 * f.classes + f.cls(s));
+            const int e = unzig(s.u) - shift[x];
+            sign[x] += e < 0 ? 1 : e > 0 ? -1 : 0;
+          }
+    };
+    std::vector<int> img_shift;
+    std::vector<long> img_sign;
+    if (f.image) {
+      std::vector<const TileRecord*> all;
+      for (const TileRecord& t : tiles) all.push_back(&t);
+      decide(all, img_shift, img_sign);
+    }
+    double total = 0;
+    for (const TileRecord& t : tiles) {
+      std::vector<int> shift = img_shift;
+      std::vector<long> sign = img_sign;
+      if (!f.image) decide({&t}, shift, sign);
+      TileRecord m = t;
+      int planes = 0;
+      for (Sym& s : m.syms)
+        if (s.ctx != kRunContext) {
+          planes = std::max(planes, s.ctx / 16 + 1);
+          const std::size_t x = std::size_t(s.ctx / 16 * f.classes + f.cls(s));
+          int e = unzig(s.u) - shift[x];
+          if (sign[x] > 0) e = -e;
+          s.u = zig(e);
+        }
+      const double class_bits = f.bias ? (f.most == 1 ? 3 : 4) : 1;
+      if (f.choice) {
+        const Hist h0 = source_hist(codes4, t), h1 = source_hist(codes4, m);
+        const auto b0 = plane_bits(codes4, t, costs_of(h0), &h0), b1 = plane_bits(codes4, m, costs_of(h1), &h1);
+        for (int p = 0; p < 5; ++p)
+          total += p < planes ? std::min(b0[std::size_t(p)], b1[std::size_t(p)] + f.classes * class_bits) + 1 : b0[std::size_t(p)];
+        continue;
+      }
+      total += tile_cost(m) + (f.image ? 0 : planes * f.classes * class_bits);
+    }
+    if (f.image) total += 4 * f.classes * (f.bias ? 4 : 1);
+    std::printf("\t%.0f", base + row_bytes + total / 8);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int state_bytes = 4;
-  bool contexts = false;
+  bool contexts = false, flips = false;
   std::vector<std::string> files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--state-bytes" && i + 1 < argc) state_bytes = std::atoi(argv[++i]);
     else if (a == "--contexts") contexts = true;
+    else if (a == "--flips") flips = true;
     else files.push_back(a);
   }
   if (files.empty()) {
-    std::fprintf(stderr, "usage: entropy_probe [--state-bytes N] [--contexts] IMAGE...\n");
+    std::fprintf(stderr, "usage: entropy_probe [--state-bytes N] [--contexts | --flips] IMAGE...\n");
     return 2;
   }
   std::printf("file\tpixels\tl3_bytes\trice_rows\trice_params\tsamples\tzero_samples");
-  if (contexts) {
+  if (flips) {
+    std::printf("\tcodes4_tile");
+    for (const FlipRule& f : kFlips) std::printf("\t%s", f.name);
+    std::printf("\n");
+  } else if (contexts) {
     for (const Source& src : kSources) std::printf("\t%s_tile\t%s_image", src.name, src.name);
     std::printf("\tchoice_codes_values\tchoice_codes_values_ne");
     for (const Source& src : kSources)
@@ -490,7 +634,7 @@ int main(int argc, char** argv) {
     try {
       const l3::Image img = l3::load_image(file);
       l3::EncodeOptions rice_v2;  // the walk parses version 2 tiles
-      rice_v2.entropy_coding = rice_v2.zero_rows = rice_v2.tile_copies = rice_v2.plane_contexts = false;
+      rice_v2.entropy_coding = rice_v2.zero_rows = rice_v2.tile_copies = rice_v2.plane_contexts = rice_v2.corrections = false;
       const std::vector<std::uint8_t> enc = l3::encode(img.view(), rice_v2);
       const std::uint8_t* s = enc.data();
       const std::uint32_t tw = 1u << s[16], th = s[17];
@@ -521,6 +665,12 @@ int main(int argc, char** argv) {
                   (unsigned long long)rice_rows, (unsigned long long)rice_params, (unsigned long long)samples,
                   (unsigned long long)zeros);
       const double base = double(enc.size()) - double(rice_rows) - double(rice_params);
+      if (flips) {
+        print_flips(tiles, base, state_bytes);
+        std::printf("\n");
+        std::fflush(stdout);
+        continue;
+      }
       if (contexts) {
         print_contexts(tiles, base, state_bytes);
         std::printf("\n");

@@ -98,10 +98,12 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
 
 // Rice-coded (version 2) streams unless `ans`, without zero rows unless
 // `zero_rows`, without tile copies unless `copies`, without pixel copies
-// unless `pixel_copies`, without plane contexts unless `plane_contexts`: the
-// vectors of §4.3-§4.4 keep the byte layout their mutations assume.
+// unless `pixel_copies`, without plane contexts unless `plane_contexts`,
+// without residual corrections unless `corrections`: the vectors of §4.3-§4.4
+// keep the byte layout their mutations assume.
 Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false,
-             bool copies = false, bool pixel_copies = false, int effort = 1, bool plane_contexts = false) {
+             bool copies = false, bool pixel_copies = false, int effort = 1, bool plane_contexts = false,
+             bool corrections = false) {
   l3::EncodeOptions o;
   o.effort = effort;
   o.tile_width = tw;
@@ -111,6 +113,7 @@ Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool 
   o.tile_copies = copies;
   o.pixel_copies = pixel_copies;
   o.plane_contexts = plane_contexts;
+  o.corrections = corrections;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -250,7 +253,7 @@ int main(int argc, char** argv) {
   {
     l3::EncodeOptions rice;
     rice.entropy_coding = false;
-    rice.plane_contexts = false;  // its bytes as written in version 2
+    rice.plane_contexts = rice.corrections = false;  // its bytes as written in version 2
     v.valid("valid-rgb-default-tiles-33x17", rgb, l3::encode(l3::ImageView{rgb.px.data(), rgb.w, rgb.h, rgb.c, 0}, rice));
   }
   // Version 2's constant planes (spec §4.3): opaque alpha, gray stored as RGB.
@@ -270,7 +273,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-8", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
+  v.mutate("version-9", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -680,6 +683,62 @@ int main(int argc, char** argv) {
       b[alpha] |= l3::core::kPlaneContextOfPrevious;
     });
     v.mutate("plane-byte-bit-4", rgb_rice, errc::reserved_bits_set, [&](Bytes& b) { b[plane1] |= 0x10; });
+  }
+  {
+    // Residual corrections (version 8, spec §6.7): stepped ramps whose
+    // residuals fall on one side of the prediction (test_tile_pattern.hpp),
+    // gray and RGB, Rice-coded and entropy-coded tiles, and opaque RGBA (its
+    // alpha a constant plane).
+    auto ramps = [](std::uint32_t w, std::uint32_t h, std::uint32_t c, bool opaque_alpha) {
+      Image im{w, h, c, Bytes(std::size_t(w) * h * c)};
+      l3::test::fill_stepped_ramps(im.px.data(), w, h, c, 3);
+      if (opaque_alpha)
+        for (std::size_t i = 3; i < im.px.size(); i += 4) im.px[i] = 255;
+      return im;
+    };
+    auto expect = [](bool ok, const char* what) {
+      if (!ok) { std::fprintf(stderr, "corrections: %s expected\n", what); std::exit(1); }
+    };
+    const Image ramp_gray = ramps(64, 32, 1, false), ramp_rgb = ramps(64, 32, 3, false), ramp_rgba = ramps(64, 32, 4, true);
+    const Bytes gray_rice = encode(ramp_gray, 32, 16, false, false, false, false, 1, false, true);
+    const Bytes rgb_rice = encode(ramp_rgb, 32, 16, false, false, false, false, 1, false, true);
+    const Bytes rgb_ans = encode(ramp_rgb, 32, 16, true, false, false, false, 1, false, true);
+    const Bytes rgba_rice = encode(ramp_rgba, 32, 16, false, false, false, false, 1, false, true);
+    for (const Bytes* b : {&gray_rice, &rgb_rice, &rgb_ans, &rgba_rice})
+      expect((*b)[4] == l3::core::kVersionCorrections, "version 8 streams");
+    v.valid("valid-gray-corrections-rice-64x32", ramp_gray, gray_rice);
+    v.valid("valid-rgb-corrections-rice-64x32", ramp_rgb, rgb_rice);
+    v.valid("valid-rgb-corrections-ans-64x32", ramp_rgb, rgb_ans);
+    v.valid("valid-rgba-opaque-corrections-rice-64x32", ramp_rgba, rgba_rice);
+    // Tile 0's plane 0 of the RGB Rice stream: its byte, then the entries.
+    const std::size_t plane0 = tile_offset(rgb_rice, 0) + 1;
+    expect((rgb_rice[tile_offset(rgb_rice, 0)] & 3) == l3::core::kTileCoded &&
+               (rgb_rice[plane0] & l3::core::kPlaneCorrections),
+           "tile 0's plane 0 with corrections");
+    v.mutate("corrections-in-v7", rgb_rice, errc::reserved_bits_set, [](Bytes& b) { b[4] = 7; });
+    v.mutate("corrections-bias-3", rgb_rice, errc::corrupt_tile, [&](Bytes& b) { b[plane0 + 1] |= 3; });
+    v.mutate("corrections-entry-bit-27", rgb_rice, errc::reserved_bits_set, [&](Bytes& b) { b[plane0 + 4] |= 0x08; });
+    v.mutate("corrections-truncated", rgb_rice, errc::truncated, [&](Bytes& b) {
+      // Tile 0 cut right after plane 0's byte and two bytes of its entries.
+      const std::size_t t = tile_offset(b, 0), size = tile_size(b, 0), keep = plane0 + 3 - t;
+      b.erase(b.begin() + std::ptrdiff_t(t + keep), b.begin() + std::ptrdiff_t(t + size));
+      set_tile_size(b, 0, std::uint32_t(keep));
+    });
+    // Tile 0's alpha in the RGBA stream: a constant plane (after three
+    // coded planes' entries), which may not take corrections.
+    const std::size_t rgba0 = tile_offset(rgba_rice, 0);
+    l3::core::CodedTileParams t;
+    expect((rgba_rice[rgba0] & 3) == l3::core::kTileCoded && !(rgba_rice[rgba0] & l3::core::kModePalette) &&
+               l3::core::parse_coded_tile(&rgba_rice[rgba0], tile_size(rgba_rice, 0), 32, 16, 4,
+                                          l3::core::kVersionCorrections, t) == l3::core::kOk &&
+               t.plane[3].constant,
+           "tile 0 of RGBA coded, its alpha constant");
+    std::size_t alpha = rgba0 + 1;
+    for (int q = 0; q < 3; ++q) alpha += 1 + (t.plane[q].corrected ? 4 : 0) + l3::core::kBuckets / 2;
+    expect(rgba_rice[alpha] == l3::core::kPlaneConstant, "the alpha plane's byte");
+    v.mutate("corrections-on-constant-plane", rgba_rice, errc::corrupt_tile,
+             [&](Bytes& b) { b[alpha] |= l3::core::kPlaneCorrections; });
+    v.mutate("plane-byte-bit-5", rgb_rice, errc::reserved_bits_set, [&](Bytes& b) { b[plane0] |= 0x20; });
   }
   const Bytes raw_bytes = encode(noise);
   v.mutate("raw-tile-short", raw_bytes, errc::truncated, [&](Bytes& b) {

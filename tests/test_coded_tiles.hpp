@@ -49,4 +49,13 @@ inline int planes_with_previous_code(const std::vector<std::uint8_t>& enc) {
   return n;
 }
 
+// How many coded planes of a stream's tiles have residual corrections
+// (version 8, spec §6.7).
+inline int planes_with_corrections(const std::vector<std::uint8_t>& enc) {
+  int n = 0;
+  for (const auto& [tile, t] : coded_tiles(enc))
+    for (int p = 0; p < t.channels; ++p) n += t.plane[p].corrected;
+  return n;
+}
+
 }  // namespace l3::test

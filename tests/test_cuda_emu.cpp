@@ -132,16 +132,18 @@ template <class Wanted> int check_vectors(Wanted&& wanted) {
   return vectors;
 }
 
-// plane_contexts false: a stream without version 7's plane contexts, for the
-// tests that count the streams of an older version by their version.
+// newest: the newest version the stream may have (6: without version 7's
+// plane contexts and version 8's residual corrections), for the tests that
+// count the streams of an older version by their version.
 std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th, int effort = 1,
-                              bool entropy_coding = true, bool plane_contexts = true) {
+                              bool entropy_coding = true, int newest = l3::core::kVersion) {
   l3::EncodeOptions o;
   o.tile_width = tw;
   o.tile_height = th;
   o.effort = effort;
   o.entropy_coding = entropy_coding;
-  o.plane_contexts = plane_contexts;
+  o.plane_contexts = newest >= l3::core::kVersionPlaneContext;
+  o.corrections = newest >= l3::core::kVersionCorrections;
   return l3::encode(im.view(), o);
 }
 
@@ -236,7 +238,7 @@ TEST_CASE("emulated wavefront equals l3::decode on entropy-coded tiles (spec/cod
       for (std::uint32_t th : {5u, 32u}) {
         // Effort 2 entropy-codes every tile where that is smaller (effort 1
         // only where it saves 10%: EncodeOptions::entropy_min_saving_percent).
-        const auto e = enc(im, 128, th, 2, true, false);
+        const auto e = enc(im, 128, th, 2, true, 6);
         ans_streams += l3::read_info(e).version == 3;
         check_same(e, "kind " + std::to_string(kind) + " with noise " + shape(im, 128, th));
       }
@@ -264,7 +266,7 @@ TEST_CASE("emulated wavefront equals l3::decode on zero rows (spec/codec.md §4.
         else if (y % 5 == 1 || y % 7 == 4 || y % 32 == 31) std::memcpy(p, p - row, row);
       }
       for (int effort : {1, 2}) {
-        const auto e = enc(im, 64, 32, effort, true, false);
+        const auto e = enc(im, 64, 32, effort, true, 6);
         v4 += l3::read_info(e).version == 4;
         check_same(e, "kind " + std::to_string(kind) + " zero rows " + shape(im, 64, 32));
         check_random_crops(e, im, rng, 6);
@@ -334,7 +336,7 @@ TEST_CASE("emulated wavefront equals l3::decode on tile copies (spec/codec.md §
       for (std::uint32_t x = 0; x < im.w; ++x)
         for (std::uint32_t c = 0; c < ch; ++c)
           im.px[(std::size_t(y) * im.w + x) * ch + c] = l3::test::periodic_32x8(x, y, c);
-    const auto e = enc(im, 32, 8, 1, true, false);
+    const auto e = enc(im, 32, 8, 1, true, 6);
     CHECK(l3::read_info(e).version == 5);
     check_same(e, "tile copies " + shape(im, 32, 8));
     check_random_crops(e, im, rng, 6);
@@ -569,7 +571,7 @@ TEST_CASE("emulated wavefront equals l3::decode on pixel copies (spec/codec.md �
       Img im{300, 70, ch, Pixels(std::size_t(300) * 70 * ch)};
       l3::test::fill_glyph_text(im.px.data(), im.w, im.h, ch, ch + 7, colourful);
       for (int effort : {1, 2}) {
-        const auto e = enc(im, 128, 32, effort, true, false);
+        const auto e = enc(im, 128, 32, effort, true, 6);
         with_copies += l3::read_info(e).version == 6;
         palette_copies += palette_copy_tiles(e);
         check_same(e, "pixel copies " + shape(im, 128, 32) + (colourful ? " varied" : " flat"));
@@ -600,7 +602,7 @@ TEST_CASE("emulated wavefront equals l3::decode on plane contexts (spec/codec.md
     l3::test::fill_shared_noise(im.px.data(), im.w, im.h, ch, ch);
     for (const bool entropy_coding : {true, false})
       for (int effort : {1, 2}) {
-        const auto e = enc(im, 128, 32, effort, entropy_coding);
+        const auto e = enc(im, 128, 32, effort, entropy_coding, l3::core::kVersionPlaneContext);
         v7 += l3::read_info(e).version == 7;
         planes_with_context += l3::test::planes_with_previous_code(e);
         check_same(e, "plane contexts " + shape(im, 128, 32) + (entropy_coding ? " rANS" : " Rice"));
@@ -615,6 +617,35 @@ TEST_CASE("emulated wavefront equals l3::decode on plane contexts (spec/codec.md
   MESSAGE(rejected << " of 240 damaged streams with plane contexts rejected");
   CHECK(rejected > 120);
   CHECK(check_vectors([](const std::string& name) { return name.find("plane-context") != std::string::npos; }) >= 4);
+}
+
+TEST_CASE("emulated wavefront equals l3::decode on residual corrections (spec/codec.md §6.7, version 8)") {
+  // Stepped ramps (test_tile_pattern.hpp), 1-4 channels, Rice- and
+  // entropy-coded tiles, effort 1 and 2, whole, cropped, in a batch and
+  // damaged (the same status as l3::decode); and the corrections' vectors.
+  std::mt19937 rng(808);
+  std::vector<std::vector<std::uint8_t>> streams;
+  int v8 = 0, corrected_planes = 0;
+  for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+    Img im{300, 70, ch, Pixels(std::size_t(300) * 70 * ch)};
+    l3::test::fill_stepped_ramps(im.px.data(), im.w, im.h, ch, ch);
+    for (const bool entropy_coding : {true, false})
+      for (int effort : {1, 2}) {
+        const auto e = enc(im, 128, 32, effort, entropy_coding);
+        v8 += l3::read_info(e).version == 8;
+        corrected_planes += l3::test::planes_with_corrections(e);
+        check_same(e, "corrections " + shape(im, 128, 32) + (entropy_coding ? " rANS" : " Rice"));
+        check_random_crops(e, im, rng, 6);
+        streams.push_back(e);
+      }
+  }
+  MESSAGE(v8 << " of 16 streams have residual corrections, " << corrected_planes << " tile planes");
+  CHECK(v8 == 16);
+  check_whole_batch(streams);
+  const int rejected = damaged_same_status_as_decode(streams, rng, 240);
+  MESSAGE(rejected << " of 240 damaged streams with residual corrections rejected");
+  CHECK(rejected > 120);
+  CHECK(check_vectors([](const std::string& name) { return name.find("corrections") != std::string::npos; }) >= 9);
 }
 
 TEST_CASE("tiles up to 256x32 of 1-4 planes, Rice- and entropy-coded (the CPU decoder's AVX-512 lanes): same pixels and status as the emulation") {

@@ -232,7 +232,7 @@ TEST_CASE("GPU: zero rows (spec/codec.md §4.3, version 4), whole images and cro
     o.effort = 1 + i % 2;
     o.tile_copies = false;  // version 4 exactly (copies, plane contexts: the next tests)
     o.pixel_copies = false;
-    o.plane_contexts = false;
+    o.plane_contexts = o.corrections = false;
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v4 += l3::read_info(streams.back()).version == 4;
     const l3::Rect r{std::uint32_t(i) % 7, std::uint32_t(i) % 5 + 3, w / 2 + std::uint32_t(i), h / 2};
@@ -261,7 +261,7 @@ TEST_CASE("GPU: tile copies (spec/codec.md §3.3, version 5), whole images and c
     o.tile_width = 32;
     o.tile_height = 8;
     o.pixel_copies = false;  // version 5 exactly (pixel copies, plane contexts: the next tests)
-    o.plane_contexts = false;
+    o.plane_contexts = o.corrections = false;
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     if (i % 2 == 1) CHECK(l3::read_info(streams.back()).version == 5);
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
@@ -285,7 +285,7 @@ TEST_CASE("GPU: pixel copies (spec/codec.md §6.6, version 6), whole images and 
     l3::EncodeOptions o;
     o.tile_width = 128;
     o.effort = 2;  // copies in every tile where they save
-    o.plane_contexts = false;  // version 6 exactly (plane contexts: the next test)
+    o.plane_contexts = o.corrections = false;  // version 6 exactly (plane contexts: the next test)
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v6 += l3::read_info(streams.back()).version == 6;
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
@@ -309,12 +309,36 @@ TEST_CASE("GPU: plane contexts (spec/codec.md §6.2, version 7), whole images an
     l3::EncodeOptions o;
     o.tile_width = 128;
     o.entropy_coding = i % 2 == 0;
+    o.corrections = false;  // version 7 exactly (corrections: the next test)
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v7 += l3::read_info(streams.back()).version == 7;
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
     crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
   }
   CHECK(v7 >= 7);  // of the 9 with 2-4 channels
+  decode_and_check_both_layouts(streams, crops);
+}
+
+TEST_CASE("GPU: residual corrections (spec/codec.md §6.7, version 8), whole images and crops" * doctest::skip(no_gpu())) {
+  // Stepped ramps (test_tile_pattern.hpp), Rice- and entropy-coded tiles,
+  // 1-4 channels, between images of random pixels (no corrections).
+  std::mt19937 rng(38);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<std::optional<l3::Rect>> crops;
+  int v8 = 0;
+  for (int i = 0; i < 12; ++i) {
+    const std::uint32_t w = 220 + std::uint32_t(i) * 13, h = 40 + std::uint32_t(i) * 7, ch = std::uint32_t(i % 4) + 1;
+    Img im = make_image(rng, w, h, ch, 1 + i % 3);
+    if (i % 3 != 2) l3::test::fill_stepped_ramps(im.px.data(), w, h, ch, std::uint32_t(i));
+    l3::EncodeOptions o;
+    o.tile_width = 128;
+    o.entropy_coding = i % 2 == 0;
+    streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
+    v8 += l3::read_info(streams.back()).version == 8;
+    const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
+    crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
+  }
+  CHECK(v8 >= 8);  // of the 8 stepped ramps
   decode_and_check_both_layouts(streams, crops);
 }
 

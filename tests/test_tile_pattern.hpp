@@ -66,4 +66,27 @@ inline void fill_shared_noise(std::uint8_t* px, std::uint32_t w, std::uint32_t h
     }
 }
 
+// Ramps that rise in steps, with noise of one sign, what residual
+// corrections (spec/codec.md §6.7, version 8) are for: each channel a
+// staircase in x and y (a different slope per channel) plus 1 at about a
+// quarter of the pixels (seeded from the position), so that the residuals
+// of the predictors fall on one side of the prediction, by how the
+// neighbours rise.
+inline void fill_stepped_ramps(std::uint8_t* px, std::uint32_t w, std::uint32_t h, std::uint32_t ch,
+                               std::uint32_t seed) {
+  auto mix = [](std::uint64_t v) {  // splitmix64's finaliser
+    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+    v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+    return v ^ (v >> 31);
+  };
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x) {
+      const int bump = mix((std::uint64_t(y) << 32 | x) ^ (std::uint64_t(seed) << 20)) % 4 == 0 ? 1 : 0;
+      for (std::uint32_t c = 0; c < ch; ++c) {
+        const int v = 20 + int(c) * 40 + (int(x) * int(3 + c) + int(y) * int(2 + 2 * c)) / 7 + bump;
+        *px++ = std::uint8_t(v > 255 ? 255 : v);
+      }
+    }
+}
+
 }  // namespace l3::test

@@ -473,7 +473,12 @@ struct LanePredict {
   std::uint8_t pred[CH];
   bool constant[CH];  // reads nothing: its codes are 0 (spec §6.5)
   bool previous_code[CH];  // its activity adds the code of the plane before (version 7, spec §6.2)
+  bool corrected[CH];      // its residuals are corrected (version 8, spec §6.7)
   __m512i lo[CH], hi[CH], mid[CH];
+  // Per gradient class (lanes 0-8; core::correct_residual): the residual's
+  // correction as (e ^ flip_xor) + flip_add, flip_xor -1 where the sign
+  // flips, flip_add the flip (1 or 0) plus the bias.
+  __m512i flip_xor[CH], flip_add[CH];
 };
 
 template <int CH>
@@ -483,6 +488,15 @@ L3_LANES_TARGET inline LanePredict<CH> lane_predict(const CodedTileParams& t) {
     k.pred[p] = t.plane[p].pred;
     k.constant[p] = t.plane[p].constant;
     k.previous_code[p] = t.plane[p].previous_code;
+    k.corrected[p] = t.plane[p].corrected;
+    alignas(64) int flip_xor[16] = {}, flip_add[16] = {};
+    for (int g = 0; g < core::kCorrectionClasses; ++g) {
+      const std::uint32_t entry = core::correction_entry(t.plane[p], g);
+      flip_xor[g] = -int(entry >> 2);
+      flip_add[g] = core::corrected_residual(entry, 0) + int(entry >> 2);
+    }
+    k.flip_xor[p] = _mm512_load_si512(flip_xor);
+    k.flip_add[p] = _mm512_load_si512(flip_add);
     k.lo[p] = _mm512_set1_epi32(t.plane[p].range.lo);
     k.hi[p] = _mm512_set1_epi32(t.plane[p].range.hi);
     k.mid[p] = _mm512_set1_epi32(t.plane[p].range.mid);
@@ -503,6 +517,22 @@ L3_LANES_TARGET inline __m512i lanes_predict(const LanePredict<CH>& k, int p, __
   const __m512i grad = _mm512_sub_epi32(_mm512_add_epi32(w, n), nw);
   if (k.pred[p] == core::kPredGrad) return _mm512_min_epi32(k.hi[p], _mm512_max_epi32(k.lo[p], grad));
   return _mm512_min_epi32(_mm512_max_epi32(w, n), _mm512_max_epi32(_mm512_min_epi32(w, n), grad));  // MED
+}
+
+// core::correct_residual for plane p (version 8, spec §6.7): the gradient
+// class 3 sign(N - NW) + sign(NW - W) + 4 of each lane, then its correction
+// from the plane's two 9-entry tables by permutes.
+template <int CH>
+L3_LANES_TARGET inline __m512i lanes_correct(const LanePredict<CH>& k, int p, __m512i e, __m512i w, __m512i n,
+                                             __m512i nw) {
+  const __m512i three = _mm512_set1_epi32(3), one = _mm512_set1_epi32(1);
+  __m512i g = _mm512_set1_epi32(4);
+  g = _mm512_mask_add_epi32(g, _mm512_cmpgt_epi32_mask(n, nw), g, three);
+  g = _mm512_mask_sub_epi32(g, _mm512_cmplt_epi32_mask(n, nw), g, three);
+  g = _mm512_mask_add_epi32(g, _mm512_cmpgt_epi32_mask(nw, w), g, one);
+  g = _mm512_mask_sub_epi32(g, _mm512_cmplt_epi32_mask(nw, w), g, one);
+  const __m512i flipped = _mm512_xor_si512(e, _mm512_permutexvar_epi32(g, k.flip_xor[p]));
+  return _mm512_add_epi32(flipped, _mm512_permutexvar_epi32(g, k.flip_add[p]));
 }
 
 // The neighbours of 16 lanes' pixels in the row above: N and NW, as codes
@@ -532,7 +562,8 @@ L3_LANES_TARGET inline void edge_rules(__m512i& w, __m512i& n, __m512i& nw, __mm
 // out of line, the step kept the rows' state in memory. kPlaneContexts: a
 // plane of the tile has the context of the plane before (version 7); tiles
 // without take a copy that does not keep that code (2.7% faster on photos).
-template <class Coder, int CH, bool kPlaneContexts>
+// kCorrections: a plane of the tile has residual corrections (version 8).
+template <class Coder, int CH, bool kPlaneContexts, bool kCorrections>
 L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Coder& coder, const LanePredict<CH>& pk,
                                                                       bool run_mode, LaneRows<Coder, CH>& R,
                                                                       __m512i col, const LaneAbove<CH>& up,
@@ -573,7 +604,9 @@ L3_LANES_TARGET __attribute__((always_inline)) inline void lanes_step(const Code
     __m512i vw = R.vw[p], vn = up.vn[p], vnw = up.vnw[p];
     edge_rules(vw, vn, vnw, first_row, col0);
     const __m512i one = _mm512_set1_epi32(1);
-    const __m512i residual = _mm512_xor_si512(_mm512_srli_epi32(u, 1), _mm512_sub_epi32(zero, _mm512_and_si512(u, one)));
+    __m512i residual = _mm512_xor_si512(_mm512_srli_epi32(u, 1), _mm512_sub_epi32(zero, _mm512_and_si512(u, one)));
+    if constexpr (kCorrections)
+      if (pk.corrected[p]) residual = lanes_correct(pk, p, residual, vw, vn, vnw);
     v[p] = _mm512_add_epi32(lanes_predict(pk, p, vw, vn, vnw), residual);
     R.vw[p] = _mm512_mask_mov_epi32(R.vw[p], active, v[p]);
   }
@@ -657,7 +690,7 @@ L3_LANES_TARGET inline __m512i from_lane_above(__m512i a, __m512i b) {
 // lanes_eligible takes (the rest of the tile is never needed by them, as in
 // a crop): their plane values into rows, their lanes' state as the scalar
 // loops leave it. lanes: from core::lane_begin.
-template <int CH, bool kPlaneContexts, class Coder>
+template <int CH, bool kPlaneContexts, bool kCorrections, class Coder>
 L3_LANES_TARGET __attribute__((noinline)) inline void lanes_values(const Coder& coder, const CodedTileParams& t,
                                                                    LaneState* lanes, ValueRow* rows, int cols,
                                                                    int rows_used) {
@@ -696,11 +729,11 @@ L3_LANES_TARGET __attribute__((noinline)) inline void lanes_values(const Coder& 
         up_b.vn[p] = from_lane_above(A.vw[p], B.vw[p]);
       }
     }
-    lanes_step<Coder, CH, kPlaneContexts>(coder, pk, t.run_mode, A, col_a, up_a, true, rows, s, cols_v, lanes_a,
-                                          t.width);
+    lanes_step<Coder, CH, kPlaneContexts, kCorrections>(coder, pk, t.run_mode, A, col_a, up_a, true, rows, s, cols_v,
+                                                        lanes_a, t.width);
     if (rows_b > 0)
-      lanes_step<Coder, CH, kPlaneContexts>(coder, pk, t.run_mode, B, _mm512_sub_epi32(col_a, g16), up_b, false,
-                                            rows + 16, s - 16, cols_v, lanes_b, t.width);
+      lanes_step<Coder, CH, kPlaneContexts, kCorrections>(coder, pk, t.run_mode, B, _mm512_sub_epi32(col_a, g16),
+                                                          up_b, false, rows + 16, s - 16, cols_v, lanes_b, t.width);
   }
   lane_rows_end(coder, A, lanes, rows_a);
   lane_rows_end(coder, B, lanes + 16, rows_b);
@@ -713,19 +746,24 @@ template <int CH>
 L3_LANES_TARGET __attribute__((noinline)) inline void lanes_values(const std::uint8_t* tile, const CodedTileParams& t,
                                                                    LaneState* lanes, LaneScratch& x, int cols,
                                                                    int rows_used) {
-  bool plane_contexts = false;
+  bool plane_contexts = false, corrections = false;
   for (int p = 1; p < CH; ++p) plane_contexts |= t.plane[p].previous_code;
-  const auto run = [&]<bool kPlaneContexts>() {
+  for (int p = 0; p < CH; ++p) corrections |= t.plane[p].corrected;
+  const auto run = [&]<bool kPlaneContexts, bool kCorrections>() {
     if (t.ans) {
       fill_ans_entries(t, x.entries);
-      lanes_values<CH, kPlaneContexts>(AnsCoder(x.entries, tile), t, lanes, x.rows, cols, rows_used);
+      lanes_values<CH, kPlaneContexts, kCorrections>(AnsCoder(x.entries, tile), t, lanes, x.rows, cols, rows_used);
     } else {
-      lanes_values<CH, kPlaneContexts>(RiceCoder(t, tile), t, lanes, x.rows, cols, rows_used);
+      lanes_values<CH, kPlaneContexts, kCorrections>(RiceCoder(t, tile), t, lanes, x.rows, cols, rows_used);
     }
   };
   if constexpr (CH > 1)
-    if (plane_contexts) return run.template operator()<true>();
-  run.template operator()<false>();
+    if (plane_contexts) {
+      if (corrections) return run.template operator()<true, true>();
+      return run.template operator()<true, false>();
+    }
+  if (corrections) return run.template operator()<false, true>();
+  run.template operator()<false, false>();
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

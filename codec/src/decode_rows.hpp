@@ -94,7 +94,26 @@ struct PredictConsts {
   V4 lo, hi, mid;
   // kPredPerPlane: all lanes set where the plane uses that predictor.
   V4 is_w, is_n, is_avg, is_grad;
+  // Corrected passes (spec §6.7): per gradient class g, bit 3g of flip_bits
+  // says whether the residual's sign flips, bits 3g..3g+1 of add_bits hold
+  // the flip (1 or 0) plus the bias plus 1; 0 in a plane without corrections.
+  V4 flip_bits, add_bits;
 };
+
+// The value pass of tiles with residual corrections (version 8, spec §6.7)
+// is instantiated with kPred = a predictor (fixed or kPredPerPlane) plus
+// kCorrected: the corrections' chain through W is short, the per-plane
+// predictor's selects are not (fixed predictors with corrections decode the
+// bilevel text page in about two thirds of the time).
+inline constexpr std::uint8_t kCorrected = 0x40;
+inline constexpr std::uint8_t kPredPerPlaneCorrected = 0x7f;
+constexpr bool corrected_pass(std::uint8_t kPred) {
+  return kPred == kPredPerPlaneCorrected || (kPred & 0xc0) == kCorrected;
+}
+constexpr std::uint8_t predictor_of(std::uint8_t kPred) {
+  if (kPred == kPredPerPlaneCorrected) return core::kPredPerPlane;
+  return corrected_pass(kPred) ? std::uint8_t(kPred & ~kCorrected) : kPred;
+}
 
 template <int CH>
 L3_DECODE_INLINE PredictConsts predict_consts(const CodedTileParams& t) {
@@ -108,13 +127,43 @@ L3_DECODE_INLINE PredictConsts predict_consts(const CodedTileParams& t) {
     k.is_n[p] = pp.pred == core::kPredN ? -1 : 0;
     k.is_avg[p] = pp.pred == core::kPredAvg ? -1 : 0;
     k.is_grad[p] = pp.pred == core::kPredGrad ? -1 : 0;
+    std::uint32_t flips = 0, adds = 0;
+    for (int g = 0; g < core::kCorrectionClasses; ++g) {
+      const std::uint32_t entry = pp.corrected ? core::correction_entry(pp, g) : 0u;
+      const int flip = int(entry >> 2);
+      flips |= std::uint32_t(flip) << (core::kCorrectionBits * g);
+      adds |= std::uint32_t(core::corrected_residual(entry, 0) + flip + 1) << (core::kCorrectionBits * g);
+    }
+    k.flip_bits[p] = int(flips);
+    k.add_bits[p] = int(adds);
   }
   return k;
 }
 
-// core::predict / predict_fixed on all planes at once.
+// A pixel's residuals from its codes (spec §7.2), in a corrected pass
+// corrected by their gradient classes: core::correct_residual on all planes
+// at once, as (e ^ -flip) + (flip + bias) (a plane without corrections has
+// flip 0 and bias 0). W is the previous pixel's value, so only the sign of
+// NW - W is on the row's dependency chain: compares, masks and two shifts.
 template <std::uint8_t kPred>
+L3_DECODE_INLINE V4 residuals_v(const PredictConsts& k, V4 u, V4 w, V4 n, V4 nw) {
+  const V4 e = (u >> 1) ^ -(u & 1);
+  if constexpr (!corrected_pass(kPred)) {
+    return e;
+  } else {
+    // Class g's entry starts at bit 3 g = 9 sign(N - NW) + 3 sign(NW - W) +
+    // 12; vector comparisons are -1 where true.
+    const V4 up = ((n > nw) & 9) - ((n < nw) & 9) + 12;
+    const V4 at = up + ((nw > w) & 3) - ((nw < w) & 3);
+    const V4 flip = (k.flip_bits >> at) & 1, add = ((k.add_bits >> at) & 3) - 1;
+    return (e ^ -flip) + add;
+  }
+}
+
+// core::predict / predict_fixed on all planes at once.
+template <std::uint8_t kPredOrCorrected>
 L3_DECODE_INLINE V4 predict_v(const PredictConsts& k, V4 w, V4 n, V4 nw) {
+  constexpr std::uint8_t kPred = predictor_of(kPredOrCorrected);
   // W is the previous pixel's result, so each row is one dependency chain
   // through W: the gradient is written W + (N - NW) to take N - NW off it.
   if constexpr (kPred == core::kPredW) return w;
@@ -149,7 +198,7 @@ L3_DECODE_INLINE void reconstruct_step(const PredictConsts& k, const CodeRow<CH>
   const V4 nw = kFirstRow ? w : up[c - 1];
   const V4 u = load_codes<CH>(codes.code[c + 1]);
   // No range check: see core::decode_pixel.
-  w = predict_v<kPred>(k, w, n, nw) + ((u >> 1) ^ -(u & 1));
+  w = predict_v<kPred>(k, w, n, nw) + residuals_v<kPred>(k, u, w, n, nw);
   cur[c] = w;
 }
 
@@ -253,7 +302,7 @@ L3_DECODE_INLINE void reconstruct_copy_row(const PredictConsts& k, const CodeRow
       const V4 n = first ? w : up[c];
       const V4 nw = first ? w : up[c - 1];
       const V4 u = load_codes<CH>(codes.code[c + 1]);
-      w = predict_v<kPred>(k, w, n, nw) + ((u >> 1) ^ -(u & 1));
+      w = predict_v<kPred>(k, w, n, nw) + residuals_v<kPred>(k, u, w, n, nw);
       cur[c] = w;
     }
   };
@@ -396,6 +445,17 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
 template <int CH>
 int decode_coded_by_predictor(const std::uint8_t* tile, const CodedTileParams& t, const TileOutput& o,
                               const std::uint8_t* read_end) {
+  for (int p = 0; p < CH; ++p)
+    if (t.plane[p].corrected) {
+      switch (core::shared_predictor(t)) {
+        case core::kPredMED: return decode_coded_rows<CH, core::kPredMED | kCorrected>(tile, t, o, read_end);
+        case core::kPredW: return decode_coded_rows<CH, core::kPredW | kCorrected>(tile, t, o, read_end);
+        case core::kPredN: return decode_coded_rows<CH, core::kPredN | kCorrected>(tile, t, o, read_end);
+        case core::kPredAvg: return decode_coded_rows<CH, core::kPredAvg | kCorrected>(tile, t, o, read_end);
+        case core::kPredGrad: return decode_coded_rows<CH, core::kPredGrad | kCorrected>(tile, t, o, read_end);
+        default: return decode_coded_rows<CH, kPredPerPlaneCorrected>(tile, t, o, read_end);
+      }
+    }
   switch (core::shared_predictor(t)) {
     case core::kPredMED: return decode_coded_rows<CH, core::kPredMED>(tile, t, o, read_end);
     case core::kPredW: return decode_coded_rows<CH, core::kPredW>(tile, t, o, read_end);

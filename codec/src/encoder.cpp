@@ -66,6 +66,8 @@ std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::Til
                              core::kVersion, t) != core::kOk)
     return core::kVersion;
   for (int p = 0; p < t.channels; ++p)
+    if (t.plane[p].corrected) return core::kVersionCorrections;
+  for (int p = 0; p < t.channels; ++p)
     if (t.plane[p].previous_code) return core::kVersionPlaneContext;
   if (t.copies) return core::kVersionPixelCopies;
   for (std::uint32_t row = 0; row < r.height; ++row)

@@ -79,14 +79,14 @@ class TileEncoder {
 public:
   TileEncoder(const ImageView& img, const Rect& r, const EncodeOptions& o)
       : TileEncoder(img, r, o.effort, o.entropy_coding, o.entropy_min_saving_percent, o.zero_rows, o.pixel_copies,
-                    o.plane_contexts) {}
+                    o.plane_contexts, o.corrections) {}
 
   TileEncoder(const ImageView& img, const Rect& r, int effort, bool entropy_coding, unsigned ans_min_saving_percent,
-              bool zero_rows, bool pixel_copies, bool plane_contexts)
+              bool zero_rows, bool pixel_copies, bool plane_contexts, bool corrections)
       : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort), ans_(entropy_coding && effort >= 1),
         ans_min_saving_percent_(effort >= 2 ? 0 : ans_min_saving_percent), zero_rows_(zero_rows),
         pixel_copies_(pixel_copies && ans_), copy_min_saving_percent_(2 * ans_min_saving_percent_),
-        plane_contexts_(plane_contexts && effort >= 1) {
+        plane_contexts_(plane_contexts && effort >= 1), corrections_(corrections && effort >= 1) {
     const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
     pixels_.resize(std::size_t(w_) * h_ * ch_);
     for (int y = 0; y < h_; ++y)
@@ -101,6 +101,21 @@ public:
 
   std::vector<std::uint8_t> encode() {
     if (is_constant()) return constant_tile();
+    if (effort_ >= 2 && corrections_) {
+      // Density: the tile with and without residual corrections (spec §6.7),
+      // whose choice (choose_corrections) is an estimate; the smaller kept.
+      corrections_ = false;
+      std::vector<std::uint8_t> without = encode_coded();
+      corrections_ = true;
+      std::vector<std::uint8_t> with = encode_coded();
+      return with.size() <= without.size() ? with : without;
+    }
+    return encode_coded();
+  }
+
+private:
+  // encode() of a tile that is not constant.
+  std::vector<std::uint8_t> encode_coded() {
     params_.width = w_;
     params_.height = h_;
     params_.channels = ch_;
@@ -137,7 +152,6 @@ public:
     return coded;
   }
 
-private:
   // Pixels are interleaved; plane values, residual codes and buckets are
   // planar (plane p's sample (r, c) at pat(p, r, c)) so that the per-plane
   // loops below run over contiguous memory and vectorise.
@@ -203,7 +217,7 @@ private:
     for (std::uint8_t& v : index) v = rank[v];
     TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
                               Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_, ans_min_saving_percent_,
-                              zero_rows_, pixel_copies_, plane_contexts_);
+                              zero_rows_, pixel_copies_, plane_contexts_, corrections_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
     index_encoder.few_colours_ = 1;        // at most 256 indices
     const std::vector<std::uint8_t> inner = index_encoder.encode();
@@ -494,6 +508,12 @@ private:
         case core::kPredAvg: plane_codes<core::kPredAvg>(p); break;
         default: plane_codes<core::kPredGrad>(p); break;
       }
+      params_.plane[p].corrected = false;
+      params_.plane[p].corrections = 0;
+      if (corrections_ && !params_.plane[p].constant) choose_corrections(p);
+      const std::uint32_t* u = &sym_[pat(p, 0, 0)];
+      std::uint8_t* __restrict zero = zero_.data();
+      for (std::size_t i = 0, n = plane_; i < n; ++i) zero[i] &= std::uint8_t(u[i] == 0);
       if (plane_context_eligible(p)) {
         buckets_choosing_previous_code(p);
       } else {
@@ -519,12 +539,151 @@ private:
     const int lo = pp.range.lo, hi = pp.range.hi;
     const int* v = &value_[pat(p, 0, 0)];
     std::uint32_t* __restrict u = &sym_[pat(p, 0, 0)];
-    std::uint8_t* __restrict zero = zero_.data();
     auto code = [&](std::size_t i, int w, int n, int nw) __attribute__((always_inline)) {
       u[i] = core::zigzag(v[i] - core::predict_fixed<kPred>(kPred, w, n, nw, lo, hi));
-      zero[i] &= std::uint8_t(u[i] == 0);
     };
     each_sample(v, pp.range.mid, code);
+  }
+
+  // Residual corrections of plane p (version 8, spec §6.7), whose codes
+  // (sym_) are its uncorrected residuals' on entry: per gradient class, the
+  // bias is the class's median residual clamped to -1..1, and the sign is
+  // flipped where more of the residuals less the bias are positive than
+  // negative (a negative residual has the smaller code, 2|e| - 1: smaller
+  // Rice codes, and smaller activities in the contexts of §6.2). Kept where
+  // the likely saving (the signs' entropy, the residuals the bias makes 0)
+  // exceeds their 32 bits and kCorrectionMinBitsPerSample: +-1 noise on ramps
+  // and anti-aliased edges fall on one side of the prediction by the signs
+  // of the local gradients (spec §12).
+  L3_ENCODE_CLONES void choose_corrections(int p) {
+    core::PlaneParams& pp = params_.plane[p];
+    const int* __restrict v = &value_[pat(p, 0, 0)];
+    std::uint32_t* __restrict u = &sym_[pat(p, 0, 0)];
+    class_.resize(plane_);
+    std::uint8_t* __restrict cls = class_.data();
+    // Per class, residuals <= -2, -1, 0, 1, >= 2; counted in 4 sets by
+    // column, so that consecutive samples (mostly of one class and bin) do
+    // not wait on each other's increment.
+    // (The classes and bins first, in a loop that vectorises.)
+    bin_.resize(plane_);
+    std::uint8_t* __restrict bin = bin_.data();
+    each_sample(v, pp.range.mid, [&](std::size_t i, int w, int n, int nw) __attribute__((always_inline)) {
+      const int g = core::correction_class(w, n, nw);
+      cls[i] = std::uint8_t(g);
+      bin[i] = std::uint8_t(5 * g + std::clamp(core::unzigzag(u[i]), -2, 2) + 2);
+    });
+    std::array<std::array<std::uint32_t, 5 * core::kCorrectionClasses>, 4> counts{};
+    for (std::size_t i = 0; i < plane_; ++i) ++counts[i & 3][bin[i]];
+    std::array<std::array<std::uint32_t, 5>, core::kCorrectionClasses> count{};
+    for (const auto& set : counts)
+      for (int x = 0; x < 5 * core::kCorrectionClasses; ++x)
+        count[std::size_t(x / 5)][std::size_t(x % 5)] += set[std::size_t(x)];
+    std::uint32_t entries = 0;
+    double likely_gain = 0;
+    for (int g = 0; g < core::kCorrectionClasses; ++g) {
+      const auto& k = count[std::size_t(g)];
+      const std::uint32_t total = k[0] + k[1] + k[2] + k[3] + k[4];
+      int bias = 0;
+      if (2 * (k[3] + k[4]) > total) bias = 1;
+      else if (2 * (k[0] + k[1]) > total) bias = -1;
+      // Residuals less the bias, positive and negative.
+      const std::uint32_t pos = bias > 0 ? k[4] : bias < 0 ? k[2] + k[3] + k[4] : k[3] + k[4];
+      const std::uint32_t neg = bias > 0 ? k[0] + k[1] + k[2] : bias < 0 ? k[0] : k[0] + k[1];
+      const std::uint32_t entry = std::uint32_t(bias > 0 ? 1 : bias < 0 ? 2 : 0) | (pos > neg ? 4u : 0u);
+      entries |= entry << (core::kCorrectionBits * g);
+      // The signs' entropy among non-zero residuals, and a bit for each
+      // residual the bias makes 0 beyond those it makes non-zero.
+      const std::uint32_t nonzero = total - k[2];
+      if (nonzero) {
+        const double q = double(k[3] + k[4]) / double(nonzero);
+        const double h = q <= 0 || q >= 1 ? 0 : -(q * std::log2(q) + (1 - q) * std::log2(1 - q));
+        likely_gain += double(nonzero) * (1 - h);
+      }
+      if (bias) likely_gain += double(k[std::size_t(2 + bias)]) - double(k[2]);
+    }
+    const double need = 32 + (effort_ >= 2 ? 0 : kCorrectionMinBitsPerSample * double(plane_));
+    if (entries == 0 || likely_gain < need) return;
+    // A plane mostly of flat neighbourhoods (class 4) whose flat residuals
+    // flip: the flips turn codes 2 into 1, which count half in the activity
+    // of a neighbour's NW, so an entropy-coded tile's contexts may lose more
+    // than the signs save (a 1024 x 768 gradient: +46%). There the codes with
+    // and without the flat class's flip are estimated (plane_code_bits) and
+    // the smaller kept; with no other entry, against no corrections.
+    constexpr int kFlat = 4;
+    const auto& flat = count[kFlat];
+    const bool flat_flips = (entries >> (core::kCorrectionBits * kFlat + 2)) & 1u;
+    if (flat_flips && 2 * std::size_t(flat[0] + flat[1] + flat[2] + flat[3] + flat[4]) > plane_) {
+      const std::uint32_t no_flat_flip = entries & ~(4u << (core::kCorrectionBits * kFlat));
+      corrected_codes(u, entries, alt_sym_);
+      const double all = plane_code_bits(alt_sym_.data());
+      if (no_flat_flip == 0) {
+        if (all > plane_code_bits(u) - need) return;
+      } else {
+        corrected_codes(u, no_flat_flip, alt_sym2_);
+        if (plane_code_bits(alt_sym2_.data()) < all) {
+          entries = no_flat_flip;
+          alt_sym_.swap(alt_sym2_);
+        }
+      }
+    } else {
+      corrected_codes(u, entries, alt_sym_);
+    }
+    pp.corrected = true;
+    pp.corrections = entries;
+    std::memcpy(u, alt_sym_.data(), plane_ * sizeof *u);
+  }
+
+  // The codes of uncorrected codes `u` (the plane's, classes in class_) under
+  // correction entries `entries`: the decoder adds corrected_residual(entry,
+  // code's residual) to the prediction.
+  L3_ENCODE_CLONES void corrected_codes(const std::uint32_t* u, std::uint32_t entries,
+                                        std::vector<std::uint32_t>& out) const {
+    out.resize(plane_);
+    // Per class: the bias, and -1 where the sign flips (inverse_corrected_residual).
+    std::array<int, 16> bias{}, flip{};
+    for (int g = 0; g < core::kCorrectionClasses; ++g) {
+      const std::uint32_t entry = (entries >> (core::kCorrectionBits * g)) & 7u;
+      bias[std::size_t(g)] = int(entry & 1u) - int((entry >> 1) & 1u);
+      flip[std::size_t(g)] = -int(entry >> 2);
+    }
+    const std::uint8_t* cls = class_.data();
+    std::uint32_t* __restrict to = out.data();
+    for (std::size_t i = 0; i < plane_; ++i) {
+      const int f = flip[cls[i] & 15];
+      const int e = ((core::unzigzag(u[i]) - bias[cls[i] & 15]) ^ f) - f;
+      to[i] = core::zigzag(e);
+    }
+  }
+
+  // The estimated bits of plane codes `u`: the smaller of their Rice bits (a
+  // k per context bucket) and, with entropy-coded tiles on, their tokens'
+  // entropy in the context groups of spec §4.5 (tables included); contexts
+  // from the codes' own W, N and NW.
+  double plane_code_bits(const std::uint32_t* u) const {
+    static const BucketTable table;
+    std::array<BucketSum, core::kBuckets> rice{};
+    std::array<std::array<std::uint32_t, core::kAnsTokens>, core::kAnsGroups> tokens{};
+    std::uint64_t raw_bits = 0;
+    each_sample(u, 0u, [&](std::size_t i, std::uint32_t uw, std::uint32_t un, std::uint32_t unw) __attribute__((always_inline)) {
+      const int b = table.of(core::activity(int(uw), int(un), int(unw)));
+      rice[std::size_t(b)].add(u[i]);
+      const encoder::AnsToken t = encoder::ans_token(u[i]);
+      ++tokens[std::size_t(core::ans_group_of_bucket(b))][std::size_t(t.token)];
+      raw_bits += std::uint32_t(t.raw_bits);
+    });
+    double rice_bits = 0;
+    for (const BucketSum& b : rice) rice_bits += double(b.rice_bits());
+    if (!ans_) return rice_bits;
+    double ans = double(raw_bits);
+    for (const auto& h : tokens) {
+      std::uint32_t n = 0;
+      for (std::uint32_t c : h) n += c;
+      if (!n) continue;
+      ans += double(n) * std::log2(double(n));
+      for (std::uint32_t c : h)
+        if (c) ans += kTableBitsPerToken - double(c) * std::log2(double(c));
+    }
+    return std::min(rice_bits, ans);
   }
 
   // Plane p's context buckets (spec §6.2) from the codes of W, N and NW, and
@@ -591,16 +750,20 @@ private:
   // inline, so that it is built for the target of its caller's clone.
   template <class T, class F>
   __attribute__((always_inline)) void each_sample(const T* a, T mid, F&& f) const {
-    for (int r = 0; r < h_; ++r) {
-      const std::size_t row = std::size_t(r) * w_;
+    // The sizes in locals: f's stores (bytes, or ints, which may alias the
+    // members as far as the compiler knows) would otherwise make it reload
+    // them, and the loops could not vectorise.
+    const std::size_t width = std::size_t(w_);
+    const int height = h_;
+    for (int r = 0; r < height; ++r) {
+      const std::size_t row = std::size_t(r) * width;
       T w, n, nw;
       around(a, r, 0, mid, w, n, nw);
       f(row, w, n, nw);
       if (r == 0) {
-        for (std::size_t i = 1; i < std::size_t(w_); ++i) f(i, a[i - 1], a[i - 1], a[i - 1]);
+        for (std::size_t i = 1; i < width; ++i) f(i, a[i - 1], a[i - 1], a[i - 1]);
       } else {
-        const std::size_t up = std::size_t(w_);
-        for (std::size_t i = row + 1; i < row + std::size_t(w_); ++i) f(i, a[i - 1], a[i - up], a[i - up - 1]);
+        for (std::size_t i = row + 1; i < row + width; ++i) f(i, a[i - 1], a[i - width], a[i - width - 1]);
       }
     }
   }
@@ -1144,7 +1307,10 @@ private:
         out.insert(out.end(), {core::kPlaneConstant, std::uint8_t(v), std::uint8_t(v >> 8)});
         continue;
       }
-      out.push_back(std::uint8_t(pp.pred | (pp.previous_code ? core::kPlaneContextOfPrevious : 0)));
+      out.push_back(std::uint8_t(pp.pred | (pp.previous_code ? core::kPlaneContextOfPrevious : 0) |
+                                 (pp.corrected ? core::kPlaneCorrections : 0)));
+      if (pp.corrected)  // u32 LE (spec §4.3)
+        for (int b = 0; b < 32; b += 8) out.push_back(std::uint8_t(pp.corrections >> b));
       plane_params(out, p);
     }
     if (params_.run_mode) run_params(out);
@@ -1205,6 +1371,15 @@ private:
   // 17,980 tiles whose entropy-coded form the default encoder then coded: a
   // tile whose estimate times 0.95 cannot pay is not coded.
   static constexpr double kAnsRowFixedLow = 2.5;
+  // Residual corrections (choose_corrections) cost the decoder time per
+  // sample: at effort 1 a plane takes them where they save at least this
+  // many bits a sample besides their 32 (graphics (all): 0.02 keeps 94% of
+  // the bytes they save at 38% of the decode time they add); effort 2 takes
+  // any saving.
+  static constexpr double kCorrectionMinBitsPerSample = 0.02;
+  // plane_code_bits: a table's bits per used token, roughly (spec §4.5: a
+  // 4-bit exponent and its mantissa).
+  static constexpr double kTableBitsPerToken = 8;
   static constexpr double kAnsEstimateSlack = 0.95;
 
   int w_, h_, ch_, effort_;
@@ -1214,6 +1389,7 @@ private:
   bool pixel_copies_;  // EncodeOptions::pixel_copies (spec §4.6, version 6), with ans_
   unsigned copy_min_saving_percent_;  // copies_pay
   bool plane_contexts_;  // EncodeOptions::plane_contexts (spec §6.2, version 7), at effort >= 1
+  bool corrections_;  // EncodeOptions::corrections (spec §6.7, version 8), at effort >= 1
   bool copies_on_ = false;  // the coded form at hand has the copies of copy_at_
   std::vector<CopyRef> copy_at_;  // per pixel: the copy that starts there (len 0: none)
   std::vector<std::uint32_t> px_;  // the pixels as words (build_chains)
@@ -1222,6 +1398,9 @@ private:
   std::unique_ptr<ColourTable> colour_table_;  // the tile's colours (few_colours), with palette_tile's indices
   std::vector<std::uint32_t> colours_;
   std::vector<std::uint8_t> alt_bucket_;  // buckets_choosing_previous_code
+  std::vector<std::uint32_t> alt_sym_, alt_sym2_;  // choose_corrections
+  std::vector<std::uint8_t> class_;  // choose_corrections: each sample's gradient class
+  std::vector<std::uint8_t> bin_;    // choose_corrections: class and residual bin
   std::array<std::array<std::uint16_t, core::kAnsTokens>, core::kAnsContexts> token_cost_{};  // set_token_costs
   bool allow_palette_ = true;
   std::size_t plane_ = 0;  // samples per plane

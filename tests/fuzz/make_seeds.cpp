@@ -46,7 +46,8 @@ void put(const std::string& target, const std::string& name, const Bytes& b) {
 // §4.5); 7: pattern 6 with rows that repeat the row above and a mid-gray
 // first row (version 4 zero rows, §4.3); 8: periodic with 32 x 8 tiles
 // (version 5 tile copies, §3.3); 9, 10: text (version 6 pixel copies, §6.6);
-// 11: planes that err together (version 7 plane contexts, §6.2).
+// 11: planes that err together (version 7 plane contexts, §6.2); 12:
+// stepped ramps (version 8 residual corrections, §6.7).
 Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
   if (pattern == 7) {
     Bytes px = pixels(w, h, c, 6);
@@ -60,6 +61,11 @@ Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
   if (pattern == 11) {
     Bytes px(std::size_t(w) * h * c);
     l3::test::fill_shared_noise(px.data(), w, h, c, c);
+    return px;
+  }
+  if (pattern == 12) {
+    Bytes px(std::size_t(w) * h * c);
+    l3::test::fill_stepped_ramps(px.data(), w, h, c, c);
     return px;
   }
   Bytes px(std::size_t(w) * h * c);
@@ -137,6 +143,22 @@ void codec_seeds() {
   put("decode", "v7_plane_contexts_rgb", encode(160, 40, 3, 11, 64, 32));
   put("decode", "v7_plane_contexts_rgba", encode(100, 40, 4, 11, 64, 16));
   put("decode", "v7_plane_contexts_gray_alpha", encode(100, 30, 2, 11, 32, 8));
+  put("decode", "v8_corrections_rgb", encode(160, 40, 3, 12, 64, 32));
+  put("decode", "v8_corrections_gray", encode(100, 30, 1, 12, 32, 8));
+  put("decode", "v8_corrections_rgba_rice", [] {
+    const Bytes px = pixels(100, 40, 4, 12);
+    l3::EncodeOptions o;
+    o.tile_width = 64;
+    o.tile_height = 16;
+    o.entropy_coding = false;
+    return l3::encode(l3::ImageView{px.data(), 100, 40, 4, 0}, o);
+  }());
+  put("region", "v8_corrections_rgb", [] {
+    Bytes r = {10, 0, 3, 0, 100, 0, 30, 0};
+    const Bytes e = encode(160, 40, 3, 12, 64, 32);
+    r.insert(r.end(), e.begin(), e.end());
+    return r;
+  }());
   put("region", "v7_plane_contexts_rgb", [] {
     Bytes r = {20, 0, 5, 0, 90, 0, 30, 0};
     const Bytes e = encode(160, 40, 3, 11, 64, 32);

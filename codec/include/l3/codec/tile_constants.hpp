@@ -17,16 +17,17 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 7;         // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 8;  // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
-// The encoder writes the lowest version its tiles need (spec §11): 7 with a
-// plane context of the plane before, else 6 with a pixel copy, else 5 with a
+// The encoder writes the lowest version its tiles need (spec §11): 8 with
+// residual corrections, else 7 with a plane context of the plane before, else 6 with a pixel copy, else 5 with a
 // tile copy, else 4 with a zero row, else 3 with an entropy-coded tile, else 2.
 inline constexpr std::uint8_t kVersionAns = 3;
 inline constexpr std::uint8_t kVersionZeroRows = 4;
 inline constexpr std::uint8_t kVersionTileCopies = 5;
 inline constexpr std::uint8_t kVersionPixelCopies = 6;
 inline constexpr std::uint8_t kVersionPlaneContext = 7;
+inline constexpr std::uint8_t kVersionCorrections = 8;
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
@@ -99,6 +100,13 @@ inline constexpr std::uint8_t kPlaneConstant = 5;
 // Plane byte bit 3 (version 7, spec §4.3, §6.2): the activity of a coded
 // plane p >= 1 adds the residual code of plane p - 1 at the same pixel.
 inline constexpr std::uint8_t kPlaneContextOfPrevious = 0x08;
+// Plane byte bit 4 (version 8, spec §4.3, §6.7): a coded plane's residuals
+// are corrected per gradient class; a u32 of 9 three-bit entries follows the
+// plane byte. Entry bits 0-1: the bias, 0 none, 1 +1, 2 -1 (3 invalid); bit 2:
+// the residual's sign flipped.
+inline constexpr std::uint8_t kPlaneCorrections = 0x10;
+inline constexpr int kCorrectionClasses = 9;
+inline constexpr int kCorrectionBits = 3;
 inline constexpr std::uint8_t kPredPerPlane = 255;  // template argument: read each plane's predictor
 
 // Status of a tile decode: l3::errc values (l3/common/errc.hpp), so hosts convert 1:1.

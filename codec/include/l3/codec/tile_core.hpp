@@ -149,6 +149,12 @@ struct PlaneParams {
   // it with a branch (the same way for the whole tile), not a select: the
   // planes of other tiles then do not wait for the plane before.
   bool previous_code;
+  // Residual corrections (plane byte bit 4, version 8, spec §6.7): each
+  // residual is corrected by the entry of its gradient class, kCorrectionBits
+  // bits per class in `corrections` (0 when the plane has none). Decoders test
+  // `corrected` with a branch, the same way for the whole tile.
+  bool corrected;
+  std::uint32_t corrections;
   std::uint8_t k[kBuckets];
   PlaneRange range;
   // k[bucket_of(a)] for every activity a < 256, expanded once per tile so the
@@ -169,6 +175,42 @@ L3_HD int with_previous_code(const PlaneParams& pp, int a, int previous_code) {
     a += previous_code;
   }
   return a;
+}
+
+// ---- Residual corrections (spec §6.7, version 8) ----------------------------
+
+// The gradient class of a sample, 0..8, from the signs of N - NW and NW - W
+// (plane values after the edge rules of §6.3): which side of the prediction
+// a value tends to fall on, and by how much, depends on it (+-1 noise on
+// ramps, anti-aliased edges), which the activity of residual codes cannot see.
+L3_HD int sign3(int d) { return (d > 0) - (d < 0); }
+L3_HD int correction_class(int w, int n, int nw) { return 3 * sign3(n - nw) + sign3(nw - w) + 4; }
+
+// The residual of a decoded residual `e` under a correction entry: its sign
+// flipped when bit 2 is set, then the bias of bits 0-1 (1: +1, 2: -1) added.
+L3_HD int corrected_residual(std::uint32_t entry, int e) {
+  const int flip = int(entry >> 2);
+  const int bias = int(entry & 1u) - int((entry >> 1) & 1u);
+  return ((e ^ -flip) + flip) + bias;
+}
+
+// The encoder's inverse: the residual to code for residual r (value less
+// prediction) under a correction entry, so that corrected_residual gives r.
+L3_HD int inverse_corrected_residual(std::uint32_t entry, int r) {
+  const int flip = int(entry >> 2);
+  const int e = r - (int(entry & 1u) - int((entry >> 1) & 1u));
+  return (e ^ -flip) + flip;
+}
+
+// The entry of gradient class g of plane pp.
+L3_HD std::uint32_t correction_entry(const PlaneParams& pp, int g) {
+  return (pp.corrections >> (kCorrectionBits * g)) & ((1u << kCorrectionBits) - 1);
+}
+
+// The residual of decoded residual e of plane pp at a sample with
+// neighbours w, n, nw (spec §6.7).
+L3_HD int correct_residual(const PlaneParams& pp, int e, int w, int n, int nw) {
+  return corrected_residual(correction_entry(pp, correction_class(w, n, nw)), e);
 }
 
 L3_HD void expand_k_table(PlaneParams& pp) {
@@ -225,7 +267,8 @@ struct RowTable {
 // the whole warp instead: cuda/include/l3/cuda/wavefront.hpp).
 // `version` is the image header's (1..kVersion): constant planes and palettes
 // are version 2's, entropy-coded tiles version 3's, zero rows version 4's,
-// pixel copies version 6's, the plane context of the plane before version 7's.
+// pixel copies version 6's, the plane context of the plane before version 7's,
+// residual corrections version 8's.
 L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int width, int height, int channels,
                              int version, CodedTileParams& t, RowTable& rt, bool expand_k = true) {
   const std::uint8_t mode = tile[0];
@@ -272,9 +315,26 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
     // for coded planes after the first only.
     const bool previous = (pb & kPlaneContextOfPrevious) != 0 && version >= kVersionPlaneContext;
     if (previous) pb = std::uint8_t(pb & ~kPlaneContextOfPrevious);
+    // Bit 4 (version 8): residual corrections, a u32 of entries after the
+    // plane byte (spec §4.3, §6.7), for coded planes only.
+    const bool corrected = (pb & kPlaneCorrections) != 0 && version >= kVersionCorrections;
+    if (corrected) pb = std::uint8_t(pb & ~kPlaneCorrections);
     if (pb >> 3) return kReservedBits;
     if (previous && (p == 0 || pb == kPlaneConstant)) return kCorruptTile;
+    if (corrected && pb == kPlaneConstant) return kCorruptTile;
     pp.previous_code = previous;
+    pp.corrected = corrected;
+    pp.corrections = 0;
+    if (corrected) {
+      if (size - pos < 4) return kTruncated;
+      const std::uint32_t entries = std::uint32_t(tile[pos]) | std::uint32_t(tile[pos + 1]) << 8 |
+                                    std::uint32_t(tile[pos + 2]) << 16 | std::uint32_t(tile[pos + 3]) << 24;
+      pos += 4;
+      if (entries >> (kCorrectionBits * kCorrectionClasses)) return kReservedBits;
+      for (int g = 0; g < kCorrectionClasses; ++g)
+        if (((entries >> (kCorrectionBits * g)) & 3u) == 3u) return kCorruptTile;  // bias 3: not a bias
+      pp.corrections = entries;
+    }
     pp.range = plane_range(t.transform, p);
     pp.constant = version >= 2 && pb == kPlaneConstant;
     if (pp.constant) {
@@ -678,7 +738,9 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
     // plane value outside its range always yields a pixel outside [0, 255],
     // which inverse_transform() reports (spec §5.2). Values stay bounded by
     // (width + height) * 512 meanwhile, far inside int.
-    value[p] = pred + unzigzag(u);
+    int e = unzigzag(u);
+    if (pp.corrected) e = correct_residual(pp, e, w[p], n[p], nw[p]);  // version 8, spec §6.7
+    value[p] = pred + e;
     code[p] = int(u);
   }
   if (!zero) s.blocked = false;
