@@ -606,25 +606,25 @@ private:
     // A plane mostly of flat neighbourhoods (class 4) whose flat residuals
     // flip: the flips turn codes 2 into 1, which count half in the activity
     // of a neighbour's NW, so an entropy-coded tile's contexts may lose more
-    // than the signs save (a 1024 x 768 gradient: +46%). There the codes with
-    // and without the flat class's flip are estimated (plane_code_bits) and
-    // the smaller kept; with no other entry, against no corrections.
+    // than the signs save (a 1024 x 768 gradient: +46%). There the codes
+    // with all entries, without the flat class's flip and without
+    // corrections are estimated (plane_code_bits) and the smallest kept.
     constexpr int kFlat = 4;
     const auto& flat = count[kFlat];
     const bool flat_flips = (entries >> (core::kCorrectionBits * kFlat + 2)) & 1u;
     if (flat_flips && 2 * std::size_t(flat[0] + flat[1] + flat[2] + flat[3] + flat[4]) > plane_) {
       const std::uint32_t no_flat_flip = entries & ~(4u << (core::kCorrectionBits * kFlat));
       corrected_codes(u, entries, alt_sym_);
-      const double all = plane_code_bits(alt_sym_.data());
-      if (no_flat_flip == 0) {
-        if (all > plane_code_bits(u) - need) return;
-      } else {
+      double best = plane_code_bits(alt_sym_.data());
+      if (no_flat_flip) {
         corrected_codes(u, no_flat_flip, alt_sym2_);
-        if (plane_code_bits(alt_sym2_.data()) < all) {
+        if (const double bits = plane_code_bits(alt_sym2_.data()); bits < best) {
+          best = bits;
           entries = no_flat_flip;
           alt_sym_.swap(alt_sym2_);
         }
       }
+      if (best > plane_code_bits(u) - need) return;
     } else {
       corrected_codes(u, entries, alt_sym_);
     }
