@@ -52,7 +52,8 @@ struct EncodeOptions {
   // Entropy-coded tiles (spec/codec.md §4.5, version 3) where smaller than Rice
   // codes (effort >= 1: in the run mode estimated smaller; effort 2 codes both).
   // false: Rice codes only, a version 2 stream (4 with zero rows, see
-  // zero_rows; 7 with plane contexts, see plane_contexts), which decoders
+  // zero_rows; 7 with plane contexts, see plane_contexts; 8 with corrections,
+  // see corrections), which decoders
   // older than version 3 read (without those), and
   // about half the CPU decode time of rANS tiles (bench/results/codec-v2.md).
   bool entropy_coding = true;
@@ -107,7 +108,7 @@ struct EncodeOptions {
 // The one spelling of the entropy setting for users (l3pack --entropy, the
 // Python `entropy=` argument): "auto" (the default: rANS tiles where they save
 // at least 7%), "off" (Rice codes only: a version 2 stream, or 4 with zero
-// rows, 7 with plane contexts; the fastest CPU decode), "max" (rANS wherever
+// rows, 7 with plane contexts, 8 with corrections; the fastest CPU decode), "max" (rANS wherever
 // smaller) or a percentage "0".."100" (rANS where it saves at least that share
 // of a tile's bytes; effort 2 ignores the share). Sets entropy_coding and
 // entropy_min_saving_percent; anything else: invalid_argument naming the
