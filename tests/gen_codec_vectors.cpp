@@ -118,6 +118,25 @@ Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool 
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
 
+// An image of a test_tile_pattern.hpp pattern (`fill`, seeded), with alpha
+// 255 everywhere when `opaque_alpha` (a constant plane).
+Image pattern_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, bool opaque_alpha,
+                    void (*fill)(std::uint8_t*, std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t),
+                    std::uint32_t seed) {
+  Image im{w, h, c, Bytes(std::size_t(w) * h * c)};
+  fill(im.px.data(), w, h, c, seed);
+  if (opaque_alpha)
+    for (std::size_t i = 3; i < im.px.size(); i += 4) im.px[i] = 255;
+  return im;
+}
+
+// The generator's own checks of the streams a group of vectors is cut from.
+void expect_or_exit(bool ok, const char* group, const char* what) {
+  if (ok) return;
+  std::fprintf(stderr, "%s: %s expected\n", group, what);
+  std::exit(1);
+}
+
 std::uint32_t tile_count(const Bytes& b) {
   const l3::ImageInfo info = l3::read_info(b);
   return info.tiles_x * info.tiles_y;
@@ -626,11 +645,7 @@ int main(int argc, char** argv) {
     // (test_tile_pattern.hpp) in Rice-coded and entropy-coded tiles, gray +
     // alpha, RGB and opaque RGBA (its alpha a constant plane).
     auto shared_noise = [](std::uint32_t w, std::uint32_t h, std::uint32_t c, bool opaque_alpha) {
-      Image im{w, h, c, Bytes(std::size_t(w) * h * c)};
-      l3::test::fill_shared_noise(im.px.data(), w, h, c, 5);
-      if (opaque_alpha)
-        for (std::size_t i = 3; i < im.px.size(); i += 4) im.px[i] = 255;
-      return im;
+      return pattern_image(w, h, c, opaque_alpha, l3::test::fill_shared_noise, 5);
     };
     // Where plane p's byte lies in Rice-coded tile i (not a palette tile):
     // after the mode byte, the entries of planes 0 .. p - 1 (a byte and a k
@@ -648,9 +663,7 @@ int main(int argc, char** argv) {
       for (int q = 0; q < p; ++q) at += params.plane[q].constant ? 3 : 1 + l3::core::kBuckets / 2;
       return at;
     };
-    auto expect = [](bool ok, const char* what) {
-      if (!ok) { std::fprintf(stderr, "plane contexts: %s expected\n", what); std::exit(1); }
-    };
+    auto expect = [](bool ok, const char* what) { expect_or_exit(ok, "plane contexts", what); };
     const Image graya = shared_noise(64, 32, 2, false), rgb_noise = shared_noise(64, 32, 3, false),
                 rgba_opaque = shared_noise(64, 32, 4, true);
     // (Effort 2: tiles this small have at most a palette's colours, where
@@ -690,15 +703,9 @@ int main(int argc, char** argv) {
     // gray and RGB, Rice-coded and entropy-coded tiles, and opaque RGBA (its
     // alpha a constant plane).
     auto ramps = [](std::uint32_t w, std::uint32_t h, std::uint32_t c, bool opaque_alpha) {
-      Image im{w, h, c, Bytes(std::size_t(w) * h * c)};
-      l3::test::fill_stepped_ramps(im.px.data(), w, h, c, 3);
-      if (opaque_alpha)
-        for (std::size_t i = 3; i < im.px.size(); i += 4) im.px[i] = 255;
-      return im;
+      return pattern_image(w, h, c, opaque_alpha, l3::test::fill_stepped_ramps, 3);
     };
-    auto expect = [](bool ok, const char* what) {
-      if (!ok) { std::fprintf(stderr, "corrections: %s expected\n", what); std::exit(1); }
-    };
+    auto expect = [](bool ok, const char* what) { expect_or_exit(ok, "corrections", what); };
     const Image ramp_gray = ramps(64, 32, 1, false), ramp_rgb = ramps(64, 32, 3, false), ramp_rgba = ramps(64, 32, 4, true);
     const Bytes gray_rice = encode(ramp_gray, 32, 16, false, false, false, false, 1, false, true);
     const Bytes rgb_rice = encode(ramp_rgb, 32, 16, false, false, false, false, 1, false, true);

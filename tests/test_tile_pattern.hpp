@@ -6,6 +6,13 @@
 
 namespace l3::test {
 
+// splitmix64's finaliser: the patterns' seeded noise.
+inline std::uint64_t mix64(std::uint64_t v) {
+  v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+  v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+  return v ^ (v >> 31);
+}
+
 // Periodic with 32 x 8 tiles: every full tile of an image cut into 32 x 8
 // tiles (and every clipped edge tile of the same size) has the same pixels,
 // so the encoder stores them as tile copies (spec/codec.md §3.3, version 5).
@@ -22,14 +29,9 @@ inline std::uint8_t periodic_32x8(std::uint32_t x, std::uint32_t y, std::uint32_
 // still the same in every cell of a row: copies in transformed tiles).
 inline std::uint8_t glyph_text(std::uint32_t x, std::uint32_t y, std::uint32_t channel, std::uint32_t seed,
                                bool colourful) {
-  auto mix = [](std::uint64_t v) {  // splitmix64's finaliser
-    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
-    v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
-    return v ^ (v >> 31);
-  };
   const std::uint32_t gx = x % 8, gy = y % 12;
-  const std::uint64_t glyph = mix((std::uint64_t(x / 8) << 32 | y / 12) ^ seed) % 8;
-  const bool ink = gx < 6 && gy < 9 && ((mix(glyph + 0x9e3779b97f4a7c15ull * (seed + 1)) >> (gy * 6 + gx)) & 1);
+  const std::uint64_t glyph = mix64((std::uint64_t(x / 8) << 32 | y / 12) ^ seed) % 8;
+  const bool ink = gx < 6 && gy < 9 && ((mix64(glyph + 0x9e3779b97f4a7c15ull * (seed + 1)) >> (gy * 6 + gx)) & 1);
   if (ink) return std::uint8_t(20 + channel * 70);
   return std::uint8_t(colourful ? 40 + gx * 11 + y * 3 + channel * 50 : 235 - channel * 10);
 }
@@ -49,14 +51,9 @@ inline void fill_glyph_text(std::uint8_t* px, std::uint32_t w, std::uint32_t h, 
 // region. The noise is seeded from the pixel's position.
 inline void fill_shared_noise(std::uint8_t* px, std::uint32_t w, std::uint32_t h, std::uint32_t ch,
                               std::uint32_t seed) {
-  auto mix = [](std::uint64_t v) {  // splitmix64's finaliser
-    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
-    v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
-    return v ^ (v >> 31);
-  };
   for (std::uint32_t y = 0; y < h; ++y)
     for (std::uint32_t x = 0; x < w; ++x) {
-      const std::uint64_t r = mix((std::uint64_t(y) << 32 | x) ^ (std::uint64_t(seed) << 20));
+      const std::uint64_t r = mix64((std::uint64_t(y) << 32 | x) ^ (std::uint64_t(seed) << 20));
       const int amplitude = int(((x / 48 + y / 20) * 7) % 32);
       const int noise = amplitude ? int(r % std::uint64_t(2 * amplitude + 1)) - amplitude : 0;
       for (std::uint32_t c = 0; c < ch; ++c) {
@@ -74,14 +71,9 @@ inline void fill_shared_noise(std::uint8_t* px, std::uint32_t w, std::uint32_t h
 // neighbours rise.
 inline void fill_stepped_ramps(std::uint8_t* px, std::uint32_t w, std::uint32_t h, std::uint32_t ch,
                                std::uint32_t seed) {
-  auto mix = [](std::uint64_t v) {  // splitmix64's finaliser
-    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
-    v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
-    return v ^ (v >> 31);
-  };
   for (std::uint32_t y = 0; y < h; ++y)
     for (std::uint32_t x = 0; x < w; ++x) {
-      const int bump = mix((std::uint64_t(y) << 32 | x) ^ (std::uint64_t(seed) << 20)) % 4 == 0 ? 1 : 0;
+      const int bump = mix64((std::uint64_t(y) << 32 | x) ^ (std::uint64_t(seed) << 20)) % 4 == 0 ? 1 : 0;
       for (std::uint32_t c = 0; c < ch; ++c) {
         const int v = 20 + int(c) * 40 + (int(x) * int(3 + c) + int(y) * int(2 + 2 * c)) / 7 + bump;
         *px++ = std::uint8_t(v > 255 ? 255 : v);

@@ -441,29 +441,28 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
 }
 
 // Tiles whose planes share a predictor (most of them: the encoder prefers
-// that) take a path with the predictor fixed at compile time.
+// that) take a path with the predictor fixed at compile time; kFlags:
+// kCorrected for tiles with residual corrections, else 0.
+template <int CH, std::uint8_t kFlags>
+int decode_coded_by_shared_predictor(const std::uint8_t* tile, const CodedTileParams& t, const TileOutput& o,
+                              const std::uint8_t* read_end) {
+  switch (core::shared_predictor(t)) {
+    case core::kPredMED: return decode_coded_rows<CH, core::kPredMED | kFlags>(tile, t, o, read_end);
+    case core::kPredW: return decode_coded_rows<CH, core::kPredW | kFlags>(tile, t, o, read_end);
+    case core::kPredN: return decode_coded_rows<CH, core::kPredN | kFlags>(tile, t, o, read_end);
+    case core::kPredAvg: return decode_coded_rows<CH, core::kPredAvg | kFlags>(tile, t, o, read_end);
+    case core::kPredGrad: return decode_coded_rows<CH, core::kPredGrad | kFlags>(tile, t, o, read_end);
+    default:
+      return decode_coded_rows<CH, kFlags ? kPredPerPlaneCorrected : core::kPredPerPlane>(tile, t, o, read_end);
+  }
+}
+
 template <int CH>
 int decode_coded_by_predictor(const std::uint8_t* tile, const CodedTileParams& t, const TileOutput& o,
                               const std::uint8_t* read_end) {
   for (int p = 0; p < CH; ++p)
-    if (t.plane[p].corrected) {
-      switch (core::shared_predictor(t)) {
-        case core::kPredMED: return decode_coded_rows<CH, core::kPredMED | kCorrected>(tile, t, o, read_end);
-        case core::kPredW: return decode_coded_rows<CH, core::kPredW | kCorrected>(tile, t, o, read_end);
-        case core::kPredN: return decode_coded_rows<CH, core::kPredN | kCorrected>(tile, t, o, read_end);
-        case core::kPredAvg: return decode_coded_rows<CH, core::kPredAvg | kCorrected>(tile, t, o, read_end);
-        case core::kPredGrad: return decode_coded_rows<CH, core::kPredGrad | kCorrected>(tile, t, o, read_end);
-        default: return decode_coded_rows<CH, kPredPerPlaneCorrected>(tile, t, o, read_end);
-      }
-    }
-  switch (core::shared_predictor(t)) {
-    case core::kPredMED: return decode_coded_rows<CH, core::kPredMED>(tile, t, o, read_end);
-    case core::kPredW: return decode_coded_rows<CH, core::kPredW>(tile, t, o, read_end);
-    case core::kPredN: return decode_coded_rows<CH, core::kPredN>(tile, t, o, read_end);
-    case core::kPredAvg: return decode_coded_rows<CH, core::kPredAvg>(tile, t, o, read_end);
-    case core::kPredGrad: return decode_coded_rows<CH, core::kPredGrad>(tile, t, o, read_end);
-    default: return decode_coded_rows<CH, core::kPredPerPlane>(tile, t, o, read_end);
-  }
+    if (t.plane[p].corrected) return decode_coded_by_shared_predictor<CH, kCorrected>(tile, t, o, read_end);
+  return decode_coded_by_shared_predictor<CH, 0>(tile, t, o, read_end);
 }
 
 }  // namespace

@@ -561,10 +561,10 @@ private:
     std::uint32_t* __restrict u = &sym_[pat(p, 0, 0)];
     class_.resize(plane_);
     std::uint8_t* __restrict cls = class_.data();
-    // Per class, residuals <= -2, -1, 0, 1, >= 2; counted in 4 sets by
-    // column, so that consecutive samples (mostly of one class and bin) do
-    // not wait on each other's increment.
-    // (The classes and bins first, in a loop that vectorises.)
+    // Each sample's class, and its bin: the class and the residual (<= -2,
+    // -1, 0, 1, >= 2), in a loop that vectorises; then the bins counted in 4
+    // sets by column, so that consecutive samples (mostly of one class and
+    // bin) do not wait on each other's increment.
     bin_.resize(plane_);
     std::uint8_t* __restrict bin = bin_.data();
     each_sample(v, pp.range.mid, [&](std::size_t i, int w, int n, int nw) __attribute__((always_inline)) {
@@ -634,16 +634,17 @@ private:
   }
 
   // The codes of uncorrected codes `u` (the plane's, classes in class_) under
-  // correction entries `entries`: the decoder adds corrected_residual(entry,
-  // code's residual) to the prediction.
+  // correction entries `entries`: the decoder adds core::corrected_residual(
+  // entry, e) = (flip ? -e : e) + bias to the prediction, so a residual r is
+  // coded as e = +-(r - bias).
   L3_ENCODE_CLONES void corrected_codes(const std::uint32_t* u, std::uint32_t entries,
                                         std::vector<std::uint32_t>& out) const {
     out.resize(plane_);
-    // Per class: the bias, and -1 where the sign flips (inverse_corrected_residual).
+    // Per class: the bias, and -1 where the sign flips (tables: the loop vectorises).
     std::array<int, 16> bias{}, flip{};
     for (int g = 0; g < core::kCorrectionClasses; ++g) {
       const std::uint32_t entry = (entries >> (core::kCorrectionBits * g)) & 7u;
-      bias[std::size_t(g)] = int(entry & 1u) - int((entry >> 1) & 1u);
+      bias[std::size_t(g)] = core::corrected_residual(entry, 0);
       flip[std::size_t(g)] = -int(entry >> 2);
     }
     const std::uint8_t* cls = class_.data();
@@ -659,7 +660,7 @@ private:
   // k per context bucket) and, with entropy-coded tiles on, their tokens'
   // entropy in the context groups of spec §4.5 (tables included); contexts
   // from the codes' own W, N and NW.
-  double plane_code_bits(const std::uint32_t* u) const {
+  L3_ENCODE_CLONES double plane_code_bits(const std::uint32_t* u) const {
     static const BucketTable table;
     std::array<BucketSum, core::kBuckets> rice{};
     std::array<std::array<std::uint32_t, core::kAnsTokens>, core::kAnsGroups> tokens{};

@@ -194,14 +194,6 @@ L3_HD int corrected_residual(std::uint32_t entry, int e) {
   return ((e ^ -flip) + flip) + bias;
 }
 
-// The encoder's inverse: the residual to code for residual r (value less
-// prediction) under a correction entry, so that corrected_residual gives r.
-L3_HD int inverse_corrected_residual(std::uint32_t entry, int r) {
-  const int flip = int(entry >> 2);
-  const int e = r - (int(entry & 1u) - int((entry >> 1) & 1u));
-  return (e ^ -flip) + flip;
-}
-
 // The entry of gradient class g of plane pp.
 L3_HD std::uint32_t correction_entry(const PlaneParams& pp, int g) {
   return (pp.corrections >> (kCorrectionBits * g)) & ((1u << kCorrectionBits) - 1);
