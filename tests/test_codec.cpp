@@ -704,6 +704,61 @@ TEST_CASE("plane contexts (v7): a plane's context may add the code of the plane 
   CHECK(l3::test::planes_with_previous_code(l3::encode(im.view(), fixed)) == 0);
 }
 
+TEST_CASE("residual corrections (v8): a bias and a sign flip per gradient class; round trips, crops, threads") {
+  // spec/codec.md §6.7. Stepped ramps (test_tile_pattern.hpp), 1-4 channels
+  // and opaque RGBA (a constant alpha plane: never corrected), Rice-coded and
+  // entropy-coded tiles, effort 1 and 2, the default tiles and 64 x 16.
+  std::size_t total_with = 0, total_without = 0;
+  int planes = 0;
+  for (std::uint32_t c = 1; c <= 4; ++c)
+    for (const bool opaque : {false, true}) {
+      if (opaque && c != 4) continue;
+      Image im{400, 120, c, Bytes(std::size_t(400) * 120 * c)};
+      l3::test::fill_stepped_ramps(im.px.data(), im.w, im.h, c, c);
+      if (opaque)
+        for (std::size_t i = 3; i < im.px.size(); i += 4) im.px[i] = 255;
+      for (const bool entropy_coding : {true, false})
+        for (int effort : {1, 2})
+          for (std::uint32_t tw : {0u, 64u}) {
+            l3::EncodeOptions on, off;
+            on.entropy_coding = off.entropy_coding = entropy_coding;
+            on.effort = off.effort = effort;
+            on.tile_width = off.tile_width = tw;
+            on.tile_height = off.tile_height = tw ? 16 : 0;
+            off.corrections = false;
+            const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
+            CAPTURE(c);
+            CAPTURE(opaque);
+            CAPTURE(entropy_coding);
+            CAPTURE(effort);
+            CAPTURE(tw);
+            const int n = l3::test::planes_with_corrections(with);
+            for (const auto& [tile, t] : coded_tiles(with))
+              for (int p = 0; p < t.channels; ++p) CHECK((!t.plane[p].corrected || !t.plane[p].constant));
+            planes += n;
+            total_with += with.size();
+            total_without += without.size();
+            // Effort 1 takes them by estimate; effort 2 codes each tile with
+            // and without and keeps the smaller (which may be none of them).
+            if (effort == 1) CHECK(n > 0);
+            else CHECK(with.size() <= without.size());
+            CHECK(l3::read_info(with).version == (n ? 8 : l3::read_info(without).version));
+            CHECK(l3::read_info(without).version <= 7);  // readable by version 7 decoders
+            CHECK(decode(with) == im.px);
+            CHECK(decode(with, 4) == im.px);
+            check_crops(with, im, {{37, 11, 301, 50}, {0, 0, 1, 1}, {255, 2, 2, 5}, {100, 30, 157, 33}});
+          }
+    }
+  MESSAGE("all: " << total_with << " bytes with residual corrections (" << planes << " tile planes), "
+                  << total_without << " without");
+  CHECK(total_with * 100 < total_without * 95);  // at least 5% smaller in all
+  l3::EncodeOptions fixed;
+  fixed.effort = 0;  // effort 0 (fixed choices) writes none
+  Image im{200, 64, 3, Bytes(std::size_t(200) * 64 * 3)};
+  l3::test::fill_stepped_ramps(im.px.data(), im.w, im.h, 3, 9);
+  CHECK(l3::test::planes_with_corrections(l3::encode(im.view(), fixed)) == 0);
+}
+
 TEST_CASE("set_entropy_mode: the users' spelling of the entropy setting (l3pack --entropy, Python entropy=)") {
   const Image p = make(256, 64, 3, Pattern::gradient, 43);
   auto encode_with = [&](const char* mode) {
