@@ -487,8 +487,6 @@ struct FlipRule {
   int most = 3;         // the bias's largest magnitude
   bool choice = false;  // per tile and plane: with or without (1 bit)
 };
-int unzig(int u) { return (u >> 1) ^ -(u & 1); }
-std::uint16_t zig(int e) { return std::uint16_t(e >= 0 ? 2 * e : -2 * e - 1); }
 const FlipRule kFlips[] = {
     {"flip_up3", 3, sign_up, false},
     {"flip_w3", 3, sign_w, false},
@@ -541,7 +539,7 @@ void print_flips(const std::vector<TileRecord>& tiles, double base, int state_by
             if (s.ctx != kRunContext) {
               const std::size_t x = std::size_t(s.ctx / 16 * f.classes + f.cls(s));
               ++count[x];
-              ++hist[x][std::size_t(std::clamp(unzig(s.u), -3, 3) + 3)];
+              ++hist[x][std::size_t(std::clamp(core::unzigzag(s.u), -3, 3) + 3)];
             }
         for (std::size_t x = 0; x < n; ++x) {
           long acc = 0;
@@ -555,7 +553,7 @@ void print_flips(const std::vector<TileRecord>& tiles, double base, int state_by
         for (const Sym& s : t->syms)
           if (s.ctx != kRunContext) {
             const std::size_t x = std::size_t(s.ctx / 16 * f.classes + f.cls(s));
-            const int e = unzig(s.u) - shift[x];
+            const int e = core::unzigzag(s.u) - shift[x];
             sign[x] += e < 0 ? 1 : e > 0 ? -1 : 0;
           }
     };
@@ -577,9 +575,9 @@ void print_flips(const std::vector<TileRecord>& tiles, double base, int state_by
         if (s.ctx != kRunContext) {
           planes = std::max(planes, s.ctx / 16 + 1);
           const std::size_t x = std::size_t(s.ctx / 16 * f.classes + f.cls(s));
-          int e = unzig(s.u) - shift[x];
+          int e = core::unzigzag(s.u) - shift[x];
           if (sign[x] > 0) e = -e;
-          s.u = zig(e);
+          s.u = std::uint16_t(core::zigzag(e));
         }
       const double class_bits = f.bias ? (f.most == 1 ? 3 : 4) : 1;
       if (f.choice) {

@@ -492,8 +492,8 @@ L3_LANES_TARGET inline LanePredict<CH> lane_predict(const CodedTileParams& t) {
     alignas(64) int flip_xor[16] = {}, flip_add[16] = {};
     for (int g = 0; g < core::kCorrectionClasses; ++g) {
       const std::uint32_t entry = core::correction_entry(t.plane[p], g);
-      flip_xor[g] = -int(entry >> 2);
-      flip_add[g] = core::corrected_residual(entry, 0) + int(entry >> 2);
+      flip_xor[g] = -core::correction_flip(entry);
+      flip_add[g] = core::correction_bias(entry) + core::correction_flip(entry);
     }
     k.flip_xor[p] = _mm512_load_si512(flip_xor);
     k.flip_add[p] = _mm512_load_si512(flip_add);

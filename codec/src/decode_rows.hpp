@@ -130,9 +130,9 @@ L3_DECODE_INLINE PredictConsts predict_consts(const CodedTileParams& t) {
     std::uint32_t flips = 0, adds = 0;
     for (int g = 0; g < core::kCorrectionClasses; ++g) {
       const std::uint32_t entry = pp.corrected ? core::correction_entry(pp, g) : 0u;
-      const int flip = int(entry >> 2);
+      const int flip = core::correction_flip(entry);
       flips |= std::uint32_t(flip) << (core::kCorrectionBits * g);
-      adds |= std::uint32_t(core::corrected_residual(entry, 0) + flip + 1) << (core::kCorrectionBits * g);
+      adds |= std::uint32_t(core::correction_bias(entry) + flip + 1) << (core::kCorrectionBits * g);
     }
     k.flip_bits[p] = int(flips);
     k.add_bits[p] = int(adds);

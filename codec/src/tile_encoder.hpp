@@ -644,8 +644,8 @@ private:
     std::array<int, 16> bias{}, flip{};
     for (int g = 0; g < core::kCorrectionClasses; ++g) {
       const std::uint32_t entry = (entries >> (core::kCorrectionBits * g)) & 7u;
-      bias[std::size_t(g)] = core::corrected_residual(entry, 0);
-      flip[std::size_t(g)] = -int(entry >> 2);
+      bias[std::size_t(g)] = core::correction_bias(entry);
+      flip[std::size_t(g)] = -core::correction_flip(entry);
     }
     const std::uint8_t* cls = class_.data();
     std::uint32_t* __restrict to = out.data();

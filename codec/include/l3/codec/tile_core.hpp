@@ -188,10 +188,11 @@ L3_HD int correction_class(int w, int n, int nw) { return 3 * sign3(n - nw) + si
 
 // The residual of a decoded residual `e` under a correction entry: its sign
 // flipped when bit 2 is set, then the bias of bits 0-1 (1: +1, 2: -1) added.
+L3_HD int correction_flip(std::uint32_t entry) { return int(entry >> 2); }  // 1: the sign flips
+L3_HD int correction_bias(std::uint32_t entry) { return int(entry & 1u) - int((entry >> 1) & 1u); }
 L3_HD int corrected_residual(std::uint32_t entry, int e) {
-  const int flip = int(entry >> 2);
-  const int bias = int(entry & 1u) - int((entry >> 1) & 1u);
-  return ((e ^ -flip) + flip) + bias;
+  const int flip = correction_flip(entry);
+  return ((e ^ -flip) + flip) + correction_bias(entry);
 }
 
 // The entry of gradient class g of plane pp.
