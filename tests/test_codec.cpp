@@ -696,7 +696,8 @@ TEST_CASE("plane contexts (v7): a plane's context may add the code of the plane 
     }
   MESSAGE("all: " << total_with << " bytes with plane contexts (" << planes << " tile planes), " << total_without
                   << " without");
-  CHECK(total_with * 1000 < total_without * 985);  // at least 1.5% smaller in all (2.0% when written)
+  CHECK(total_with * 1000 < total_without * 990);  // at least 1% smaller in all (2.0% when written, 1.3% with the
+                                                   // transform chosen by log magnitudes)
   l3::EncodeOptions fixed;
   fixed.effort = 0;  // effort 0 (fixed choices) writes none
   Image im{200, 64, 3, Bytes(std::size_t(200) * 64 * 3)};
