@@ -382,38 +382,42 @@ private:
     }
   }
 
-  // A residual's cost in the estimates below: about 8 log2(|e| + 1), the
-  // exponent and three mantissa bits of the float |e| + 1 (Mitchell's
-  // piecewise-linear log2, which vectorises). A residual's coded size grows
+  // A residual's cost in the estimates below, its magnitude cost: about
+  // 8 log2(|e| + 1), the exponent and three mantissa bits of the float
+  // |e| + 1 (Mitchell's piecewise-linear log2, which vectorises), here with
+  // the exponent's bias left in (kMagnitudeBias; the per-sample loop sums
+  // the biased costs and takes the bias off per row). A residual's coded size grows
   // with the log of its magnitude, not the magnitude: sums of |e| let a few
   // large residuals (edges, a transform's worse plane at a colour boundary)
   // outweigh many small ones and chose worse transforms on the wallpapers
   // (spec §12, "Estimates by log magnitude": graphics (all) 0.715 -> 0.708
   // of PNG, photos unchanged; offsets 2, 4, 8 and 1/4 in place of the + 1
   // measured worse).
-  static std::uint32_t magnitude_cost(int e) {
+  static std::uint32_t biased_magnitude_cost(int e) {
     const float f = float(core::iabs(e) + 1);
     std::uint32_t bits;
     std::memcpy(&bits, &f, sizeof bits);
-    return (bits >> 20) - (127u << 3);
+    return bits >> 20;
   }
+  static constexpr std::uint32_t kMagnitudeBias = 127u << 3;  // the float's exponent bias, in eighths
 
-  // Sums of magnitude_cost over the residuals of plane p under each of the
+  // Sums of the magnitude costs of the residuals of plane p under each of the
   // first n_pred predictors, in one pass: a cheap proxy for the coded size,
   // used to choose transform and predictor.
   L3_ENCODE_CLONES void plane_costs(int p, std::uint8_t n_pred, std::array<std::uint64_t, core::kPredCount>& cost) const {
     const core::PlaneRange range = params_.plane[p].range;
     const int* v = &value_[pat(p, 0, 0)];
-    // Per row sums fit in 32 bits (256 * 80). Edge pixels (row 0, column
-    // 0) go through around(); the interior is a branch-free loop.
+    // Per row sums fit in 32 bits (256 * (1016 + 80)). Edge pixels (row 0,
+    // column 0) go through around(); the interior is a branch-free loop.
     auto add = [&](std::uint32_t* acc, int x, int w, int n, int nw) __attribute__((always_inline)) {
       const int grad = w + n - nw;
-      acc[core::kPredMED] += magnitude_cost(x - core::imin(core::imax(w, n), core::imax(core::imin(w, n), grad)));
-      acc[core::kPredW] += magnitude_cost(x - w);
-      acc[core::kPredN] += magnitude_cost(x - n);
-      acc[core::kPredAvg] += magnitude_cost(x - ((w + n) >> 1));
-      acc[core::kPredGrad] += magnitude_cost(x - core::imin(range.hi, core::imax(range.lo, grad)));
+      acc[core::kPredMED] += biased_magnitude_cost(x - core::imin(core::imax(w, n), core::imax(core::imin(w, n), grad)));
+      acc[core::kPredW] += biased_magnitude_cost(x - w);
+      acc[core::kPredN] += biased_magnitude_cost(x - n);
+      acc[core::kPredAvg] += biased_magnitude_cost(x - ((w + n) >> 1));
+      acc[core::kPredGrad] += biased_magnitude_cost(x - core::imin(range.hi, core::imax(range.lo, grad)));
     };
+    const std::uint32_t row_bias = kMagnitudeBias * std::uint32_t(w_);
     for (int r = 0; r < h_; ++r) {
       std::uint32_t acc[core::kPredCount] = {};
       int w, n, nw;
@@ -430,9 +434,12 @@ private:
       // §4.3), which costs nothing; any other row costs its stream's
       // overhead on top (at least a byte, 4 in an entropy-coded tile):
       // kRowCost (with sums of |e|, 8 measured best on the corpus's
-      // graphics; with magnitude_cost 2, 8, 32 and 64 measure the same).
+      // graphics; with magnitude costs 2, 8, 32 and 64 measure the same).
       const std::uint32_t row_cost = zero_rows_ ? kRowCost : 0;
-      for (int k = 0; k < (n_pred == 1 ? 1 : int(core::kPredCount)); ++k) cost[k] += acc[k] + (acc[k] ? row_cost : 0);
+      for (int k = 0; k < (n_pred == 1 ? 1 : int(core::kPredCount)); ++k) {
+        const std::uint32_t row_sum = acc[k] - row_bias;
+        cost[k] += row_sum + (row_sum ? row_cost : 0);
+      }
     }
   }
 
