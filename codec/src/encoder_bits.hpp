@@ -18,6 +18,9 @@ inline constexpr int kKs = core::kMaxK + 1;  // Rice parameters 0..kMaxK
 // MSB-first bit writer for one row stream (spec §7.1).
 class BitWriter {
 public:
+  // `expected_bytes`: room reserved up front (a row's stream grew by
+  // reallocation otherwise, about ten times a row).
+  explicit BitWriter(std::size_t expected_bytes = 0) { bytes_.reserve(expected_bytes); }
   void put(std::uint32_t value, int bits) {
     acc_ = (acc_ << bits) | (bits ? value & ((1u << bits) - 1) : 0);
     n_ += bits;

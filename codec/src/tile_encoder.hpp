@@ -905,7 +905,7 @@ private:
     std::vector<std::vector<std::uint8_t>> rows(h_);
     for (int r = 0; r < h_; ++r) {
       if (zero_row(r)) continue;  // an empty stream
-      BitWriter bw;
+      BitWriter bw(std::size_t(w_) * std::size_t(ch_));  // a byte a sample: most rows fit
       walk_row(r, params_.run_mode, [&](int len) { write_rice(bw, std::uint32_t(len), run_k); },
                [&](int c) {
                  for (int p = 0; p < ch_; ++p)
