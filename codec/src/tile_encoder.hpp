@@ -386,8 +386,8 @@ private:
   // 8 log2(|e| + 1), the exponent and three mantissa bits of the float
   // |e| + 1 (Mitchell's piecewise-linear log2, which vectorises), here with
   // the exponent's bias left in (kMagnitudeBias; the per-sample loop sums
-  // the biased costs and takes the bias off per row). A residual's coded size grows
-  // with the log of its magnitude, not the magnitude: sums of |e| let a few
+  // the biased costs and takes the bias off per row). A residual's coded
+  // size grows with the log of its magnitude, not the magnitude: sums of |e| let a few
   // large residuals (edges, a transform's worse plane at a colour boundary)
   // outweigh many small ones and chose worse transforms on the wallpapers
   // (spec §12, "Estimates by log magnitude": graphics (all) 0.715 -> 0.708

@@ -186,10 +186,12 @@ L3_HD int with_previous_code(const PlaneParams& pp, int a, int previous_code) {
 L3_HD int sign3(int d) { return (d > 0) - (d < 0); }
 L3_HD int correction_class(int w, int n, int nw) { return 3 * sign3(n - nw) + sign3(nw - w) + 4; }
 
-// The residual of a decoded residual `e` under a correction entry: its sign
-// flipped when bit 2 is set, then the bias of bits 0-1 (1: +1, 2: -1) added.
-L3_HD int correction_flip(std::uint32_t entry) { return int(entry >> 2); }  // 1: the sign flips
+// A correction entry's fields (spec §6.7): bit 2 flips the sign (1), bits
+// 0-1 are the bias (1: +1, 2: -1).
+L3_HD int correction_flip(std::uint32_t entry) { return int(entry >> 2); }
 L3_HD int correction_bias(std::uint32_t entry) { return int(entry & 1u) - int((entry >> 1) & 1u); }
+// The residual of a decoded residual `e` under a correction entry: its sign
+// flipped, then the bias added.
 L3_HD int corrected_residual(std::uint32_t entry, int e) {
   const int flip = correction_flip(entry);
   return ((e ^ -flip) + flip) + correction_bias(entry);
