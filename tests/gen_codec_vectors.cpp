@@ -99,11 +99,12 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
 // Rice-coded (version 2) streams unless `ans`, without zero rows unless
 // `zero_rows`, without tile copies unless `copies`, without pixel copies
 // unless `pixel_copies`, without plane contexts unless `plane_contexts`,
-// without residual corrections unless `corrections`: the vectors of §4.3-§4.4
-// keep the byte layout their mutations assume.
+// without residual corrections unless `corrections`, with version 3-8 tables
+// unless `compact` (§4.5): the vectors of §4.3-§4.4 keep the byte layout
+// their mutations assume.
 Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false,
              bool copies = false, bool pixel_copies = false, int effort = 1, bool plane_contexts = false,
-             bool corrections = false) {
+             bool corrections = false, bool compact = false) {
   l3::EncodeOptions o;
   o.effort = effort;
   o.tile_width = tw;
@@ -114,6 +115,7 @@ Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool 
   o.pixel_copies = pixel_copies;
   o.plane_contexts = plane_contexts;
   o.corrections = corrections;
+  o.compact_tables = compact;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -292,7 +294,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-9", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
+  v.mutate("version-10", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -479,6 +481,37 @@ int main(int argc, char** argv) {
       if (e < 2) { std::fprintf(stderr, "token 0 with a mantissa expected\n"); std::exit(1); }
       b[t + 3] ^= 0x02;  // bit 9 of the field: token 0's first mantissa bit
     });
+    {
+      // Compact tables (version 9, spec §4.5): the same images with them. The
+      // first plane's tables start at t + 2 as above: 5 bits A, 5 bits z,
+      // then the first token other than z: its 4-bit exponent at bit 10.
+      auto expect = [](bool ok, const char* what) { expect_or_exit(ok, "compact tables", what); };
+      const Bytes compact = encode(smooth, 64, 32, true, false, false, false, 1, false, false, true);
+      expect(compact[4] == l3::core::kVersionCompactTables, "compact tables: version 9");
+      expect(compact.size() < smooth_bytes.size(), "compact tables: smaller");
+      v.valid("valid-rgb-compact-ans-80x40", smooth, compact);
+      v.valid("valid-rgb-compact-ans-runs-64x32", runs,
+              encode(runs, 64, 32, true, true, false, false, 1, false, false, true));
+      v.valid("valid-gray-palette-compact-ans-64x32", chess_big,
+              encode(chess_big, 64, 32, true, false, false, false, 1, false, false, true));
+      const std::size_t c = tile_offset(compact, at);
+      expect((compact[c] & (3 | l3::core::kModeAns)) == l3::core::kModeAns, "compact tables: the same tile entropy-coded");
+      v.mutate("ans-remainder-index-A", compact, errc::corrupt_tile, [&](Bytes& b) {
+        const unsigned field = b[c + 2] | b[c + 3] << 8;
+        const unsigned with = (field & ~(31u << 5)) | (field & 31u) << 5;  // z := A
+        b[c + 2] = std::uint8_t(with);
+        b[c + 3] = std::uint8_t(with >> 8);
+      });
+      v.mutate("ans-remainder-0", compact, errc::corrupt_tile, [&](Bytes& b) {
+        // The first explicit token's exponent 13: its frequency alone is at
+        // least 4096, which leaves the remainder token nothing.
+        const unsigned field = b[c + 3] | b[c + 4] << 8;  // bits 8..23 of the field
+        const unsigned with = (field & ~(15u << 2)) | 13u << 2;
+        b[c + 3] = std::uint8_t(with);
+        b[c + 4] = std::uint8_t(with >> 8);
+      });
+      v.mutate("compact-table-in-v8", compact, errc::corrupt_tile, [](Bytes& b) { b[4] = 8; });
+    }
     v.mutate("ans-table-truncated", smooth_bytes, errc::truncated, [&](Bytes& b) {
       // The tile shrunk to its mode byte, plane byte and one table byte, the
       // rest given to the next tile (tiles are reported in order).

@@ -302,6 +302,7 @@ TEST_CASE("constant planes (v2): opaque alpha and gray stored as RGB cost almost
   l3::EncodeOptions rice;
   rice.entropy_coding = false;
   rice.plane_contexts = rice.corrections = false;  // versions of their own (v7, v8)
+  rice.compact_tables = false;  // version 9 (§4.5)
   CHECK(l3::read_info(l3::encode(rgba.view(), rice)).version == 2);
 }
 
@@ -315,6 +316,7 @@ TEST_CASE("entropy-coded tiles (v3): rANS tokens where smaller than Rice codes, 
   every.entropy_min_saving_percent = 0;  // wherever smaller (the default asks for 7% less)
   rice.tile_copies = every.tile_copies = false;  // the chessboard's tiles are all alike (version 5)
   rice.plane_contexts = every.plane_contexts = rice.corrections = every.corrections = false;  // versions of their own (v7, v8)
+  rice.compact_tables = every.compact_tables = false;  // version 9 (§4.5)
   Image chess{512, 64, 1, Bytes(512 * 64)};
   for (std::uint32_t y = 0; y < chess.h; ++y)
     for (std::uint32_t x = 0; x < chess.w; ++x) chess.px[y * chess.w + x] = (x + y) % 2 ? 255 : 0;
@@ -363,11 +365,13 @@ TEST_CASE("entropy_min_saving_percent: effort 1 spends rANS decode time only whe
     o.entropy_min_saving_percent = percent;
     o.effort = effort;
     o.plane_contexts = o.corrections = false;  // versions of their own (v7, v8)
+    o.compact_tables = false;  // version 9 (§4.5)
     return l3::encode(p.view(), o);
   };
   l3::EncodeOptions rice, by_default;
   rice.entropy_coding = false;
   rice.plane_contexts = by_default.plane_contexts = rice.corrections = by_default.corrections = false;
+  rice.compact_tables = by_default.compact_tables = false;  // version 9 (§4.5)
   const Bytes plain = l3::encode(p.view(), rice), every = with(0), none = with(100), share = with(20),
               fallback = l3::encode(p.view(), by_default);
   MESSAGE("bytes: Rice only " << plain.size() << ", every saving " << every.size() << ", 20% share " << share.size()
@@ -396,6 +400,7 @@ TEST_CASE("zero rows (v4): rows whose codes are all zero cost no bytes; round tr
   for (l3::EncodeOptions* o : {&plain, &rice, &every, &dense}) {
     o->pixel_copies = false;  // versions of their own (v6, v7)
     o->plane_contexts = o->corrections = false;
+    o->compact_tables = false;  // version 9 (§4.5)
   }
   Image labels = make(300, 130, 1, Pattern::labels, 61);  // 8 RGB colours: palette tiles
   labels.c = 3;
@@ -454,6 +459,7 @@ TEST_CASE("zero rows: an image without them is written as before, version 3 or 2
   every.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller
   rice.entropy_coding = false;
   every.plane_contexts = rice.plane_contexts = every.corrections = rice.corrections = false;  // versions of their own (v7, v8)
+  every.compact_tables = rice.compact_tables = false;  // version 9 (§4.5)
   l3::EncodeOptions off = every, rice_off = rice;
   off.zero_rows = false;
   rice_off.zero_rows = false;
@@ -478,11 +484,13 @@ TEST_CASE("tile copies (v5): a tile equal to an earlier one costs its table entr
   no_copies.tile_copies = false;
   no_copies.pixel_copies = false;  // versions of their own (v6, v7)
   no_copies.plane_contexts = no_copies.corrections = false;
+  no_copies.compact_tables = false;  // version 9 (§4.5)
   for (const Image& im : {ramp, chess}) {
     for (std::uint32_t tw : {0u, 64u}) {
       l3::EncodeOptions on;
       on.pixel_copies = false;
       on.plane_contexts = on.corrections = false;
+      on.compact_tables = false;  // version 9 (§4.5)
       on.tile_width = no_copies.tile_width = tw;
       const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), no_copies);
       const l3::ImageInfo info = l3::read_info(with);
@@ -599,6 +607,7 @@ TEST_CASE("pixel copies (v6): a repeat in the row or the 4 rows above costs a le
   l3::EncodeOptions no_copies;
   no_copies.pixel_copies = false;
   no_copies.plane_contexts = no_copies.corrections = false;  // versions of their own (v7, v8)
+  no_copies.compact_tables = false;  // version 9 (§4.5)
   std::size_t total_with = 0, total_without = 0;
   int copy_tiles = 0, palette_copy_tiles = 0, images_with_copies = 0;
   for (std::uint32_t c = 1; c <= 4; ++c)
@@ -608,6 +617,7 @@ TEST_CASE("pixel copies (v6): a repeat in the row or the 4 rows above costs a le
       for (std::uint32_t tw : {0u, 64u}) {
         l3::EncodeOptions on;
         on.plane_contexts = on.corrections = false;
+        on.compact_tables = false;  // version 9 (§4.5)
         on.tile_width = no_copies.tile_width = tw;
         on.tile_height = no_copies.tile_height = tw ? 16 : 0;
         const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), no_copies);
@@ -671,6 +681,7 @@ TEST_CASE("plane contexts (v7): a plane's context may add the code of the plane 
             on.tile_width = off.tile_width = tw;
             on.tile_height = off.tile_height = tw ? 16 : 0;
             off.plane_contexts = off.corrections = on.corrections = false;  // version 7 alone
+            off.compact_tables = on.compact_tables = false;  // version 9 (§4.5)
             const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
             CAPTURE(c);
             CAPTURE(opaque);
@@ -727,6 +738,7 @@ TEST_CASE("residual corrections (v8): a bias and a sign flip per gradient class;
             on.tile_width = off.tile_width = tw;
             on.tile_height = off.tile_height = tw ? 16 : 0;
             off.corrections = false;
+            on.compact_tables = off.compact_tables = false;  // version 8 exactly (compact tables: version 9)
             const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
             CAPTURE(c);
             CAPTURE(opaque);

@@ -144,6 +144,7 @@ std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th,
   o.entropy_coding = entropy_coding;
   o.plane_contexts = newest >= l3::core::kVersionPlaneContext;
   o.corrections = newest >= l3::core::kVersionCorrections;
+  o.compact_tables = newest >= l3::core::kVersionCompactTables;
   return l3::encode(im.view(), o);
 }
 
@@ -631,7 +632,7 @@ TEST_CASE("emulated wavefront equals l3::decode on residual corrections (spec/co
     l3::test::fill_stepped_ramps(im.px.data(), im.w, im.h, ch, ch);
     for (const bool entropy_coding : {true, false})
       for (int effort : {1, 2}) {
-        const auto e = enc(im, 128, 32, effort, entropy_coding);
+        const auto e = enc(im, 128, 32, effort, entropy_coding, l3::core::kVersionCorrections);
         v8 += l3::read_info(e).version == 8;
         corrected_planes += l3::test::planes_with_corrections(e);
         check_same(e, "corrections " + shape(im, 128, 32) + (entropy_coding ? " rANS" : " Rice"));

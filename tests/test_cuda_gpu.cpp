@@ -233,6 +233,7 @@ TEST_CASE("GPU: zero rows (spec/codec.md §4.3, version 4), whole images and cro
     o.tile_copies = false;  // version 4 exactly (copies, plane contexts: the next tests)
     o.pixel_copies = false;
     o.plane_contexts = o.corrections = false;
+    o.compact_tables = false;  // version 9 (§4.5)
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v4 += l3::read_info(streams.back()).version == 4;
     const l3::Rect r{std::uint32_t(i) % 7, std::uint32_t(i) % 5 + 3, w / 2 + std::uint32_t(i), h / 2};
@@ -262,6 +263,7 @@ TEST_CASE("GPU: tile copies (spec/codec.md §3.3, version 5), whole images and c
     o.tile_height = 8;
     o.pixel_copies = false;  // version 5 exactly (pixel copies, plane contexts: the next tests)
     o.plane_contexts = o.corrections = false;
+    o.compact_tables = false;  // version 9 (§4.5)
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     if (i % 2 == 1) CHECK(l3::read_info(streams.back()).version == 5);
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
@@ -286,6 +288,7 @@ TEST_CASE("GPU: pixel copies (spec/codec.md §6.6, version 6), whole images and 
     o.tile_width = 128;
     o.effort = 2;  // copies in every tile where they save
     o.plane_contexts = o.corrections = false;  // version 6 exactly (plane contexts: the next test)
+    o.compact_tables = false;  // version 9 (§4.5)
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v6 += l3::read_info(streams.back()).version == 6;
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
@@ -310,6 +313,7 @@ TEST_CASE("GPU: plane contexts (spec/codec.md §6.2, version 7), whole images an
     o.tile_width = 128;
     o.entropy_coding = i % 2 == 0;
     o.corrections = false;  // version 7 exactly (corrections: the next test)
+    o.compact_tables = false;  // version 9 (§4.5)
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v7 += l3::read_info(streams.back()).version == 7;
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};

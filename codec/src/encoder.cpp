@@ -52,19 +52,23 @@ void check_image(const ImageView& image) {
 }
 
 // The lowest format version that has what an encoded tile uses (spec §11):
-// 7 with a plane context of the plane before (plane byte bit 3, §6.2), else
-// 6 with pixel copies (mode bit 7, §4.6), else 4 with a zero row (an empty
-// row stream, §4.3), else 3 when it is entropy-coded (mode bit 6, §4.5), else
-// 2. The tile is parsed as the decoder will parse it, which finds its row
-// lengths.
-std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::TileRect& r, std::uint32_t channels) {
+// 9 when it is entropy-coded with compact tables (`compact`, §4.5), else 8
+// with residual corrections (plane byte bit 4, §6.7), else 7 with a plane
+// context of the plane before (plane byte bit 3, §6.2), else 6 with pixel
+// copies (mode bit 7, §4.6), else 4 with a zero row (an empty row stream,
+// §4.3), else 3 when it is entropy-coded (mode bit 6, §4.5), else 2. The
+// tile is parsed as the decoder will parse it, which finds its row lengths.
+std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::TileRect& r, std::uint32_t channels,
+                          bool compact) {
   if ((tile[0] & 3) != core::kTileCoded) return 2;
   core::CodedTileParams t;
   // Every tile the encoder writes parses (the round-trip tests and fuzzer
   // decode them); were one not to, the newest version is the safe answer.
+  const int parse_as = compact ? core::kVersionCompactTables : core::kVersionCorrections;
   if (core::parse_coded_tile(tile.data(), std::uint32_t(tile.size()), int(r.width), int(r.height), int(channels),
-                             core::kVersion, t) != core::kOk)
+                             parse_as, t) != core::kOk)
     return core::kVersion;
+  if (t.ans && compact) return core::kVersionCompactTables;
   for (int p = 0; p < t.channels; ++p)
     if (t.plane[p].corrected) return core::kVersionCorrections;
   for (int p = 0; p < t.channels; ++p)
@@ -182,7 +186,7 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
     const core::TileRect t = grid.tile(i);
     const Rect r{t.x, t.y, t.width, t.height};
     tiles[i] = TileEncoder(image, r, options).encode();
-    versions[i] = tile_version(tiles[i], t, image.channels);
+    versions[i] = tile_version(tiles[i], t, image.channels, options.compact_tables);
   };
   parallel_for(count, options.threads, [&](std::uint64_t i) { encode_tile(static_cast<std::uint32_t>(i)); });
 

@@ -169,9 +169,41 @@ struct RunCosts {
 using AnsHist = std::array<std::uint32_t, core::kAnsTokens>;
 using AnsFreqs = std::array<std::uint32_t, core::kAnsTokens>;
 
+// Compact tables (version 9, spec §4.5): the mantissa bits a frequency
+// with exponent e keeps, and whether f has that form.
+inline int ans_compact_mantissa(int e) { return e > 1 ? std::min(e - 1, core::kAnsMantissaBits) : 0; }
+inline bool ans_compact_exact(std::uint32_t f) {
+  const int e = f ? 32 - core::clz32(f) : 0;
+  return e <= 1 || (f & ((1u << (e - 1 - ans_compact_mantissa(e))) - 1)) == 0;
+}
+// The frequencies `f` (summing to about kAnsTotal, each used token >= 1) in a
+// compact table's form: every token but `rest` rounded to the nearest
+// frequency with at most kAnsMantissaBits mantissa bits (never to 0), and
+// `rest`, the most frequent, takes what they leave. Should that leave less
+// than 1 (many tokens rounded up), they are rounded down instead, which
+// leaves `rest` at least its own share.
+inline AnsFreqs ans_compact(AnsFreqs f, int rest) {
+  for (int round_up = 1; round_up >= 0; --round_up) {
+    AnsFreqs g = f;
+    std::uint32_t others = 0;
+    for (int i = 0; i < core::kAnsTokens; ++i) {
+      if (!g[i] || i == rest) continue;
+      const int e = 32 - core::clz32(g[i]);
+      const int drop = e - 1 - ans_compact_mantissa(e);
+      if (drop > 0) g[i] = ((g[i] + (round_up ? 1u << (drop - 1) : 0u)) >> drop) << drop;
+      others += g[i];
+    }
+    if (others < core::kAnsTotal) {
+      g[rest] = core::kAnsTotal - others;
+      return g;
+    }
+  }
+  return f;  // unreachable: rounded down, the others sum below kAnsTotal - f[rest]
+}
+
 // Token counts quantised to frequencies summing to kAnsTotal, every counted
 // token at least 1 (all zero for an unused context).
-inline AnsFreqs ans_quantise(const AnsHist& h) {
+inline AnsFreqs ans_quantise(const AnsHist& h, bool compact = false) {
   AnsFreqs f{};
   std::uint64_t n = 0;
   for (std::uint32_t v : h) n += v;
@@ -185,6 +217,7 @@ inline AnsFreqs ans_quantise(const AnsHist& h) {
     sum += f[i];
     if (h[i] > h[big]) big = i;
   }
+  if (compact) return ans_compact(f, big);
   // Fix the sum: add to the most frequent token, or take from the largest
   // frequencies (at most one token per unit; never below 1).
   if (sum < std::int64_t(core::kAnsTotal)) f[big] += std::uint32_t(std::int64_t(core::kAnsTotal) - sum);
@@ -214,20 +247,36 @@ private:
   std::uint64_t bit_ = 0;
 };
 
-// One context's table: 5 bits alphabet size, per token a 4-bit exponent and
-// its mantissa bits. Returns its size in bits when `out` is null.
-inline std::uint64_t ans_write_table(const AnsFreqs& f, LsbWriter* out) {
+// One context's table: 5 bits alphabet size, in a compact table (version 9)
+// 5 bits of the remainder token, then per token a 4-bit exponent and its
+// mantissa bits. Returns its size in bits when `out` is null. A compact
+// table's frequencies come from ans_compact: every token but one has the
+// compact form, and that one (or, if all have it, the most frequent) is the
+// remainder.
+inline std::uint64_t ans_write_table(const AnsFreqs& f, LsbWriter* out, bool compact = false) {
   int a = 0;
   for (int i = 0; i < core::kAnsTokens; ++i)
     if (f[i]) a = i + 1;
   std::uint64_t bits = 5;
   if (out) out->put(std::uint32_t(a), 5);
+  int rest = -1;
+  if (compact && a > 0) {
+    rest = 0;
+    for (int i = 1; i < a; ++i)
+      if (f[i] > f[rest]) rest = i;
+    for (int i = 0; i < a; ++i)
+      if (!ans_compact_exact(f[i])) rest = i;
+    bits += 5;
+    if (out) out->put(std::uint32_t(rest), 5);
+  }
   for (int i = 0; i < a; ++i) {
+    if (i == rest) continue;
     const int e = f[i] ? 32 - core::clz32(f[i]) : 0;
-    bits += 4 + std::uint64_t(e > 1 ? e - 1 : 0);
+    const int n = compact ? ans_compact_mantissa(e) : (e > 1 ? e - 1 : 0);
+    bits += 4 + std::uint64_t(n);
     if (out) {
       out->put(std::uint32_t(e), 4);
-      if (e > 1) out->put(f[i] & ((1u << (e - 1)) - 1), e - 1);
+      if (n) out->put((f[i] >> (e - 1 - n)) & ((1u << n) - 1), n);
     }
   }
   return bits;

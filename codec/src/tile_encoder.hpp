@@ -79,14 +79,15 @@ class TileEncoder {
 public:
   TileEncoder(const ImageView& img, const Rect& r, const EncodeOptions& o)
       : TileEncoder(img, r, o.effort, o.entropy_coding, o.entropy_min_saving_percent, o.zero_rows, o.pixel_copies,
-                    o.plane_contexts, o.corrections) {}
+                    o.plane_contexts, o.corrections, o.compact_tables) {}
 
   TileEncoder(const ImageView& img, const Rect& r, int effort, bool entropy_coding, unsigned ans_min_saving_percent,
-              bool zero_rows, bool pixel_copies, bool plane_contexts, bool corrections)
+              bool zero_rows, bool pixel_copies, bool plane_contexts, bool corrections, bool compact_tables)
       : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort), ans_(entropy_coding && effort >= 1),
         ans_min_saving_percent_(effort >= 2 ? 0 : ans_min_saving_percent), zero_rows_(zero_rows),
         pixel_copies_(pixel_copies && ans_), copy_min_saving_percent_(2 * ans_min_saving_percent_),
-        plane_contexts_(plane_contexts && effort >= 1), corrections_(corrections && effort >= 1) {
+        plane_contexts_(plane_contexts && effort >= 1), corrections_(corrections && effort >= 1),
+        compact_tables_(compact_tables) {
     const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
     pixels_.resize(std::size_t(w_) * h_ * ch_);
     for (int y = 0; y < h_; ++y)
@@ -217,7 +218,7 @@ private:
     for (std::uint8_t& v : index) v = rank[v];
     TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
                               Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_, ans_min_saving_percent_,
-                              zero_rows_, pixel_copies_, plane_contexts_, corrections_);
+                              zero_rows_, pixel_copies_, plane_contexts_, corrections_, compact_tables_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
     index_encoder.few_colours_ = 1;        // at most 256 indices
     const std::vector<std::uint8_t> inner = index_encoder.encode();
@@ -1220,13 +1221,14 @@ private:
   // The estimated bits of tokens with histograms `hist` and of `raw_bits`
   // raw bits: each context's tokens at their empirical entropy, and the
   // tables as written.
-  static double ans_bits(const AnsHists& hist, std::uint64_t raw_bits) {
+  double ans_bits(const AnsHists& hist, std::uint64_t raw_bits) const {
     double bits = double(raw_bits);
     for (const encoder::AnsHist& h : hist) {
       std::uint64_t n = 0;
       for (std::uint32_t v : h) n += v;
       if (!n) continue;
-      bits += double(n) * std::log2(double(n)) + double(encoder::ans_write_table(encoder::ans_quantise(h), nullptr));
+      bits += double(n) * std::log2(double(n)) +
+              double(encoder::ans_write_table(encoder::ans_quantise(h, compact_tables_), nullptr, compact_tables_));
       for (std::uint32_t v : h)
         if (v) bits -= double(v) * std::log2(double(v));
     }
@@ -1271,7 +1273,7 @@ private:
     std::array<AnsFreqs, kPlanContexts> freq;
     std::array<std::array<std::uint32_t, core::kAnsTokens>, kPlanContexts> start{};
     for (int x = 0; x < kPlanContexts; ++x) {
-      freq[x] = encoder::ans_quantise(hist[x]);
+      freq[x] = encoder::ans_quantise(hist[x], compact_tables_);
       for (int t = 1; t < core::kAnsTokens; ++t) start[x][t] = start[x][t - 1] + freq[x][t - 1];
     }
     std::vector<std::vector<std::uint8_t>> rows(h_);
@@ -1292,16 +1294,16 @@ private:
         std::uint8_t(core::kModeAns | (copies_on_ ? core::kModeCopies : 0)), rows,
         [&](std::vector<std::uint8_t>& out, int p) {
           encoder::LsbWriter bits(out);
-          for (int g = 0; g < core::kAnsGroups; ++g) encoder::ans_write_table(freq[p * core::kAnsGroups + g], &bits);
+          for (int g = 0; g < core::kAnsGroups; ++g) encoder::ans_write_table(freq[p * core::kAnsGroups + g], &bits, compact_tables_);
         },
         [&](std::vector<std::uint8_t>& out) {
           encoder::LsbWriter bits(out);
-          encoder::ans_write_table(freq[core::kAnsRunContext], &bits);
+          encoder::ans_write_table(freq[core::kAnsRunContext], &bits, compact_tables_);
         },
         [&](std::vector<std::uint8_t>& out) {
           // The copies' tables, one bit field (spec §4.6).
           encoder::LsbWriter bits(out);
-          for (int x = core::kCopyLengthContext; x < core::kAnsAllContexts; ++x) encoder::ans_write_table(freq[x], &bits);
+          for (int x = core::kCopyLengthContext; x < core::kAnsAllContexts; ++x) encoder::ans_write_table(freq[x], &bits, compact_tables_);
         });
   }
 
@@ -1414,6 +1416,7 @@ private:
   unsigned copy_min_saving_percent_;  // copies_pay
   bool plane_contexts_;  // EncodeOptions::plane_contexts (spec §6.2, version 7), at effort >= 1
   bool corrections_;  // EncodeOptions::corrections (spec §6.7, version 8), at effort >= 1
+  bool compact_tables_;  // EncodeOptions::compact_tables (spec §4.5, version 9)
   bool copies_on_ = false;  // the coded form at hand has the copies of copy_at_
   std::vector<CopyRef> copy_at_;  // per pixel: the copy that starts there (len 0: none)
   std::vector<std::uint32_t> px_;  // the pixels as words (build_chains)

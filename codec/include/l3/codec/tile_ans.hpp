@@ -14,12 +14,15 @@ namespace l3::core {
 
 // Frequency tables of an entropy-coded tile (spec §4.5): `count` contexts
 // from byte `pos`, bits LSB-first, padded to a byte; pos advances past them.
-// Each context: 5 bits alphabet size A (0: unused, at most kAnsTokens), then
-// per token below A a 4-bit exponent e (at most kAnsMaxExponent) and, when
-// e >= 2, e - 1 mantissa bits m: frequency 0 for e = 0, else 2^(e-1) + m.
-// A used context's frequencies sum to kAnsTotal.
+// Each context: 5 bits alphabet size A (0: unused, at most kAnsTokens); in a
+// compact table (version 9, `compact`) 5 bits z < A, the remainder token;
+// then per token below A (but z) a 4-bit exponent e (at most
+// kAnsMaxExponent) and, when e >= 2, n = e - 1 mantissa bits m (compact: n =
+// min(e - 1, kAnsMantissaBits)): frequency 0 for e = 0, else (2^n + m) <<
+// (e - 1 - n). A used context's frequencies sum to kAnsTotal; in a compact
+// table token z's frequency is what the others leave, at least 1.
 L3_HD int parse_ans_tables(const std::uint8_t* tile, std::uint32_t size, std::uint32_t& pos,
-                           std::uint16_t (*cum)[kAnsCumSize], int count) {
+                           std::uint16_t (*cum)[kAnsCumSize], int count, bool compact) {
   const std::uint32_t bytes = size - pos;
   const std::uint8_t* q = tile + pos;
   std::uint64_t bit = 0;
@@ -44,16 +47,30 @@ L3_HD int parse_ans_tables(const std::uint8_t* tile, std::uint32_t size, std::ui
     const int a = int(get(5));
     if (over) return kTruncated;
     if (a > kAnsTokens) return kCorruptTile;
+    const int z = compact && a > 0 ? int(get(5)) : -1;
+    if (over) return kTruncated;
+    if (z >= a) return kCorruptTile;
+    const int most_mantissa = compact ? kAnsMantissaBits : kAnsMaxExponent;
     std::uint32_t total = 0;
     c[0] = 0;
     for (int t = 0; t < a; ++t) {
-      const int e = int(get(4));
-      if (e > kAnsMaxExponent) return kCorruptTile;
-      const std::uint32_t f = e == 0 ? 0u : (1u << (e - 1)) | get(e - 1);
-      if (over) return kTruncated;
-      total += f;
-      if (total > kAnsTotal) return kCorruptTile;
+      if (t != z) {
+        const int e = int(get(4));
+        if (e > kAnsMaxExponent) return kCorruptTile;
+        const int n = e > 1 ? (e - 1 < most_mantissa ? e - 1 : most_mantissa) : 0;
+        const std::uint32_t f = e == 0 ? 0u : ((1u << n) | get(n)) << (e - 1 - n);
+        if (over) return kTruncated;
+        total += f;
+        if (total > kAnsTotal) return kCorruptTile;
+      }
       c[t + 1] = std::uint16_t(total);
+    }
+    if (z >= 0) {
+      // The remainder token: at least 1, and the sums from it on include it.
+      if (total >= kAnsTotal) return kCorruptTile;
+      const std::uint32_t rest = kAnsTotal - total;
+      for (int t = z; t < a; ++t) c[t + 1] = std::uint16_t(c[t + 1] + rest);
+      total = kAnsTotal;
     }
     if (a > 0 && total != kAnsTotal) return kCorruptTile;
     for (int t = a + 1; t < kAnsCumSize; ++t) c[t] = std::uint16_t(total);  // 0 for an unused context

@@ -17,9 +17,10 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 8;  // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 9;  // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
-// The encoder writes the lowest version its tiles need (spec §11): 8 with
+// The encoder writes the lowest version its tiles need (spec §11): 9 with an
+// entropy-coded tile whose tables are compact, else 8 with
 // residual corrections, else 7 with a plane context of the plane before, else 6 with a pixel copy, else 5 with a
 // tile copy, else 4 with a zero row, else 3 with an entropy-coded tile, else 2.
 inline constexpr std::uint8_t kVersionAns = 3;
@@ -28,6 +29,7 @@ inline constexpr std::uint8_t kVersionTileCopies = 5;
 inline constexpr std::uint8_t kVersionPixelCopies = 6;
 inline constexpr std::uint8_t kVersionPlaneContext = 7;
 inline constexpr std::uint8_t kVersionCorrections = 8;
+inline constexpr std::uint8_t kVersionCompactTables = 9;
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
@@ -56,6 +58,7 @@ inline constexpr int kAnsDirect = 16;          // codes below this are their own
 inline constexpr int kAnsGroups = 4;           // contexts per plane: bucket groups (spec §4.5)
 inline constexpr int kAnsRunContext = 16;      // context of run lengths: after kMaxChannels * kAnsGroups
 inline constexpr int kAnsContexts = 17;        // kMaxChannels * kAnsGroups + 1
+inline constexpr int kAnsMantissaBits = 2;     // compact tables (version 9): a frequency's mantissa bits at most
 inline constexpr int kAnsCumSize = 33;         // cumulative frequencies per context, padded for the search
 inline constexpr int kAnsPrecisionBits = 12;   // frequencies sum to 4096
 inline constexpr std::uint32_t kAnsTotal = 1u << kAnsPrecisionBits;

@@ -263,7 +263,7 @@ struct RowTable {
 // `version` is the image header's (1..kVersion): constant planes and palettes
 // are version 2's, entropy-coded tiles version 3's, zero rows version 4's,
 // pixel copies version 6's, the plane context of the plane before version 7's,
-// residual corrections version 8's.
+// residual corrections version 8's, compact frequency tables version 9's.
 L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int width, int height, int channels,
                              int version, CodedTileParams& t, RowTable& rt, bool expand_k = true) {
   const std::uint8_t mode = tile[0];
@@ -276,6 +276,7 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   t.ans = (mode & kModeAns) != 0;
   t.zero_rows = version >= kVersionZeroRows;
   t.copies = (mode & kModeCopies) != 0;
+  const bool compact = version >= kVersionCompactTables;  // the frequency tables' form (§4.5)
   if ((t.copies && version < kVersionPixelCopies) || (palette && version < 2) || (t.ans && version < kVersionAns))
     return kReservedBits;
   if (t.copies && !t.ans) return kCorruptTile;  // copies are entropy-coded values (spec §4.6)
@@ -346,7 +347,7 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
       if (pb >= kPredCount) return kCorruptTile;
       pp.pred = pb;
       for (std::uint32_t b = 0; b < kBuckets; ++b) pp.k[b] = std::uint8_t(ans_group_of_bucket(int(b)));
-      const int st = parse_ans_tables(tile, size, pos, t.ans_cum + p * kAnsGroups, kAnsGroups);
+      const int st = parse_ans_tables(tile, size, pos, t.ans_cum + p * kAnsGroups, kAnsGroups, compact);
       if (st != kOk) return st;
     } else {
       if (pb >= kPredCount) return kCorruptTile;
@@ -374,14 +375,14 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
       if (t.plane[p].constant)
         for (int x = p * kAnsGroups; x < (p + 1) * kAnsGroups; ++x) unused(x);
     if (t.run_mode) {
-      const int st = parse_ans_tables(tile, size, pos, t.ans_cum + kAnsRunContext, 1);
+      const int st = parse_ans_tables(tile, size, pos, t.ans_cum + kAnsRunContext, 1, compact);
       if (st != kOk) return st;
     } else {
       unused(kAnsRunContext);
     }
     if (t.copies) {
       // The copies' contexts: length, rows up, columns back (spec §4.6).
-      const int st = parse_ans_tables(tile, size, pos, t.ans_cum + kCopyLengthContext, kCopyContexts);
+      const int st = parse_ans_tables(tile, size, pos, t.ans_cum + kCopyLengthContext, kCopyContexts, compact);
       if (st != kOk) return st;
     }
   } else if (t.run_mode) {
