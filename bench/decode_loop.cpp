@@ -4,10 +4,11 @@
 // alternating on a shared machine compare better than by wall-clock time) is summed over the streams.
 //
 // Usage:
-//   decode_loop encode [--rice-only | --entropy MODE] [--no-plane-contexts] [--no-corrections] DIR IMAGE...
+//   decode_loop encode [--rice-only | --entropy MODE] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] DIR IMAGE...
 //                                                   encode with l3::encode defaults (or Rice codes only,
 //                                                   or l3pack's --entropy MODE; without version 7's
-//                                                   plane contexts; without version 8's corrections),
+//                                                   plane contexts; without version 8's corrections;
+//                                                   without version 9's compact tables),
 //                                                   check each stream decodes to the image, write DIR/N.l3i
 //   decode_loop decode ROUNDS STREAM...             print the summed fastest decode seconds and bytes
 // Encode once with one build, then decode the same streams with each build, alternating, e.g.
@@ -52,6 +53,10 @@ int encode_all(int argc, char** argv) {
   }
   if (argc > first && std::string(argv[first]) == "--no-corrections") {
     options.corrections = false;
+    ++first;
+  }
+  if (argc > first && std::string(argv[first]) == "--no-compact-tables") {
+    options.compact_tables = false;
     ++first;
   }
   if (argc < first + 2) return 2;
@@ -100,7 +105,7 @@ int main(int argc, char** argv) {
     if (mode == "encode") status = encode_all(argc, argv);
     else if (mode == "decode") status = decode_all(argc, argv);
     if (status == 2)
-      std::fprintf(stderr, "usage: decode_loop encode [--rice-only | --entropy MODE] [--no-plane-contexts] [--no-corrections] DIR IMAGE... | decode_loop decode ROUNDS STREAM...\n");
+      std::fprintf(stderr, "usage: decode_loop encode [--rice-only | --entropy MODE] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] DIR IMAGE... | decode_loop decode ROUNDS STREAM...\n");
     return status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "decode_loop: %s\n", e.what());
