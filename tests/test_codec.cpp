@@ -144,6 +144,19 @@ ZeroRows zero_rows_of(const Bytes& enc) {
 
 }  // namespace
 
+TEST_CASE("k_of_activity: each activity's entry is its bucket's (spec §6.2), expanded as runs per bucket") {
+  l3::core::PlaneParams pp{};
+  for (int b = 0; b < int(l3::core::kBuckets); ++b) pp.k[b] = std::uint8_t(b * 7 % 11);  // neighbours differ
+  l3::core::expand_k_table(pp);
+  for (int a = 0; a < l3::core::kActivityTable; ++a) {
+    CAPTURE(a);
+    CHECK(pp.k_of_activity[a] == pp.k[l3::core::bucket_of(a)]);
+    CHECK(l3::core::bucket_start(l3::core::bucket_of(a)) <= a);
+  }
+  for (int b = 0; b < int(l3::core::kBuckets); ++b) CHECK(l3::core::bucket_of(l3::core::bucket_start(b)) == b);
+  CHECK(l3::core::k_for_activity(pp, 100000) == pp.k[15]);
+}
+
 TEST_CASE("round trip: every layout, edge sizes and patterns, default tiles") {
   const std::uint32_t sizes[][2] = {{1, 1}, {1, 37}, {37, 1}, {127, 31}, {128, 32}, {255, 33}, {256, 64}, {257, 65}, {300, 70}};
   std::uint32_t seed = 1;

@@ -72,7 +72,9 @@ inline bool lanes_eligible(const CodedTileParams& t, const LaneState* lanes, con
 // (frequency 0: an error, as in ans_read_units).
 struct AnsEntries {
   alignas(64) std::uint32_t e[core::kAnsContexts][core::kAnsTotal];
+  std::uint32_t zeroed = 0;  // bit x: e[x] is all 0 (fill_ans_entries)
 };
+static_assert(core::kAnsContexts <= 32);
 
 // The contexts of the tile's planes and the run context (the others are never read).
 L3_LANES_TARGET inline void fill_ans_entries(const CodedTileParams& t, AnsEntries& out) {
@@ -81,10 +83,15 @@ L3_LANES_TARGET inline void fill_ans_entries(const CodedTileParams& t, AnsEntrie
     if (x >= t.channels * core::kAnsGroups && x != core::kAnsRunContext) continue;
     const std::uint16_t* cum = t.ans_cum[x];
     std::uint32_t* e = out.e[x];
+    const std::uint32_t bit = 1u << x;
     if (cum[core::kAnsCumSize - 1] == 0) {
-      std::memset(e, 0, sizeof out.e[x]);
+      // An unused context (the run context of most tiles without runs): its
+      // 16 KB are cleared once, not per tile.
+      if (!(out.zeroed & bit)) std::memset(e, 0, sizeof out.e[x]);
+      out.zeroed |= bit;
       continue;
     }
+    out.zeroed &= ~bit;
     for (int k = 0; k < core::kAnsTokens; ++k) {
       const std::uint32_t lo = cum[k], f = std::uint32_t(cum[k + 1]) - lo;
       // slot - F, f and k for the slots [lo, lo + f), 16 at a time.

@@ -15,23 +15,21 @@ namespace l3::encoder {
 
 inline constexpr int kKs = core::kMaxK + 1;  // Rice parameters 0..kMaxK
 
-// MSB-first bit writer for one row stream (spec §7.1).
+// MSB-first bit writer for one row stream (spec §7.1), a code of up to 32
+// bits a call (a Rice code is one: write_rice).
 class BitWriter {
 public:
   // `expected_bytes`: room reserved up front (a row's stream grew by
   // reallocation otherwise, about ten times a row).
   explicit BitWriter(std::size_t expected_bytes = 0) { bytes_.reserve(expected_bytes); }
+  // The low `bits` (0..32) bits of value.
   void put(std::uint32_t value, int bits) {
-    acc_ = (acc_ << bits) | (bits ? value & ((1u << bits) - 1) : 0);
+    acc_ = (acc_ << bits) | (value & ((std::uint64_t{1} << bits) - 1));
     n_ += bits;
     while (n_ >= 8) {
       n_ -= 8;
       bytes_.push_back(std::uint8_t(acc_ >> n_));
     }
-  }
-  void zeros(int bits) {
-    while (bits > 16) { put(0, 16); bits -= 16; }
-    put(0, bits);
   }
   // Flushes with zero padding to a byte.
   std::vector<std::uint8_t>& finish() {
@@ -40,7 +38,7 @@ public:
   }
 
 private:
-  std::uint64_t acc_ = 0;
+  std::uint64_t acc_ = 0;  // the low n_ bits are pending (the rest are stale)
   int n_ = 0;
   std::vector<std::uint8_t> bytes_;
 };
@@ -52,14 +50,10 @@ inline int rice_length(std::uint32_t u, int k) {
 
 inline void write_rice(BitWriter& bw, std::uint32_t u, int k) {
   const std::uint32_t q = u >> k;
-  if (q < core::kEscapeZeros) {
-    bw.zeros(int(q));
-    bw.put(1, 1);
-    bw.put(u, k);
-  } else {
-    bw.zeros(int(core::kEscapeZeros));
-    bw.put(u, int(core::kEscapeBits));
-  }
+  // q zeros, a one and the k low bits: one put of q + 1 + k <= 30 bits, the
+  // zeros being its value's leading bits. An escape: 20 zeros and 10 bits.
+  if (q < core::kEscapeZeros) bw.put((1u << k) | (u & ((1u << k) - 1)), int(q) + 1 + k);
+  else bw.put(u & ((1u << core::kEscapeBits) - 1), int(core::kEscapeZeros + core::kEscapeBits));
 }
 
 // Hybrid-integer token of a value: u < 16 is its own token; else, with

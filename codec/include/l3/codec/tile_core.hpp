@@ -208,8 +208,18 @@ L3_HD int correct_residual(const PlaneParams& pp, int e, int w, int n, int nw) {
   return corrected_residual(correction_entry(pp, correction_class(w, n, nw)), e);
 }
 
+// The first activity of bucket b (spec §6.2): 0, 1, 2, 3, 4, 6, 8, 12, ..., 128, 192.
+L3_HD int bucket_start(int b) { return b < 4 ? b : (2 + (b & 1)) << (b / 2 - 1); }
+
+// k_of_activity as runs of each bucket's k: bucket_of per activity took 8%
+// of a wallpaper's CPU decode, tiles the AVX-512 lanes decode included.
 L3_HD void expand_k_table(PlaneParams& pp) {
-  for (int a = 0; a < kActivityTable; ++a) pp.k_of_activity[a] = pp.k[bucket_of(a)];
+  int a = 0;
+  constexpr int kLast = int(kBuckets) - 1;
+  for (int b = 0; b <= kLast; ++b) {
+    const int end = b < kLast ? bucket_start(b + 1) : kActivityTable;
+    for (; a < end; ++a) pp.k_of_activity[a] = pp.k[b];
+  }
 }
 
 // Rice parameter for a sample of plane pp with neighbourhood activity a.
