@@ -284,7 +284,9 @@ public:
   // A token with frequency f at cumulative start `start`.
   void put_token(std::uint32_t start, std::uint32_t f) {
     if (x_ >= (std::uint64_t(f) << (32 - core::kAnsPrecisionBits))) emit();
-    x_ = ((x_ / f) << core::kAnsPrecisionBits) + x_ % f + start;
+    // The state is below f << 20 here, so 32-bit division (cheaper than 64-bit) is exact.
+    const auto x = std::uint32_t(x_);
+    x_ = (std::uint64_t(x / f) << core::kAnsPrecisionBits) + x % f + start;
   }
   // `bits` raw bits (1..8), taken from the state by the decoder.
   void put_raw(std::uint32_t value, int bits) {
