@@ -20,7 +20,7 @@ import numpy as np
 from PIL import Image
 
 TILE_W, TILE_H = 256, 32
-TABLE_BITS = 5  # one quantised probability per used context
+TABLE_BITS = 5  # one quantised probability per used context (today's compact tables: about 16)
 
 NEIGHBOURS = {  # (dy, dx)
     "W": (0, -1), "WW": (0, -2), "WWW": (0, -3),
