@@ -48,10 +48,6 @@ struct Census {
   std::uint64_t palettes = 0;   // count, mask, constant channels and colours
   std::uint64_t params = 0;     // plane entries: predictor, k tables or frequency tables, run_k or run table
   std::uint64_t row_table = 0;  // row-length tables
-  // The row-length tables if zero rows were marked in a bitmap (a bit per row but the last) and only
-  // the other rows had deltas, from the smallest of them, where that is smaller (spec §12: measured
-  // for a format change, not built).
-  std::uint64_t row_table_masked = 0;
   std::uint64_t rows = 0;       // row streams
   std::uint64_t n_rows = 0, zero_rows = 0, run_tiles = 0;
   std::uint64_t few_colour_tiles = 0;  // coded tiles without a palette that have <= 256 colours
@@ -75,25 +71,6 @@ std::uint32_t leb_bytes(std::uint64_t v) {
   std::uint32_t n = 1;
   while (v >= 0x80) v >>= 7, ++n;
   return n;
-}
-
-// What a coded tile's row-length table would take with its zero rows marked in a bitmap of
-// height - 1 bits and deltas (from the smallest) for the other rows but the last only: the LEB128
-// base, the nbits byte, the bitmap, the deltas.
-std::uint64_t masked_row_table_bytes(const l3::core::CodedTileParams& t) {
-  if (t.height <= 1) return 0;
-  std::uint64_t base = ~std::uint64_t{0}, top = 0, coded = 0;
-  for (int r = 0; r + 1 < t.height; ++r)
-    if (t.row_length[r]) base = std::min<std::uint64_t>(base, t.row_length[r]);
-  if (base == ~std::uint64_t{0}) base = 0;
-  for (int r = 0; r + 1 < t.height; ++r)
-    if (t.row_length[r]) {
-      top = std::max<std::uint64_t>(top, t.row_length[r] - base);
-      ++coded;
-    }
-  std::uint64_t nbits = 0;
-  while (nbits < 64 && (top >> nbits)) ++nbits;
-  return leb_bytes(base) + 1 + std::uint64_t(t.height - 1 + 7) / 8 + (coded * nbits + 7) / 8;
 }
 
 int bpp_digit(double bpp) {
@@ -145,7 +122,7 @@ int main(int argc, char** argv) {
   std::printf("image\tbytes\tbpp\ttiles");
   for (const char* k : kKindName) std::printf("\tn_%s", k);
   for (const char* k : kKindName) std::printf("\tb_%s", k);
-  std::printf("\tfixed\tmodes\tpalettes\tparams\trow_tables\trow_tables_masked\trows\tn_rows\tzero_rows\trun_tiles\tfew_colour_unpal\tcopy_rows\tcopy_row_bytes"
+  std::printf("\tfixed\tmodes\tpalettes\tparams\trow_tables\trows\tn_rows\tzero_rows\trun_tiles\tfew_colour_unpal\tcopy_rows\tcopy_row_bytes"
               "\tpalette_repeat_bytes\tpalette_union\tpalette_image_level\tpalette_delta\n");
   for (const std::string& file : files) {
     try {
@@ -188,7 +165,11 @@ int main(int argc, char** argv) {
           const bool pal = t.palette_size != 0;
           kind = t.ans ? (pal ? kAnsPal : kAns) : (pal ? kRicePal : kRice);
           const std::uint32_t params_at = pal ? t.palette_at + t.palette_size * t.palette_stride : 1;
-          const std::uint32_t table_at = r.height > 1 ? rt.packed_at - 1 - leb_bytes(rt.base) : rt.packed_at;
+          // The table: base, width byte, the zero-row bitmap if any (the
+          // reference encoder writes one only with a zero row in it), deltas.
+          const std::uint32_t bitmap = rt.zero_mask ? (r.height - 1 + 7) / 8 : 0;
+          const std::uint32_t table_at =
+              r.height > 1 ? rt.packed_at - bitmap - 1 - leb_bytes(rt.base) : rt.packed_at;
           c.modes += 1;
           c.palettes += params_at - 1;
           if (pal) {
@@ -215,7 +196,6 @@ int main(int argc, char** argv) {
           }
           c.params += table_at - params_at;
           c.row_table += rt.rows_at - table_at;
-          c.row_table_masked += std::min<std::uint64_t>(rt.rows_at - table_at, masked_row_table_bytes(t));
           c.rows += size - rt.rows_at;
           c.n_rows += r.height;
           for (std::uint32_t row = 0; row < r.height; ++row) {
@@ -243,7 +223,7 @@ int main(int argc, char** argv) {
                   8.0 * double(enc.size()) / (double(info.width) * info.height), (unsigned long long)count);
       for (auto v : c.tiles) std::printf("\t%llu", (unsigned long long)v);
       for (auto v : c.bytes) std::printf("\t%llu", (unsigned long long)v);
-      for (auto v : {c.fixed, c.modes, c.palettes, c.params, c.row_table, c.row_table_masked, c.rows, c.n_rows, c.zero_rows, c.run_tiles,
+      for (auto v : {c.fixed, c.modes, c.palettes, c.params, c.row_table, c.rows, c.n_rows, c.zero_rows, c.run_tiles,
                      c.few_colour_tiles, c.copy_rows, c.copy_row_bytes, c.palette_repeat_bytes, c.palette_union,
                      c.palette_image_level, c.palette_delta})
         std::printf("\t%llu", (unsigned long long)v);

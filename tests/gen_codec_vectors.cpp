@@ -100,11 +100,12 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
 // `zero_rows`, without tile copies unless `copies`, without pixel copies
 // unless `pixel_copies`, without plane contexts unless `plane_contexts`,
 // without residual corrections unless `corrections`, with version 3-8 tables
-// unless `compact` (§4.5): the vectors of §4.3-§4.4 keep the byte layout
-// their mutations assume.
+// unless `compact` (§4.5), without zero-row bitmaps unless `row_masks`
+// (§4.3, version 10): the vectors of §4.3-§4.4 keep the byte layout their
+// mutations assume.
 Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false,
              bool copies = false, bool pixel_copies = false, int effort = 1, bool plane_contexts = false,
-             bool corrections = false, bool compact = false) {
+             bool corrections = false, bool compact = false, bool row_masks = false) {
   l3::EncodeOptions o;
   o.effort = effort;
   o.tile_width = tw;
@@ -116,6 +117,7 @@ Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool 
   o.plane_contexts = plane_contexts;
   o.corrections = corrections;
   o.compact_tables = compact;
+  o.row_masks = row_masks;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -206,6 +208,33 @@ ZeroRows zero_rows_in(const Bytes& b) {
   return z;
 }
 
+// The first coded tile of `b` whose row-length table has a zero-row bitmap
+// (version 10, spec §4.3): its index, and where its bitmap's last byte lies
+// and which bit of it is the first past the rows it marks (8 if none is).
+struct MaskedTile {
+  std::uint32_t index = ~0u;
+  std::size_t last_mask_byte = 0;
+  int first_unused_bit = 8;
+};
+MaskedTile first_masked_tile(const Bytes& b) {
+  const l3::ImageInfo info = l3::read_info(b);
+  for (std::uint32_t i = 0; i < tile_count(b); ++i) {
+    const std::size_t t = tile_offset(b, i);
+    if ((b[t] & 3) != l3::core::kTileCoded) continue;
+    const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
+    const int w = int(std::min(info.tile_width, info.width - tx * info.tile_width));
+    const int h = int(std::min(info.tile_height, info.height - ty * info.tile_height));
+    l3::core::CodedTileParams p;
+    l3::core::RowTable rt;
+    if (l3::core::parse_coded_header(b.data() + t, tile_size(b, i), w, h, int(info.channels), int(info.version), p,
+                                     rt) != l3::core::kOk || !rt.zero_mask)
+      continue;
+    // The bitmap ends where the deltas start (packed_at).
+    return MaskedTile{i, t + rt.packed_at - 1, (h - 1) % 8 ? (h - 1) % 8 : 8};
+  }
+  return MaskedTile{};
+}
+
 // Recomputes the header checksum after a mutation (spec §2, computed here from
 // the spec rather than by the library), so that each vector exercises the
 // structural check it is named after instead of the checksum.
@@ -294,7 +323,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-10", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
+  v.mutate("version-11", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -562,6 +591,24 @@ int main(int argc, char** argv) {
     // the end check of §7.3.
     v.mutate("zero-row-in-v3", rice_bytes, errc::corrupt_tile, [](Bytes& b) { b[4] = 3; });
     v.mutate("zero-row-in-v3-ans", ans_bytes, errc::corrupt_tile, [](Bytes& b) { b[4] = 3; });
+
+    // Zero-row bitmaps (version 10, spec §4.3): the same images with them
+    // (and version 9's compact tables), where a bitmap is the smaller table.
+    const Bytes rice_masked = encode(flat, 16, 8, false, true, false, false, 1, false, false, true, true);
+    const MaskedTile m = first_masked_tile(rice_masked);
+    expect(rice_masked[4] == l3::core::kVersionRowMasks && m.index != ~0u && rice_masked.size() < rice_bytes.size(),
+           "version 10, a Rice tile with a zero-row bitmap, smaller");
+    v.valid("valid-rgb-zero-row-mask-40x16", flat, rice_masked);
+    const Bytes ans_masked = encode(smooth_zero, 64, 32, true, true, false, false, 1, false, false, true, true);
+    expect(first_masked_tile(ans_masked).index != ~0u, "an entropy-coded tile with a zero-row bitmap");
+    v.valid("valid-rgb-ans-zero-row-mask-64x64", smooth_zero, ans_masked);
+    const Bytes palette_masked = encode(stripes, 16, 8, false, true, false, false, 1, false, false, true, true);
+    v.valid("valid-rgb-palette-zero-row-mask-48x16", stripes, palette_masked);
+    // Before version 10 the width byte's bit 7 makes a width above 24.
+    v.mutate("zero-row-mask-in-v9", rice_masked, errc::corrupt_tile, [](Bytes& b) { b[4] = 9; });
+    expect(m.first_unused_bit < 8, "a bitmap with unused bits (8-row tiles: 7 rows marked)");
+    v.mutate("zero-row-mask-bit-past-rows", rice_masked, errc::corrupt_tile,
+             [&](Bytes& b) { b[m.last_mask_byte] |= std::uint8_t(1u << m.first_unused_bit); });
   }
   {
     // Tile copies (version 5, spec §3.3): a 56 x 20 image, periodic with the

@@ -483,6 +483,49 @@ TEST_CASE("zero rows: an image without them is written as before, version 3 or 2
   CHECK(plain == l3::encode(im.view(), rice_off));
 }
 
+TEST_CASE("zero-row bitmaps (v10): a table of mostly zero rows marks them and sizes the others; round trips, crops, threads") {
+  // spec/codec.md §4.3: the width byte's bit 7 and a bitmap of the zero rows.
+  // Images whose tiles are mostly zero rows: the patterns above with rows
+  // repeated, and a gray chessboard of 25-pixel squares (the scikit-image
+  // test image's layout: its tiles hold two or three coded rows).
+  Image chess{200, 200, 1, Bytes(200 * 200)};
+  for (std::uint32_t y = 0; y < chess.h; ++y)
+    for (std::uint32_t x = 0; x < chess.w; ++x) chess.px[y * chess.w + x] = ((x / 25 + y / 25) % 2) ? 255 : 0;
+  std::vector<Image> images = {chess};
+  for (std::uint32_t c = 1; c <= 4; ++c) images.push_back(with_zero_rows(make(300, 130, c, Pattern::smooth_noise, 80 + c)));
+  l3::EncodeOptions rice, dense;
+  rice.entropy_coding = false;
+  dense.effort = 2;
+  int masked = 0;
+  for (const Image& im : images)
+    for (const l3::EncodeOptions& on : {l3::EncodeOptions{}, rice, dense}) {
+      l3::EncodeOptions off = on;
+      off.row_masks = false;
+      const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
+      CAPTURE(im.c);
+      CAPTURE(on.entropy_coding);
+      CAPTURE(on.effort);
+      CHECK(l3::read_info(without).version <= 9);  // readable by version 9 decoders
+      CHECK(with.size() <= without.size());        // a bitmap only where smaller
+      if (with.size() < without.size()) {
+        CHECK(l3::read_info(with).version == 10);
+        ++masked;
+      } else {
+        CHECK(with == without);
+      }
+      CHECK(decode(with) == im.px);
+      CHECK(decode(with, 4) == im.px);
+      check_crops(with, im, {{37, 11, 101, 50}, {0, 0, 1, 1}, {0, 0, im.w, 2}, {150, 5, 7, 3}, {155, 30, 2, 5}, {100, 62, 57, 68}});
+    }
+  MESSAGE("zero-row bitmaps in " << masked << " of 15 streams");
+  CHECK(masked >= 12);  // 15 when written
+  CHECK(l3::read_info(encode(chess)).version == 10);
+  // Tables need compact tables (version 10 reads version 9's): none without.
+  l3::EncodeOptions old_tables;
+  old_tables.compact_tables = false;
+  CHECK(l3::read_info(l3::encode(chess.view(), old_tables)).version <= 8);
+}
+
 TEST_CASE("tile copies (v5): a tile equal to an earlier one costs its table entry; round trips, crops, threads") {
   // spec/codec.md §3.3. A horizontal gradient (every tile column repeats down
   // the image), a 2-pixel chessboard whose period divides the tile, and the

@@ -91,7 +91,7 @@ TEST_CASE("info reports the header, tiles and bits per pixel; --json agrees") {
   // context of the plane before (spec/codec.md §6.2), 8 where a plane has
   // residual corrections (§6.7); as the header says.
   const int version = int(l3::test::read_bytes(dir / "x.l3i")[4]);
-  CHECK((version == 2 || version == 7 || version == 8 || version == 9));
+  CHECK((version == 2 || version == 7 || version == 8 || version == 9 || version == 10));
   CHECK(text.out.find(".l3i version " + std::to_string(version)) != std::string::npos);
   Run json = l3pack(dir, "info --json " + quoted(dir / "x.l3i"));
   REQUIRE(json.exit_code == 0);

@@ -133,7 +133,7 @@ template <class Wanted> int check_vectors(Wanted&& wanted) {
 }
 
 // newest: the newest version the stream may have (6: without version 7's
-// plane contexts and version 8's residual corrections), for the tests that
+// plane contexts, version 8's residual corrections and so on), for the tests that
 // count the streams of an older version by their version.
 std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th, int effort = 1,
                               bool entropy_coding = true, int newest = l3::core::kVersion) {
@@ -145,6 +145,7 @@ std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th,
   o.plane_contexts = newest >= l3::core::kVersionPlaneContext;
   o.corrections = newest >= l3::core::kVersionCorrections;
   o.compact_tables = newest >= l3::core::kVersionCompactTables;
+  o.row_masks = newest >= l3::core::kVersionRowMasks;
   return l3::encode(im.view(), o);
 }
 

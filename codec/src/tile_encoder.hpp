@@ -78,16 +78,12 @@ struct CopyRef {
 class TileEncoder {
 public:
   TileEncoder(const ImageView& img, const Rect& r, const EncodeOptions& o)
-      : TileEncoder(img, r, o.effort, o.entropy_coding, o.entropy_min_saving_percent, o.zero_rows, o.pixel_copies,
-                    o.plane_contexts, o.corrections, o.compact_tables) {}
-
-  TileEncoder(const ImageView& img, const Rect& r, int effort, bool entropy_coding, unsigned ans_min_saving_percent,
-              bool zero_rows, bool pixel_copies, bool plane_contexts, bool corrections, bool compact_tables)
-      : w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(effort), ans_(entropy_coding && effort >= 1),
-        ans_min_saving_percent_(effort >= 2 ? 0 : ans_min_saving_percent), zero_rows_(zero_rows),
-        pixel_copies_(pixel_copies && ans_), copy_min_saving_percent_(2 * ans_min_saving_percent_),
-        plane_contexts_(plane_contexts && effort >= 1), corrections_(corrections && effort >= 1),
-        compact_tables_(compact_tables) {
+      : options_(o), w_(int(r.width)), h_(int(r.height)), ch_(int(img.channels)), effort_(o.effort),
+        ans_(o.entropy_coding && o.effort >= 1),
+        ans_min_saving_percent_(o.effort >= 2 ? 0 : o.entropy_min_saving_percent), zero_rows_(o.zero_rows),
+        pixel_copies_(o.pixel_copies && ans_), copy_min_saving_percent_(2 * ans_min_saving_percent_),
+        plane_contexts_(o.plane_contexts && o.effort >= 1), corrections_(o.corrections && o.effort >= 1),
+        compact_tables_(o.compact_tables), row_masks_(o.zero_rows && o.row_masks && o.compact_tables) {
     const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
     pixels_.resize(std::size_t(w_) * h_ * ch_);
     for (int y = 0; y < h_; ++y)
@@ -217,8 +213,7 @@ private:
     colours = std::move(ordered);
     for (std::uint8_t& v : index) v = rank[v];
     TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
-                              Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, effort_, ans_, ans_min_saving_percent_,
-                              zero_rows_, pixel_copies_, plane_contexts_, corrections_, compact_tables_);
+                              Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, options_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
     index_encoder.few_colours_ = 1;        // at most 256 indices
     const std::vector<std::uint8_t> inner = index_encoder.encode();
@@ -1348,26 +1343,53 @@ private:
   // The row-length table and the row streams (spec §4.3 items 3-4).
   void append_rows(std::vector<std::uint8_t>& out, const std::vector<std::vector<std::uint8_t>>& rows) const {
     if (h_ > 1) {
-      std::size_t base = rows[0].size(), top = 0;
-      for (int r = 0; r + 1 < h_; ++r) base = std::min(base, rows[r].size());
-      for (int r = 0; r + 1 < h_; ++r) top = std::max(top, rows[r].size() - base);
-      for (std::size_t v = base;; v >>= 7) {
-        out.push_back(std::uint8_t((v & 0x7f) | (v >= 0x80 ? 0x80 : 0)));
-        if (v < 0x80) break;
-      }
-      const int nbits = top ? 32 - core::clz32(std::uint32_t(top)) : 0;
-      out.push_back(std::uint8_t(nbits));
-      std::vector<std::uint8_t> packed((std::size_t(h_ - 1) * nbits + 7) / 8, 0);
-      for (int r = 0; r + 1 < h_; ++r) {
-        const std::size_t delta = rows[r].size() - base;
-        for (int i = 0; i < nbits; ++i) {
-          const std::size_t bit = std::size_t(r) * nbits + i;
-          packed[bit >> 3] |= std::uint8_t(((delta >> i) & 1) << (bit & 7));
+      const std::vector<std::uint8_t> plain = row_table(rows, false);
+      if (row_masks_) {
+        std::vector<std::uint8_t> masked = row_table(rows, true);
+        if (masked.size() < plain.size()) {
+          out.insert(out.end(), masked.begin(), masked.end());
+          for (const auto& row : rows) out.insert(out.end(), row.begin(), row.end());
+          return;
         }
       }
-      out.insert(out.end(), packed.begin(), packed.end());
+      out.insert(out.end(), plain.begin(), plain.end());
     }
     for (const auto& row : rows) out.insert(out.end(), row.begin(), row.end());
+  }
+
+  // The row-length table of `rows` (spec §4.3): the LEB128 base, the width
+  // byte and the deltas of every row but the last, from the smallest; with
+  // `masked` (version 10), the zero rows in a bitmap after the width byte and
+  // the deltas of the other rows only.
+  std::vector<std::uint8_t> row_table(const std::vector<std::vector<std::uint8_t>>& rows, bool masked) const {
+    std::uint32_t zero_mask = 0;
+    if (masked)
+      for (int r = 0; r + 1 < h_; ++r) zero_mask |= (rows[r].empty() ? 1u : 0u) << r;
+    const auto coded = [&](int r) { return !((zero_mask >> r) & 1); };
+    std::size_t base = SIZE_MAX, top = 0;
+    for (int r = 0; r + 1 < h_; ++r)
+      if (coded(r)) base = std::min(base, rows[r].size());
+    if (base == SIZE_MAX) base = 0;  // every row but the last is a zero row
+    for (int r = 0; r + 1 < h_; ++r)
+      if (coded(r)) top = std::max(top, rows[r].size() - base);
+    std::vector<std::uint8_t> out;
+    for (std::size_t v = base;; v >>= 7) {
+      out.push_back(std::uint8_t((v & 0x7f) | (v >= 0x80 ? 0x80 : 0)));
+      if (v < 0x80) break;
+    }
+    const int nbits = top ? 32 - core::clz32(std::uint32_t(top)) : 0;
+    out.push_back(std::uint8_t(nbits | (masked ? core::kRowTableMasked : 0)));
+    if (masked)
+      for (int i = 0; i < h_ - 1; i += 8) out.push_back(std::uint8_t(zero_mask >> i));
+    std::vector<std::uint8_t> packed((std::size_t(h_ - 1) * nbits + 7) / 8, 0);
+    std::size_t bit = 0;
+    for (int r = 0; r + 1 < h_; ++r) {
+      if (!coded(r)) continue;
+      const std::size_t delta = rows[r].size() - base;
+      for (int i = 0; i < nbits; ++i, ++bit) packed[bit >> 3] |= std::uint8_t(((delta >> i) & 1) << (bit & 7));
+    }
+    out.insert(out.end(), packed.begin(), packed.begin() + std::ptrdiff_t((bit + 7) / 8));
+    return out;
   }
 
   // Candidates tried per pixel by longest_at, and the estimated cost of a
@@ -1408,6 +1430,7 @@ private:
   static constexpr double kTableBitsPerToken = 8;
   static constexpr double kAnsEstimateSlack = 0.95;
 
+  EncodeOptions options_;  // as given: a palette tile's index encoder takes the same
   int w_, h_, ch_, effort_;
   bool ans_;  // try entropy-coded tiles (spec §4.5)
   unsigned ans_min_saving_percent_;  // EncodeOptions::entropy_min_saving_percent; 0 at effort 2
@@ -1417,6 +1440,7 @@ private:
   bool plane_contexts_;  // EncodeOptions::plane_contexts (spec §6.2, version 7), at effort >= 1
   bool corrections_;  // EncodeOptions::corrections (spec §6.7, version 8), at effort >= 1
   bool compact_tables_;  // EncodeOptions::compact_tables (spec §4.5, version 9)
+  bool row_masks_;       // EncodeOptions::row_masks (spec §4.3, version 10)
   bool copies_on_ = false;  // the coded form at hand has the copies of copy_at_
   std::vector<CopyRef> copy_at_;  // per pixel: the copy that starts there (len 0: none)
   std::vector<std::uint32_t> px_;  // the pixels as words (build_chains)

@@ -110,6 +110,13 @@ struct EncodeOptions {
   // when it has an entropy-coded tile. false: full-precision tables, a
   // stream that decoders older than version 9 read.
   bool compact_tables = true;
+  // Zero-row bitmaps (spec §4.3, version 10): a tile's row-length table marks
+  // its zero rows in a bitmap and gives lengths for the other rows only,
+  // where that is smaller (tiles of mostly zero rows: text, user interfaces,
+  // chessboards). The stream is version 10 when a tile has one. false: none,
+  // a stream that decoders older than version 10 read. Needs zero_rows and
+  // compact_tables (a version 10 stream's tables are version 9's).
+  bool row_masks = true;
 };
 
 // The one spelling of the entropy setting for users (l3pack --entropy, the

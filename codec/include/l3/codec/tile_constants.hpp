@@ -17,9 +17,10 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 9;  // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 10;  // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
-// The encoder writes the lowest version its tiles need (spec §11): 9 with an
+// The encoder writes the lowest version its tiles need (spec §11): 10 with a
+// row-length table that marks zero rows in a bitmap, else 9 with an
 // entropy-coded tile whose tables are compact, else 8 with
 // residual corrections, else 7 with a plane context of the plane before, else 6 with a pixel copy, else 5 with a
 // tile copy, else 4 with a zero row, else 3 with an entropy-coded tile, else 2.
@@ -30,6 +31,7 @@ inline constexpr std::uint8_t kVersionPixelCopies = 6;
 inline constexpr std::uint8_t kVersionPlaneContext = 7;
 inline constexpr std::uint8_t kVersionCorrections = 8;
 inline constexpr std::uint8_t kVersionCompactTables = 9;
+inline constexpr std::uint8_t kVersionRowMasks = 10;
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
@@ -39,6 +41,7 @@ inline constexpr std::uint32_t kMaxK = 10;              // Rice parameter range 
 inline constexpr std::uint32_t kEscapeZeros = 20;       // unary length that means "escape"
 inline constexpr std::uint32_t kEscapeBits = 10;        // raw value bits after an escape
 inline constexpr std::uint32_t kMaxRowLengthBits = 24;  // width of packed row-length deltas
+inline constexpr std::uint8_t kRowTableMasked = 0x80;    // width byte: a zero-row bitmap follows (version 10)
 inline constexpr int kActivityTable = 256;              // activities >= 255 share one entry
 
 // Tile kinds (tile mode byte, bits 0-1).
@@ -129,6 +132,13 @@ L3_HD int clz32(std::uint32_t v) {
   return __clz(static_cast<int>(v));
 #else
   return v ? __builtin_clz(v) : 32;
+#endif
+}
+L3_HD int popc32(std::uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  return __popc(v);
+#else
+  return __builtin_popcount(v);
 #endif
 }
 L3_HD int imin(int a, int b) { return a < b ? a : b; }

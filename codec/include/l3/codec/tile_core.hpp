@@ -258,11 +258,13 @@ struct CodedTileParams {
 };
 
 // Where the row-length table of a coded tile lies (spec §4.3), once its
-// header is parsed: `height - 1` deltas of `nbits` bits, LSB-first, at
-// tile + packed_at; row r is `base + delta(r)` bytes long; the first row
-// starts at rows_at.
+// header is parsed: deltas of `nbits` bits, LSB-first, at tile + packed_at,
+// one per row r < height - 1 that zero_mask leaves out (version 10: bit r
+// set marks row r a zero row, 0 bytes long; 0 in earlier versions); row r
+// is `base + delta` bytes long; the first row starts at rows_at.
 struct RowTable {
   std::uint32_t packed_at, rows_at, nbits;
+  std::uint32_t zero_mask;
   std::uint64_t base;
 };
 
@@ -400,10 +402,11 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
     t.run_k = tile[pos++];
     if (t.run_k > kMaxK) return kCorruptTile;
   }
-  // Row-length table: LEB128 base, a width byte, then (height-1) deltas of
-  // `width` bits, LSB-first, padded to a byte (spec §4.3).
+  // Row-length table: LEB128 base, a width byte, in version 10 (width byte
+  // bit 7) a bitmap of the zero rows, then a delta of `width` bits, LSB-first,
+  // per row but the last (and but the zero rows), padded to a byte (spec §4.3).
   std::uint64_t base = 0;
-  std::uint32_t nbits = 0;
+  std::uint32_t nbits = 0, zero_mask = 0, deltas = height > 1 ? std::uint32_t(height - 1) : 0;
   if (height > 1) {
     for (int shift = 0;; shift += 7) {
       if (pos >= size) return kTruncated;
@@ -413,23 +416,36 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
       if (!(byte & 0x80)) break;
     }
     if (pos >= size) return kTruncated;
-    nbits = tile[pos++];
+    const std::uint8_t width_byte = tile[pos++];
+    const bool masked = (width_byte & kRowTableMasked) && version >= kVersionRowMasks;
+    nbits = masked ? std::uint32_t(width_byte & 0x7f) : width_byte;
     if (nbits > kMaxRowLengthBits) return kCorruptTile;
+    if (masked) {
+      const std::uint32_t mask_bytes = (std::uint32_t(height - 1) + 7) / 8;
+      if (size - pos < mask_bytes) return kTruncated;
+      for (std::uint32_t i = 0; i < mask_bytes; ++i) zero_mask |= std::uint32_t(tile[pos++]) << (8 * i);
+      if (zero_mask >> (height - 1)) return kCorruptTile;  // bits past the rows it marks
+      deltas -= std::uint32_t(popc32(zero_mask));
+    }
   }
-  const std::uint32_t table_bytes = (std::uint32_t(height - 1) * nbits + 7) / 8;
+  const std::uint32_t table_bytes = (deltas * nbits + 7) / 8;
   if (size - pos < table_bytes) return kTruncated;
   rt.packed_at = pos;
   rt.rows_at = pos + table_bytes;
   rt.nbits = nbits;
+  rt.zero_mask = zero_mask;
   rt.base = base;
   return kOk;
 }
 
-// Length in bytes of row r < height - 1 (its delta read from the packed table).
+// Length in bytes of row r < height - 1 (its delta read from the packed
+// table: the deltas skip the zero rows of a version 10 bitmap).
 L3_HD std::uint64_t row_length_of(const std::uint8_t* tile, const RowTable& rt, int r) {
+  if ((rt.zero_mask >> r) & 1) return 0;
   const std::uint8_t* packed = tile + rt.packed_at;
   std::uint64_t delta = 0;
-  const std::uint32_t first = std::uint32_t(r) * rt.nbits;
+  const std::uint32_t index = std::uint32_t(r - popc32(rt.zero_mask & ((1u << r) - 1)));
+  const std::uint32_t first = index * rt.nbits;
   for (std::uint32_t i = 0; i < rt.nbits; ++i) {
     const std::uint32_t bit = first + i;
     delta |= std::uint64_t((packed[bit >> 3] >> (bit & 7)) & 1) << i;
