@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "l3/codec/codec.hpp"
@@ -178,6 +179,13 @@ std::size_t row_table(const Bytes& b, std::uint32_t tile, std::uint32_t channels
   return pos;
 }
 
+// Tile i's clipped width and height (spec §3).
+std::pair<int, int> tile_dims(const l3::ImageInfo& info, std::uint32_t i) {
+  const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
+  return {int(std::min(info.tile_width, info.width - tx * info.tile_width)),
+          int(std::min(info.tile_height, info.height - ty * info.tile_height))};
+}
+
 // The zero rows (spec §4.3, version 4) of a stream's coded tiles, by kind of
 // tile, and how many are a tile's first or last row.
 struct ZeroRows {
@@ -189,9 +197,7 @@ ZeroRows zero_rows_in(const Bytes& b) {
   for (std::uint32_t i = 0; i < tile_count(b); ++i) {
     const std::size_t t = tile_offset(b, i);
     if ((b[t] & 3) != l3::core::kTileCoded) continue;
-    const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
-    const int w = int(std::min(info.tile_width, info.width - tx * info.tile_width));
-    const int h = int(std::min(info.tile_height, info.height - ty * info.tile_height));
+    const auto [w, h] = tile_dims(info, i);
     l3::core::CodedTileParams p;
     if (l3::core::parse_coded_tile(b.data() + t, tile_size(b, i), w, h, int(info.channels), int(info.version), p) !=
         l3::core::kOk) {
@@ -221,9 +227,7 @@ MaskedTile first_masked_tile(const Bytes& b) {
   for (std::uint32_t i = 0; i < tile_count(b); ++i) {
     const std::size_t t = tile_offset(b, i);
     if ((b[t] & 3) != l3::core::kTileCoded) continue;
-    const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
-    const int w = int(std::min(info.tile_width, info.width - tx * info.tile_width));
-    const int h = int(std::min(info.tile_height, info.height - ty * info.tile_height));
+    const auto [w, h] = tile_dims(info, i);
     l3::core::CodedTileParams p;
     l3::core::RowTable rt;
     if (l3::core::parse_coded_header(b.data() + t, tile_size(b, i), w, h, int(info.channels), int(info.version), p,
