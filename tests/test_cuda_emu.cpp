@@ -279,6 +279,31 @@ TEST_CASE("emulated wavefront equals l3::decode on zero rows (spec/codec.md §4.
   CHECK(check_vectors([](const std::string& name) { return name.find("zero-") != std::string::npos; }) >= 6);
 }
 
+TEST_CASE("emulated wavefront equals l3::decode on zero-row bitmaps (spec/codec.md §4.3, version 10)") {
+  // The zero-row images above at the encoder's defaults: the lanes find
+  // their rows' lengths through the bitmap (core::row_length_of).
+  std::mt19937 rng(322);
+  int v10 = 0;
+  for (int kind = 1; kind < 6; ++kind)
+    for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+      Img im = with_rare_noise(structured_image(kind, 150, 70, ch), 11, 29);
+      const std::size_t row = std::size_t(im.w) * ch;
+      for (std::uint32_t y = 0; y < im.h; ++y) {
+        std::uint8_t* p = &im.px[y * row];
+        if (y % 32 == 0) std::memset(p, 128, row);
+        else if (y % 5 == 1 || y % 7 == 4 || y % 3 == 2 || y % 32 == 31) std::memcpy(p, p - row, row);
+      }
+      for (int effort : {1, 2}) {
+        const auto e = enc(im, 64, 32, effort);
+        v10 += l3::read_info(e).version == 10;
+        check_same(e, "kind " + std::to_string(kind) + " zero-row bitmaps " + shape(im, 64, 32));
+        check_random_crops(e, im, rng, 6);
+      }
+    }
+  MESSAGE(v10 << " of 40 streams have zero-row bitmaps");
+  CHECK(v10 >= 30);
+}
+
 TEST_CASE("frequency tables (spec/codec.md §4.5) are read inside the tile only") {
   // An entropy-coded tile whose bytes end right after a token's exponent
   // e = 1 (a frequency without mantissa bits): table A = 2, e0 = 4 with 3

@@ -243,6 +243,34 @@ TEST_CASE("GPU: zero rows (spec/codec.md §4.3, version 4), whole images and cro
   decode_and_check_both_layouts(streams, crops);
 }
 
+TEST_CASE("GPU: zero-row bitmaps (spec/codec.md §4.3, version 10), whole images and crops" * doctest::skip(no_gpu())) {
+  // The zero-row images above with the encoder's defaults: each lane finds
+  // its row's length through the bitmap (core::row_length_of).
+  std::mt19937 rng(29);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<std::optional<l3::Rect>> crops;
+  int v10 = 0;
+  for (int i = 0; i < 16; ++i) {
+    const std::uint32_t w = 90 + std::uint32_t(i) * 11, h = 40 + std::uint32_t(i) * 5, ch = std::uint32_t(i % 4) + 1;
+    Img im = make_image(rng, w, h, ch, 1 + i % 3);
+    const std::size_t row = std::size_t(w) * ch;
+    for (std::uint32_t y = 0; y < h; ++y) {
+      std::uint8_t* p = &im.px[y * row];
+      if (y % 32 == 0) std::fill(p, p + row, std::uint8_t(128));
+      else if (y % 5 == 1 || y % 7 == 4 || y % 3 == 2 || y % 32 == 31) std::copy(p - row, p, p);
+    }
+    l3::EncodeOptions o;
+    o.tile_width = 64;
+    o.effort = 1 + i % 2;
+    streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
+    v10 += l3::read_info(streams.back()).version == 10;
+    const l3::Rect r{std::uint32_t(i) % 7, std::uint32_t(i) % 5 + 3, w / 2 + std::uint32_t(i), h / 2};
+    crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
+  }
+  CHECK(v10 > 0);  // (test_cuda_emu counts bitmaps in streams it checks on the CPU)
+  decode_and_check_both_layouts(streams, crops);
+}
+
 TEST_CASE("GPU: tile copies (spec/codec.md §3.3, version 5), whole images and crops" * doctest::skip(no_gpu())) {
   // Images periodic with the 32 x 8 tile (clipped edge tiles among the
   // copies), between images without copies, so that a copy's source is
