@@ -1343,16 +1343,13 @@ private:
   // The row-length table and the row streams (spec §4.3 items 3-4).
   void append_rows(std::vector<std::uint8_t>& out, const std::vector<std::vector<std::uint8_t>>& rows) const {
     if (h_ > 1) {
-      const std::vector<std::uint8_t> plain = row_table(rows, false);
+      // With a zero-row bitmap where that table is smaller (version 10).
+      std::vector<std::uint8_t> table = row_table(rows, false);
       if (row_masks_) {
         std::vector<std::uint8_t> masked = row_table(rows, true);
-        if (masked.size() < plain.size()) {
-          out.insert(out.end(), masked.begin(), masked.end());
-          for (const auto& row : rows) out.insert(out.end(), row.begin(), row.end());
-          return;
-        }
+        if (masked.size() < table.size()) table = std::move(masked);
       }
-      out.insert(out.end(), plain.begin(), plain.end());
+      out.insert(out.end(), table.begin(), table.end());
     }
     for (const auto& row : rows) out.insert(out.end(), row.begin(), row.end());
   }
