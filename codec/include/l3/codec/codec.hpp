@@ -106,7 +106,7 @@ struct EncodeOptions {
   // Compact frequency tables (spec §4.5, version 9): an entropy-coded tile's
   // tables keep at most 2 mantissa bits per frequency and leave the most
   // frequent token's to the others' remainder, a third fewer bits for a
-  // loss in the rows of about 0.1% (spec §12). The stream is version 9
+  // loss in the rows of about 0.1% (spec §12). The stream is version 9 (or 10)
   // when it has an entropy-coded tile. false: full-precision tables, a
   // stream that decoders older than version 9 read.
   bool compact_tables = true;

@@ -275,7 +275,8 @@ struct RowTable {
 // `version` is the image header's (1..kVersion): constant planes and palettes
 // are version 2's, entropy-coded tiles version 3's, zero rows version 4's,
 // pixel copies version 6's, the plane context of the plane before version 7's,
-// residual corrections version 8's, compact frequency tables version 9's.
+// residual corrections version 8's, compact frequency tables version 9's, zero-row
+// bitmaps version 10's.
 L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int width, int height, int channels,
                              int version, CodedTileParams& t, RowTable& rt, bool expand_k = true) {
   const std::uint8_t mode = tile[0];
