@@ -88,6 +88,19 @@ Img with_rare_noise(Img im, std::uint32_t seed, int shift) {
   return im;
 }
 
+// Rows the encoder stores as zero rows (spec §4.3): a mid-gray row every 32,
+// rows that repeat the row above (also every third row when `more`), each
+// 32-row tile's last row among them.
+Img with_zero_rows(Img im, bool more = false) {
+  const std::size_t row = std::size_t(im.w) * im.ch;
+  for (std::uint32_t y = 0; y < im.h; ++y) {
+    std::uint8_t* p = &im.px[y * row];
+    if (y % 32 == 0) std::memset(p, 128, row);
+    else if (y % 5 == 1 || y % 7 == 4 || (more && y % 3 == 2) || y % 32 == 31) std::memcpy(p, p - row, row);
+  }
+  return im;
+}
+
 // Decodes with both decoders and checks pixels (or the error) are equal.
 void check_same(const std::vector<std::uint8_t>& enc, const std::string& what) {
   INFO(what);
@@ -260,13 +273,7 @@ TEST_CASE("emulated wavefront equals l3::decode on zero rows (spec/codec.md §4.
   int v4 = 0;
   for (int kind = 1; kind < 6; ++kind)
     for (std::uint32_t ch = 1; ch <= 4; ++ch) {
-      Img im = with_rare_noise(structured_image(kind, 150, 70, ch), 11, 29);
-      const std::size_t row = std::size_t(im.w) * ch;
-      for (std::uint32_t y = 0; y < im.h; ++y) {
-        std::uint8_t* p = &im.px[y * row];
-        if (y % 32 == 0) std::memset(p, 128, row);
-        else if (y % 5 == 1 || y % 7 == 4 || y % 32 == 31) std::memcpy(p, p - row, row);
-      }
+      const Img im = with_zero_rows(with_rare_noise(structured_image(kind, 150, 70, ch), 11, 29));
       for (int effort : {1, 2}) {
         const auto e = enc(im, 64, 32, effort, true, 6);
         v4 += l3::read_info(e).version == 4;
@@ -286,13 +293,7 @@ TEST_CASE("emulated wavefront equals l3::decode on zero-row bitmaps (spec/codec.
   int v10 = 0;
   for (int kind = 1; kind < 6; ++kind)
     for (std::uint32_t ch = 1; ch <= 4; ++ch) {
-      Img im = with_rare_noise(structured_image(kind, 150, 70, ch), 11, 29);
-      const std::size_t row = std::size_t(im.w) * ch;
-      for (std::uint32_t y = 0; y < im.h; ++y) {
-        std::uint8_t* p = &im.px[y * row];
-        if (y % 32 == 0) std::memset(p, 128, row);
-        else if (y % 5 == 1 || y % 7 == 4 || y % 3 == 2 || y % 32 == 31) std::memcpy(p, p - row, row);
-      }
+      const Img im = with_zero_rows(with_rare_noise(structured_image(kind, 150, 70, ch), 11, 29), true);
       for (int effort : {1, 2}) {
         const auto e = enc(im, 64, 32, effort);
         v10 += l3::read_info(e).version == 10;

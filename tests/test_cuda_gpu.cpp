@@ -61,6 +61,19 @@ Img make_image(std::mt19937& rng, std::uint32_t w, std::uint32_t h, std::uint32_
   return im;
 }
 
+// Rows the encoder stores as zero rows (spec §4.3): a mid-gray row every 32,
+// rows that repeat the row above (also every third row when `more`), each
+// 32-row tile's last row among them.
+Img with_zero_rows(Img im, bool more = false) {
+  const std::size_t row = std::size_t(im.w) * im.ch;
+  for (std::uint32_t y = 0; y < im.h; ++y) {
+    std::uint8_t* p = &im.px[y * row];
+    if (y % 32 == 0) std::fill(p, p + row, std::uint8_t(128));
+    else if (y % 5 == 1 || y % 7 == 4 || (more && y % 3 == 2) || y % 32 == 31) std::copy(p - row, p, p);
+  }
+  return im;
+}
+
 std::vector<std::uint8_t> encode(const Img& im, std::uint32_t tw, std::uint32_t th) {
   l3::EncodeOptions o;
   o.tile_width = tw;
@@ -220,13 +233,7 @@ TEST_CASE("GPU: zero rows (spec/codec.md §4.3, version 4), whole images and cro
   int v4 = 0;
   for (int i = 0; i < 16; ++i) {
     const std::uint32_t w = 90 + std::uint32_t(i) * 11, h = 40 + std::uint32_t(i) * 5, ch = std::uint32_t(i % 4) + 1;
-    Img im = make_image(rng, w, h, ch, 1 + i % 3);
-    const std::size_t row = std::size_t(w) * ch;
-    for (std::uint32_t y = 0; y < h; ++y) {
-      std::uint8_t* p = &im.px[y * row];
-      if (y % 32 == 0) std::fill(p, p + row, std::uint8_t(128));
-      else if (y % 5 == 1 || y % 7 == 4 || y % 32 == 31) std::copy(p - row, p, p);
-    }
+    const Img im = with_zero_rows(make_image(rng, w, h, ch, 1 + i % 3));
     l3::EncodeOptions o;
     o.tile_width = 64;
     o.effort = 1 + i % 2;
@@ -252,13 +259,7 @@ TEST_CASE("GPU: zero-row bitmaps (spec/codec.md §4.3, version 10), whole images
   int v10 = 0;
   for (int i = 0; i < 16; ++i) {
     const std::uint32_t w = 90 + std::uint32_t(i) * 11, h = 40 + std::uint32_t(i) * 5, ch = std::uint32_t(i % 4) + 1;
-    Img im = make_image(rng, w, h, ch, 1 + i % 3);
-    const std::size_t row = std::size_t(w) * ch;
-    for (std::uint32_t y = 0; y < h; ++y) {
-      std::uint8_t* p = &im.px[y * row];
-      if (y % 32 == 0) std::fill(p, p + row, std::uint8_t(128));
-      else if (y % 5 == 1 || y % 7 == 4 || y % 3 == 2 || y % 32 == 31) std::copy(p - row, p, p);
-    }
+    const Img im = with_zero_rows(make_image(rng, w, h, ch, 1 + i % 3), true);
     l3::EncodeOptions o;
     o.tile_width = 64;
     o.effort = 1 + i % 2;
