@@ -80,6 +80,8 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
         }
         if (pattern == 16)  // sparse noise, then flat: runs that pay in rANS too
           v = x < 40 && (seed >> 30) == 0 ? int(seed >> 24) : 90 + int(k) * 40;
+        if (pattern == 17)  // bilevel: thin diagonal lines (a tile with runs, 64 x 16)
+          v = (x * 7 + y * 3) % 11 < 2 ? 0 : 255;
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
   if (pattern == 10 || pattern == 12) {
@@ -102,11 +104,12 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
 // unless `pixel_copies`, without plane contexts unless `plane_contexts`,
 // without residual corrections unless `corrections`, with version 3-8 tables
 // unless `compact` (§4.5), without zero-row bitmaps unless `row_masks`
-// (§4.3, version 10): the vectors of §4.3-§4.4 keep the byte layout their
+// (§4.3, version 10), without bilevel planes unless `bilevel` (§6.8, version
+// 11): the vectors of §4.3-§4.4 keep the byte layout their
 // mutations assume.
 Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false,
              bool copies = false, bool pixel_copies = false, int effort = 1, bool plane_contexts = false,
-             bool corrections = false, bool compact = false, bool row_masks = false) {
+             bool corrections = false, bool compact = false, bool row_masks = false, bool bilevel = false) {
   l3::EncodeOptions o;
   o.effort = effort;
   o.tile_width = tw;
@@ -119,6 +122,7 @@ Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool 
   o.corrections = corrections;
   o.compact_tables = compact;
   o.row_masks = row_masks;
+  o.bilevel = bilevel;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -239,6 +243,33 @@ MaskedTile first_masked_tile(const Bytes& b) {
   return MaskedTile{};
 }
 
+// The first tile of `b` with a bilevel plane (version 11, spec §6.8), with
+// run mode when `runs`: its index, the offset of its plane byte (the level
+// table follows it) and a context it reads symbols in (a level not 0).
+struct BilevelTile {
+  std::uint32_t index = ~0u;
+  std::size_t plane_byte = 0;
+  int used_context = -1;
+};
+BilevelTile first_bilevel_tile(const Bytes& b, bool runs) {
+  const l3::ImageInfo info = l3::read_info(b);
+  for (std::uint32_t i = 0; i < tile_count(b); ++i) {
+    const std::size_t t = tile_offset(b, i);
+    if ((b[t] & 3) != l3::core::kTileCoded) continue;
+    const auto [w, h] = tile_dims(info, i);
+    l3::core::CodedTileParams p;
+    if (l3::core::parse_coded_tile(b.data() + t, tile_size(b, i), w, h, int(info.channels), int(info.version), p) !=
+            l3::core::kOk ||
+        !p.bilevel || p.run_mode != runs)
+      continue;
+    BilevelTile found{i, t + p.palette_at + 2 * p.palette_stride, -1};  // the plane byte follows the two colours
+    for (int x = 0; x < l3::core::kBilevelContexts && found.used_context < 0; ++x)
+      if (p.bilevel_one[x]) found.used_context = x;
+    return found;
+  }
+  return BilevelTile{};
+}
+
 // Recomputes the header checksum after a mutation (spec §2, computed here from
 // the spec rather than by the library), so that each vector exercises the
 // structural check it is named after instead of the checksum.
@@ -327,7 +358,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-11", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
+  v.mutate("version-12", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -613,6 +644,38 @@ int main(int argc, char** argv) {
     expect(m.first_unused_bit < 8, "a bitmap with unused bits (8-row tiles: 7 rows marked)");
     v.mutate("zero-row-mask-bit-past-rows", rice_masked, errc::corrupt_tile,
              [&](Bytes& b) { b[m.last_mask_byte] |= std::uint8_t(1u << m.first_unused_bit); });
+  }
+  {
+    // Bilevel planes (version 11, spec §6.8): two-colour glyphs in RGB, with
+    // zero rows, bitmaps and compact tables, in 64 x 32 tiles; gray lines in
+    // 64 x 16 tiles, one of whose bilevel tiles takes runs.
+    auto expect = [](bool ok, const char* what) { expect_or_exit(ok, "bilevel planes", what); };
+    const Image glyphs = make_image(96, 40, 3, 14);
+    const Bytes glyph_bytes = encode(glyphs, 64, 32, true, true, false, false, 1, false, false, true, true, true);
+    const BilevelTile g = first_bilevel_tile(glyph_bytes, false);
+    expect(glyph_bytes[4] == l3::core::kVersionBilevel && g.index != ~0u &&
+               glyph_bytes.size() < encode(glyphs, 64, 32, true, true, false, false, 1, false, false, true, true).size(),
+           "version 11, a bilevel tile without runs, smaller");
+    v.valid("valid-rgb-bilevel-96x40", glyphs, glyph_bytes);
+    const Image text = make_image(64, 24, 1, 17);
+    const Bytes text_bytes = encode(text, 64, 16, true, true, false, false, 1, false, false, true, true, true);
+    expect(first_bilevel_tile(text_bytes, true).index != ~0u, "a bilevel tile with runs");
+    v.valid("valid-gray-bilevel-runs-64x24", text, text_bytes);
+    // Bit 5 of the plane byte is reserved before version 11.
+    v.mutate("bilevel-in-v10", glyph_bytes, errc::reserved_bits_set, [](Bytes& b) { b[4] = 10; });
+    v.mutate("bilevel-with-corrections", glyph_bytes, errc::corrupt_tile,
+             [&](Bytes& b) { b[g.plane_byte] |= l3::core::kPlaneCorrections; });
+    v.mutate("bilevel-predictor-5", glyph_bytes, errc::corrupt_tile,
+             [&](Bytes& b) { b[g.plane_byte] = std::uint8_t(l3::core::kPlaneBilevel | 5); });
+    // A context the rows read, its level set to 0 (unused).
+    expect(g.used_context >= 0, "a used bilevel context");
+    v.mutate("bilevel-unused-context-read", glyph_bytes, errc::corrupt_tile, [&](Bytes& b) {
+      const std::size_t bit = std::size_t(g.used_context) * l3::core::kBilevelLevelBits;
+      std::uint32_t field = b[g.plane_byte + 1 + bit / 8] | std::uint32_t(b[g.plane_byte + 2 + bit / 8]) << 8;
+      field &= ~(((1u << l3::core::kBilevelLevelBits) - 1) << (bit % 8));
+      b[g.plane_byte + 1 + bit / 8] = std::uint8_t(field);
+      b[g.plane_byte + 2 + bit / 8] = std::uint8_t(field >> 8);
+    });
   }
   {
     // Tile copies (version 5, spec §3.3): a 56 x 20 image, periodic with the

@@ -526,6 +526,75 @@ TEST_CASE("zero-row bitmaps (v10): a table of mostly zero rows marks them and si
   CHECK(l3::read_info(l3::encode(chess.view(), old_tables)).version <= 8);
 }
 
+// A two-colour image (spec §6.8's kind): gray text-like strokes on white
+// with blank margins and rows, a sparse dither, or a chessboard of 3-pixel
+// squares; in `c` channels, the two colours differing in every channel.
+Image two_colours(std::uint32_t w, std::uint32_t h, std::uint32_t c, int kind, std::uint32_t seed) {
+  Image im{w, h, c, Bytes(std::size_t(w) * h * c)};
+  std::mt19937 rng(seed);
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x) {
+      bool ink = false;
+      if (kind == 0) ink = (y % 20) >= 4 && (y % 20) < 15 && (x % 9 < 2 || (y % 20) == 9 || rng() % 13 == 0) && x % 90 < 70;
+      if (kind == 1) ink = rng() % 5 == 0;
+      if (kind == 2) ink = (x / 3 + y / 3) % 2 == 1;
+      for (std::uint32_t k = 0; k < c; ++k) im.px[(std::size_t(y) * w + x) * c + k] = ink ? std::uint8_t(10 + 40 * k) : 250;
+    }
+  return im;
+}
+
+TEST_CASE("bilevel planes (v11): two-colour tiles as binary symbols in contexts of their neighbours; round trips, crops, threads") {
+  // spec/codec.md §6.8: a two-colour palette tile's indices as binary
+  // symbols in the contexts of W, N, NW, WW and NN.
+  std::vector<Image> images;
+  for (std::uint32_t c = 1; c <= 4; ++c) images.push_back(two_colours(300, 130, c, 0, 60 + c));
+  images.push_back(two_colours(300, 130, 3, 1, 70));
+  images.push_back(two_colours(300, 130, 1, 2, 71));
+  l3::EncodeOptions dense, small_tiles;
+  dense.effort = 2;
+  small_tiles.tile_width = 32;
+  small_tiles.tile_height = 8;
+  int bilevel_streams = 0, with_runs = 0;
+  for (const Image& im : images)
+    for (const l3::EncodeOptions& on : {l3::EncodeOptions{}, dense, small_tiles}) {
+      l3::EncodeOptions off = on;
+      off.bilevel = false;
+      const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
+      CAPTURE(im.c);
+      CAPTURE(on.effort);
+      CAPTURE(on.tile_width);
+      CHECK(l3::read_info(without).version <= 10);  // readable by version 10 decoders
+      CHECK(with.size() <= without.size());         // a bilevel plane only where smaller
+      const l3::test::BilevelTiles b = l3::test::bilevel_tiles(with);
+      if (b.tiles > 0) {
+        CHECK(l3::read_info(with).version == 11);
+        ++bilevel_streams;
+        with_runs += b.with_runs > 0;
+      } else {
+        CHECK(with == without);
+      }
+      CHECK(decode(with) == im.px);
+      CHECK(decode(with, 4) == im.px);
+      check_crops(with, im, {{37, 11, 101, 50}, {0, 0, 1, 1}, {0, 0, im.w, 2}, {150, 5, 7, 3}, {255, 30, 2, 5}, {100, 62, 57, 68}});
+    }
+  MESSAGE("bilevel planes in " << bilevel_streams << " of 18 streams, " << with_runs << " with runs");
+  CHECK(bilevel_streams >= 15);  // 17 when written
+  CHECK(with_runs >= 1);
+  // The text: a bilevel plane saves a tenth or more.
+  const Image text = two_colours(600, 256, 3, 0, 99);
+  l3::EncodeOptions off;
+  off.bilevel = false;
+  const Bytes with = l3::encode(text.view(), {}), without = l3::encode(text.view(), off);
+  MESSAGE("text 600 x 256: " << with.size() << " bytes, " << without.size() << " without bilevel planes");
+  CHECK(with.size() * 10 <= without.size() * 9);
+  // Bilevel planes need rANS tiles with compact tables: none without.
+  l3::EncodeOptions rice, old_tables;
+  rice.entropy_coding = false;
+  old_tables.compact_tables = false;
+  CHECK(l3::test::bilevel_tiles(l3::encode(text.view(), rice)).tiles == 0);
+  CHECK(l3::test::bilevel_tiles(l3::encode(text.view(), old_tables)).tiles == 0);
+}
+
 TEST_CASE("tile copies (v5): a tile equal to an earlier one costs its table entry; round trips, crops, threads") {
   // spec/codec.md §3.3. A horizontal gradient (every tile column repeats down
   // the image), a 2-pixel chessboard whose period divides the tile, and the

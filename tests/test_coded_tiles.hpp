@@ -58,4 +58,18 @@ inline int planes_with_corrections(const std::vector<std::uint8_t>& enc) {
   return n;
 }
 
+// How many coded tiles of a stream have a bilevel plane (version 11, spec
+// §6.8), and how many of those run in run mode.
+struct BilevelTiles {
+  int tiles = 0, with_runs = 0;
+};
+inline BilevelTiles bilevel_tiles(const std::vector<std::uint8_t>& enc) {
+  BilevelTiles n;
+  for (const auto& [tile, t] : coded_tiles(enc)) {
+    n.tiles += t.bilevel;
+    n.with_runs += t.bilevel && t.run_mode;
+  }
+  return n;
+}
+
 }  // namespace l3::test

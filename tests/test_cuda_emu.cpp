@@ -305,6 +305,23 @@ TEST_CASE("emulated wavefront equals l3::decode on zero-row bitmaps (spec/codec.
   CHECK(v10 >= 30);
 }
 
+// Two colours: text-like strokes with blank rows and margins (kind 0), a
+// sparse dither (1), a chessboard of 3-pixel squares (2); both colours
+// differ in every channel.
+static Img two_colour_image(int kind, std::uint32_t w, std::uint32_t h, std::uint32_t ch, std::uint32_t seed) {
+  Img im{w, h, ch, Pixels(std::size_t(w) * h * ch)};
+  std::mt19937 rng(seed);
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x) {
+      bool ink = false;
+      if (kind == 0) ink = (y % 20) >= 4 && (y % 20) < 15 && (x % 9 < 2 || (y % 20) == 9 || rng() % 13 == 0) && x % 90 < 70;
+      if (kind == 1) ink = rng() % 5 == 0;
+      if (kind == 2) ink = (x / 3 + y / 3) % 2 == 1;
+      for (std::uint32_t c = 0; c < ch; ++c) im.px[(std::size_t(y) * w + x) * ch + c] = ink ? std::uint8_t(10 + 40 * c) : 250;
+    }
+  return im;
+}
+
 TEST_CASE("frequency tables (spec/codec.md §4.5) are read inside the tile only") {
   // An entropy-coded tile whose bytes end right after a token's exponent
   // e = 1 (a frequency without mantissa bits): table A = 2, e0 = 4 with 3
@@ -568,6 +585,30 @@ TEST_CASE("corrupted streams: same status as l3::decode, never out of bounds") {
     if (!verify) CHECK(tile_errors > total / 4);  // and reaches the tile code
     CHECK(mismatches == 0);
   }
+}
+
+TEST_CASE("emulated wavefront equals l3::decode on bilevel planes (spec/codec.md §6.8, version 11)") {
+  // The lanes read WW from their own registers and NN by a shuffle
+  // (wavefront_coded); damaged bilevel streams fail as l3::decode fails.
+  std::mt19937 rng(611);
+  int v11 = 0;
+  std::vector<std::vector<std::uint8_t>> streams;
+  for (int kind = 0; kind < 3; ++kind)
+    for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+      const Img im = two_colour_image(kind, 170, 75, ch, 40 + ch);
+      for (const auto& [tw, th, effort] : {std::tuple{64u, 32u, 1}, std::tuple{256u, 32u, 2}, std::tuple{32u, 7u, 1}}) {
+        const auto e = enc(im, tw, th, effort);
+        v11 += l3::read_info(e).version == 11;
+        check_same(e, "kind " + std::to_string(kind) + " bilevel " + shape(im, tw, th));
+        check_random_crops(e, im, rng, 4);
+        if (l3::read_info(e).version == 11) streams.push_back(e);
+      }
+    }
+  MESSAGE(v11 << " of 36 streams have bilevel planes");
+  CHECK(v11 >= 24);  // 28 when written
+  const int rejected = damaged_same_status_as_decode(streams, rng, 150);
+  MESSAGE(rejected << " of 150 damaged bilevel streams rejected");
+  CHECK(rejected > 50);
 }
 
 TEST_CASE("emulated wavefront equals l3::decode on pixel copies (spec/codec.md §6.6, version 6)") {

@@ -57,4 +57,8 @@ extern template int decode_coded_tile<3>(const std::uint8_t*, const core::CodedT
 extern template int decode_coded_tile<4>(const std::uint8_t*, const core::CodedTileParams&, const TileOutput&,
                                          const std::uint8_t*);
 
+// Decodes parsed coded tile `t` with a bilevel plane (version 11, spec §6.8;
+// t.bilevel) into `o`; returns a core::Status. Defined in decode_bilevel.cpp.
+int decode_bilevel_tile(const std::uint8_t* tile, const core::CodedTileParams& t, const TileOutput& o);
+
 }  // namespace l3::detail

@@ -83,7 +83,8 @@ public:
         ans_min_saving_percent_(o.effort >= 2 ? 0 : o.entropy_min_saving_percent), zero_rows_(o.zero_rows),
         pixel_copies_(o.pixel_copies && ans_), copy_min_saving_percent_(2 * ans_min_saving_percent_),
         plane_contexts_(o.plane_contexts && o.effort >= 1), corrections_(o.corrections && o.effort >= 1),
-        compact_tables_(o.compact_tables), row_masks_(o.zero_rows && o.row_masks && o.compact_tables) {
+        compact_tables_(o.compact_tables), row_masks_(o.zero_rows && o.row_masks && o.compact_tables),
+        bilevel_(o.bilevel && ans_ && o.compact_tables) {
     const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
     pixels_.resize(std::size_t(w_) * h_ * ch_);
     for (int y = 0; y < h_; ++y)
@@ -133,6 +134,10 @@ private:
       compute_residuals();
       coded = coded_tile();
       if (effort_ >= 2 && ch_ == 1) coded = smallest_over_predictors(std::move(coded));
+    }
+    if (two_colours_ && bilevel_) {
+      std::vector<std::uint8_t> bilevel = bilevel_tile();
+      if (bilevel.size() < coded.size()) coded = std::move(bilevel);
     }
     const std::size_t unindexed = coded.size();
     if (effort_ >= 1 && allow_palette_) {
@@ -216,6 +221,7 @@ private:
                               Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, options_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
     index_encoder.few_colours_ = 1;        // at most 256 indices
+    index_encoder.two_colours_ = colours.size() == 2;
     const std::vector<std::uint8_t> inner = index_encoder.encode();
     if ((inner[0] & 3) != core::kTileCoded) return {};
     // Mode byte with the palette bit, u8 (colours - 1), the mask of channels
@@ -921,6 +927,127 @@ private:
     return best;
   }
 
+  // ---- Bilevel planes (spec §4.3, §6.8, version 11) --------------------------
+
+  // The smallest bilevel form of a two-colour palette tile's index plane
+  // (the pixels here are the indices 0 and 1): predicted by W or by N, with
+  // zero runs or without.
+  std::vector<std::uint8_t> bilevel_tile() {
+    std::vector<std::uint8_t> best;
+    for (std::uint8_t pred : {core::kPredW, core::kPredN})
+      for (bool run_mode : {false, true}) {
+        std::vector<std::uint8_t> form = bilevel_form(pred, run_mode);
+        if (best.empty() || form.size() < best.size()) best = std::move(form);
+      }
+    bilevel_on_ = false;
+    return best;
+  }
+
+  // Each pixel's symbol (its index xor the prediction: its residual code,
+  // spec §6.8) in sym_ and zero_, its context in bucket_, and the zero rows.
+  void bilevel_codes(std::uint8_t pred) {
+    core::PlaneParams& pp = params_.plane[0];
+    pp = core::PlaneParams{};
+    pp.pred = pred;
+    pp.range = {0, 1, 0};
+    zero_.assign(plane_, 1);
+    const std::uint8_t* v = pixels_.data();
+    for (int r = 0; r < h_; ++r)
+      for (int c = 0; c < w_; ++c) {
+        const std::size_t i = std::size_t(r) * w_ + c;
+        std::uint8_t w8, n8, nw8;
+        around(v, r, c, std::uint8_t(0), w8, n8, nw8);
+        const int w = w8, n = n8, nw = nw8;
+        const int ww = c >= 2 ? v[i - 2] : 0, nn = r >= 2 ? v[i - 2 * std::size_t(w_)] : 0;
+        const int bit = v[i] ^ core::predict(pred, w, n, nw, 0, 1);
+        sym_[i] = std::uint32_t(bit);
+        zero_[i] = std::uint8_t(bit == 0);
+        bucket_[i] = std::uint8_t(core::bilevel_context(r, c, w, n, nw, ww, nn));
+      }
+    zero_row_.assign(std::size_t(h_), 0);
+    if (!zero_rows_) return;
+    for (int r = 0; r < h_; ++r) {
+      const std::uint8_t* z = &zero_[std::size_t(r) * w_];
+      zero_row_[r] = std::uint8_t(std::all_of(z, z + w_, [](std::uint8_t b) { return b != 0; }));
+    }
+  }
+
+  // The level (spec §4.3) that codes n0 zeros and n1 ones in the fewest bits.
+  static int bilevel_level(std::uint32_t n0, std::uint32_t n1) {
+    if (n0 + n1 == 0) return 0;  // unused
+    int best = 1;
+    double best_bits = 0;
+    for (int q = 1; q < core::kBilevelContexts; ++q) {
+      const double one = double(core::bilevel_frequency(q)) / core::kAnsTotal;
+      const double bits = -double(n0) * std::log2(1 - one) - double(n1) * std::log2(one);
+      if (q == 1 || bits < best_bits) best = q, best_bits = bits;
+    }
+    return best;
+  }
+
+  // The bilevel form with predictor `pred` and, in `run_mode`, zero runs:
+  // binary symbols in 32 contexts, run lengths in the run context (spec §6.8).
+  std::vector<std::uint8_t> bilevel_form(std::uint8_t pred, bool run_mode) {
+    bilevel_codes(pred);
+    params_.run_mode = run_mode;
+    copies_on_ = false;
+    bilevel_on_ = true;
+    constexpr std::uint32_t kRun = core::kBilevelContexts;  // the values' context: a run length
+    std::vector<std::uint32_t> values;
+    std::array<std::uint32_t, core::kMaxTileHeight + 1> row_start{};
+    std::array<std::array<std::uint32_t, 2>, core::kBilevelContexts> count{};
+    encoder::AnsHist runs{};
+    for (int r = 0; r < h_; ++r) {
+      row_start[r] = std::uint32_t(values.size());
+      if (zero_row(r)) continue;
+      walk_row(r, run_mode,
+               [&](int len) {
+                 values.push_back(kRun << 16 | std::uint32_t(len));
+                 ++runs[encoder::ans_token(std::uint32_t(len)).token];
+               },
+               [&](int c) {
+                 const std::size_t i = std::size_t(r) * w_ + c;
+                 values.push_back(std::uint32_t(bucket_[i]) << 16 | sym_[i]);
+                 ++count[bucket_[i]][sym_[i]];
+               });
+    }
+    row_start[h_] = std::uint32_t(values.size());
+    std::array<int, core::kBilevelContexts> level{};
+    for (int x = 0; x < core::kBilevelContexts; ++x) level[x] = bilevel_level(count[x][0], count[x][1]);
+    const encoder::AnsFreqs run_freq = encoder::ans_quantise(runs, compact_tables_);
+    std::array<std::uint32_t, core::kAnsTokens> run_start{};
+    for (int t = 1; t < core::kAnsTokens; ++t) run_start[t] = run_start[t - 1] + run_freq[t - 1];
+    std::vector<std::vector<std::uint8_t>> rows(h_);
+    for (int r = 0; r < h_; ++r) {
+      if (zero_row(r)) continue;
+      encoder::AnsWriter aw;
+      for (std::uint32_t i = row_start[r + 1]; i-- > row_start[r];) {
+        const std::uint32_t x = values[i] >> 16, u = values[i] & 0xffff;
+        if (x == kRun) {
+          const encoder::AnsToken t = encoder::ans_token(u);
+          if (t.raw_bits) aw.put_raw(t.raw, t.raw_bits);
+          aw.put_token(run_start[t.token], run_freq[t.token]);
+        } else {
+          const std::uint32_t one = core::bilevel_frequency(level[x]), zeros = core::kAnsTotal - one;
+          if (u) aw.put_token(zeros, one);
+          else aw.put_token(0, zeros);
+        }
+      }
+      rows[r] = aw.finish();
+    }
+    return assemble(
+        core::kModeAns, rows,
+        [&](std::vector<std::uint8_t>& out, int) {
+          encoder::LsbWriter bits(out);
+          for (int q : level) bits.put(std::uint32_t(q), core::kBilevelLevelBits);
+        },
+        [&](std::vector<std::uint8_t>& out) {
+          encoder::LsbWriter bits(out);
+          encoder::ans_write_table(run_freq, &bits, compact_tables_);
+        },
+        [](std::vector<std::uint8_t>&) {});
+  }
+
   // ---- Pixel copies (spec §4.6, §6.6, version 6) ----------------------------
 
   // At effort 1, a tile of few colours that may be a palette tile tries
@@ -1329,7 +1456,7 @@ private:
         continue;
       }
       out.push_back(std::uint8_t(pp.pred | (pp.previous_code ? core::kPlaneContextOfPrevious : 0) |
-                                 (pp.corrected ? core::kPlaneCorrections : 0)));
+                                 (pp.corrected ? core::kPlaneCorrections : 0) | (bilevel_on_ ? core::kPlaneBilevel : 0)));
       if (pp.corrected)  // u32 LE (spec §4.3)
         for (int b = 0; b < 32; b += 8) out.push_back(std::uint8_t(pp.corrections >> b));
       plane_params(out, p);
@@ -1438,6 +1565,9 @@ private:
   bool corrections_;  // EncodeOptions::corrections (spec §6.7, version 8), at effort >= 1
   bool compact_tables_;  // EncodeOptions::compact_tables (spec §4.5, version 9)
   bool row_masks_;       // EncodeOptions::row_masks (spec §4.3, version 10)
+  bool bilevel_;         // EncodeOptions::bilevel (spec §6.8, version 11), with ans_ and compact tables
+  bool two_colours_ = false;  // a two-colour palette tile's index plane: bilevel forms apply
+  bool bilevel_on_ = false;   // the coded form at hand is bilevel (assemble)
   bool copies_on_ = false;  // the coded form at hand has the copies of copy_at_
   std::vector<CopyRef> copy_at_;  // per pixel: the copy that starts there (len 0: none)
   std::vector<std::uint32_t> px_;  // the pixels as words (build_chains)

@@ -117,6 +117,13 @@ struct EncodeOptions {
   // a stream that decoders older than version 10 read. Needs zero_rows and
   // compact_tables (a version 10 stream's tables are version 9's).
   bool row_masks = true;
+  // Bilevel planes (spec §4.3, §6.8, version 11): a two-colour palette tile
+  // codes each pixel as a binary symbol in the context of its neighbours'
+  // indices (JBIG-style), where that is smaller (text, line art, dithers).
+  // The stream is version 11 when a tile has one. false: none, a stream that
+  // decoders older than version 11 read. Needs entropy coding and
+  // compact_tables.
+  bool bilevel = true;
 };
 
 // The one spelling of the entropy setting for users (l3pack --entropy, the

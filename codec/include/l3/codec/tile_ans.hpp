@@ -79,6 +79,35 @@ L3_HD int parse_ans_tables(const std::uint8_t* tile, std::uint32_t size, std::ui
   return kOk;
 }
 
+// Bilevel planes (version 11, spec §6.8): the frequency of a 1 for a
+// context's level q (kBilevelLevelBits bits). 0 marks an unused context; 1..16
+// rise from 1 by half octaves (1, 16, 24, 32, 48, ..., 1536, 2048: bucket
+// starts of §6.2, times 16 from 16 on), 17..31 mirror them (4096 - level(32 - q)),
+// so that a context certain of either value costs 1/4096 of its pixels.
+L3_HD constexpr std::uint32_t bilevel_low_frequency(int q) {
+  return q <= 1 ? std::uint32_t(q) : (2u + std::uint32_t((q + 6) & 1)) << ((q + 6) / 2 - 1);
+}
+L3_HD constexpr std::uint32_t bilevel_frequency(int q) {
+  return q <= 16 ? bilevel_low_frequency(q) : kAnsTotal - bilevel_low_frequency(32 - q);
+}
+
+// A bilevel plane's table (spec §4.3): kBilevelContexts levels of
+// kBilevelLevelBits bits, LSB-first from byte `pos`, padded to a byte; `one`
+// receives each context's frequency of a 1 (0: unused). pos advances past it.
+L3_HD int parse_bilevel_table(const std::uint8_t* tile, std::uint32_t size, std::uint32_t& pos, std::uint16_t* one) {
+  constexpr std::uint32_t kBytes = (kBilevelContexts * kBilevelLevelBits + 7) / 8;
+  if (size - pos < kBytes) return kTruncated;
+  const std::uint8_t* q = tile + pos;
+  for (int x = 0; x < kBilevelContexts; ++x) {
+    const int bit = x * kBilevelLevelBits;
+    const std::uint32_t at = std::uint32_t(bit >> 3);
+    const std::uint32_t w = std::uint32_t(q[at]) | (at + 1 < kBytes ? std::uint32_t(q[at + 1]) << 8 : 0u);
+    one[x] = std::uint16_t(bilevel_frequency(int((w >> (bit & 7)) & ((1u << kBilevelLevelBits) - 1))));
+  }
+  pos += kBytes;
+  return kOk;
+}
+
 // Hybrid-integer tokens (spec §7.4): a token below kAnsDirect is its value;
 // a larger token t carries its value's top two bits, and ans_raw_bits(t) low
 // bits follow it raw. The decoders' one definition of the mapping (the

@@ -17,7 +17,7 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 10;  // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 11;  // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
 // The encoder writes the lowest version its tiles need (spec §11): 10 with a
 // row-length table that marks zero rows in a bitmap, else 9 with an
@@ -32,6 +32,7 @@ inline constexpr std::uint8_t kVersionPlaneContext = 7;
 inline constexpr std::uint8_t kVersionCorrections = 8;
 inline constexpr std::uint8_t kVersionCompactTables = 9;
 inline constexpr std::uint8_t kVersionRowMasks = 10;
+inline constexpr std::uint8_t kVersionBilevel = 11;
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
@@ -113,6 +114,13 @@ inline constexpr std::uint8_t kPlaneContextOfPrevious = 0x08;
 inline constexpr std::uint8_t kPlaneCorrections = 0x10;
 inline constexpr int kCorrectionClasses = 9;
 inline constexpr int kCorrectionBits = 3;
+// Plane byte bit 5 (version 11, spec §4.3, §6.8): a bilevel plane, the index
+// plane of an entropy-coded two-colour palette tile whose pixels are read as
+// binary symbols in the contexts of their neighbours' indices (W, N, NW, WW,
+// NN: 32 contexts), each with one probability of kBilevelLevelBits bits.
+inline constexpr std::uint8_t kPlaneBilevel = 0x20;
+inline constexpr int kBilevelContexts = 32;
+inline constexpr int kBilevelLevelBits = 5;
 inline constexpr std::uint8_t kPredPerPlane = 255;  // template argument: read each plane's predictor
 
 // Status of a tile decode: l3::errc values (l3/common/errc.hpp), so hosts convert 1:1.

@@ -250,6 +250,12 @@ struct CodedTileParams {
   // Version 6 (spec §4.6, §6.6): pixel copies, in entropy-coded tiles only,
   // with contexts kCopyLengthContext.. of ans_cum (unused without copies).
   bool copies;
+  // Version 11 (spec §4.3, §6.8): a palette tile of two colours whose index
+  // plane is bilevel: each pixel a binary symbol in the context of its
+  // neighbours' indices, bilevel_one[x] the frequency of a 1 in context x (0:
+  // unused). The plane's context tables (ans_cum) are then unused.
+  bool bilevel;
+  std::uint16_t bilevel_one[kBilevelContexts];
   std::uint16_t ans_cum[kAnsAllContexts][kAnsCumSize];
   PlaneParams plane[kMaxChannels];
   // Byte offset of each row's stream inside the tile, and its length.
@@ -276,7 +282,7 @@ struct RowTable {
 // are version 2's, entropy-coded tiles version 3's, zero rows version 4's,
 // pixel copies version 6's, the plane context of the plane before version 7's,
 // residual corrections version 8's, compact frequency tables version 9's, zero-row
-// bitmaps version 10's.
+// bitmaps version 10's, bilevel planes version 11's.
 L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int width, int height, int channels,
                              int version, CodedTileParams& t, RowTable& rt, bool expand_k = true) {
   const std::uint8_t mode = tile[0];
@@ -289,6 +295,7 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   t.ans = (mode & kModeAns) != 0;
   t.zero_rows = version >= kVersionZeroRows;
   t.copies = (mode & kModeCopies) != 0;
+  t.bilevel = false;
   const bool compact = version >= kVersionCompactTables;  // the frequency tables' form (§4.5)
   if ((t.copies && version < kVersionPixelCopies) || (palette && version < 2) || (t.ans && version < kVersionAns))
     return kReservedBits;
@@ -328,7 +335,12 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
     // plane byte (spec §4.3, §6.7), for coded planes only.
     const bool corrected = (pb & kPlaneCorrections) != 0 && version >= kVersionCorrections;
     if (corrected) pb = std::uint8_t(pb & ~kPlaneCorrections);
+    // Bit 5 (version 11): a bilevel plane (spec §4.3, §6.8), the index plane
+    // of an entropy-coded two-colour palette tile without copies.
+    const bool bilevel = (pb & kPlaneBilevel) != 0 && version >= kVersionBilevel;
+    if (bilevel) pb = std::uint8_t(pb & ~kPlaneBilevel);
     if (pb >> 3) return kReservedBits;
+    if (bilevel && (t.palette_size != 2 || !t.ans || t.copies || corrected || pb >= kPredCount)) return kCorruptTile;
     if (previous && (p == 0 || pb == kPlaneConstant)) return kCorruptTile;
     if (corrected && pb == kPlaneConstant) return kCorruptTile;
     pp.previous_code = previous;
@@ -346,7 +358,16 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
     }
     pp.range = plane_range(t.transform, p);
     pp.constant = version >= 2 && pb == kPlaneConstant;
-    if (pp.constant) {
+    if (bilevel) {
+      // Indices 0 and 1, the first pixel predicted 0; a table of levels
+      // instead of context tables (spec §4.3, §6.8).
+      t.bilevel = true;
+      pp.pred = pb;
+      pp.range = {0, 1, 0};
+      for (std::uint32_t b = 0; b < kBuckets; ++b) pp.k[b] = 0;
+      const int st = parse_bilevel_table(tile, size, pos, t.bilevel_one);
+      if (st != kOk) return st;
+    } else if (pp.constant) {
       // i16 LE value inside the plane's range (spec §4.3, §5.1).
       if (size - pos < 2) return kTruncated;
       const int value = int(std::int16_t(std::uint16_t(tile[pos] | tile[pos + 1] << 8)));
@@ -385,7 +406,7 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
     for (int x = channels * kAnsGroups; x < kAnsRunContext; ++x) unused(x);
     for (int x = kAnsContexts; x < kAnsAllContexts; ++x) unused(x);
     for (int p = 0; p < channels; ++p)
-      if (t.plane[p].constant)
+      if (t.plane[p].constant || t.bilevel)
         for (int x = p * kAnsGroups; x < (p + 1) * kAnsGroups; ++x) unused(x);
     if (t.run_mode) {
       const int st = parse_ans_tables(tile, size, pos, t.ans_cum + kAnsRunContext, 1, compact);
@@ -655,6 +676,38 @@ L3_HD std::uint32_t ans_read_select(LaneState& s, const std::uint16_t* cum) {
   return (top << raw_bits) | raw;
 }
 
+// Reads a bilevel plane's binary symbol (spec §6.8, §7.4) in a context whose
+// frequency of a 1 is `one` (0 in an unused context: an error, recorded as
+// ans_read_select records it, in LaneState::min_freq): the 0s take slots
+// [0, 4096 - one), the 1s the rest. One renormalisation suffices (as for a
+// token without raw bits, ans_read_select), taken as a select: on dithers
+// whether a symbol renormalises is close to random.
+L3_HD std::uint32_t ans_read_bilevel(LaneState& s, std::uint32_t one) {
+  if (s.br.avail < 16) s.br.refill();
+  const std::uint32_t slot = s.ans & (kAnsTotal - 1);
+  const std::uint32_t zeros = kAnsTotal - one;
+  const bool bit = slot >= zeros;
+  const std::uint32_t f = bit ? one : zeros;  // an unused context: 4096 (the state stays), flagged below
+  s.min_freq = one < s.min_freq ? one : s.min_freq;  // 0 only in an unused context
+  const std::uint32_t a = f * (s.ans >> kAnsPrecisionBits) + slot - (bit ? zeros : 0u);
+  const bool renorm = a < kAnsLow;
+  s.ans = renorm ? (a << 16) | std::uint32_t(s.br.buf >> 48) : a;
+  const int taken = renorm ? 16 : 0;
+  s.br.buf <<= taken;
+  s.br.avail -= taken;
+  return bit ? 1u : 0u;
+}
+
+// The context of a bilevel plane's pixel (r, c) (spec §6.8) from the indices
+// of W, N, NW (after the edge rules of §6.3), WW = (r, c - 2) and NN = (r -
+// 2, c): outside the tile WW is W and NN is N. All are 0 or 1 (the plane's
+// range); the mask keeps a corrupt neighbourhood inside the table anyway.
+L3_HD int bilevel_context(int r, int c, int w, int n, int nw, int ww, int nn) {
+  ww = c >= 2 ? ww : w;
+  nn = r >= 2 ? nn : n;
+  return (w | n << 1 | nw << 2 | ww << 3 | nn << 4) & (kBilevelContexts - 1);
+}
+
 // Zero runs (spec §6.4), before the samples of pixel c: returns whether the
 // pixel's codes are all zero (inside a run, or the first pixel of one).
 // `context_zero()` says whether the W, N and NW codes of every plane are zero
@@ -727,10 +780,12 @@ L3_HD bool pixel_copied(const CodedTileParams& t, LaneState& s, int r, int c) {
 // Decodes the planes of pixel (r, c) into value[] and code[], given the plane
 // values (w, n, nw) and residual codes (uw, un, unw) of its neighbours after
 // the edge rules. `CH` is the channel count; `kPred` a predictor shared by all
-// planes, or kPredPerPlane.
+// planes, or kPredPerPlane. In a bilevel tile (CH 1), `bilevel_x` is the
+// pixel's context (bilevel_context); elsewhere it is not read.
 template <int CH, std::uint8_t kPred = kPredPerPlane>
 L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, const int* n, const int* nw,
-                        const int* uw, const int* un, const int* unw, int c, int* value, int* code) {
+                        const int* uw, const int* un, const int* unw, int c, int* value, int* code,
+                        int bilevel_x = 0) {
   const bool zero = zero_run_step(
       t, s, c,
       [&] {
@@ -739,6 +794,19 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
         return total == 0;
       },
       [&](BitReader& br, int k) { return t.ans ? ans_read_select(s, t.ans_cum[kAnsRunContext]) : read_rice(br, k); });
+  if constexpr (CH == 1) {
+    if (t.bilevel) {
+      // A bilevel plane (spec §6.8): the symbol read is the pixel's index
+      // xor its prediction, and its residual code.
+      const PlaneParams& pp = t.plane[0];
+      const int pred = predict_fixed<kPred>(pp.pred, w[0], n[0], nw[0], pp.range.lo, pp.range.hi);
+      const int bit = zero ? 0 : int(ans_read_bilevel(s, t.bilevel_one[bilevel_x]));
+      value[0] = pred ^ bit;
+      code[0] = bit;
+      if (!zero) s.blocked = false;
+      return;
+    }
+  }
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)

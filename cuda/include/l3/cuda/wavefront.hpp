@@ -260,6 +260,9 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
   LI wv[CH], wu[CH];    // W: the lane's own last pixel (plane values, residual codes)
   LI nv[CH], nu[CH];    // N: received from the lane above after the last step
   LI nwv[CH], nwu[CH];  // NW: the N received one step earlier
+  // Bilevel tiles (CH 1, spec/codec.md §6.8): WW, the lane's value before W,
+  // and NN, the N of the lane above (one more shuffle a step).
+  LI wwv, nnv;
   LI bad;               // the lane's row failed
   const int rows = task.y1, cols = task.x1;
   // Every row stream is read to its end (and checked) when rows [0, height)
@@ -270,6 +273,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       wu[p][l] = nv[p][l] = nu[p][l] = nwv[p][l] = nwu[p][l] = 0;
       wv[p][l] = t.plane[p].range.mid;  // W of the tile's first pixel (apply_edges_select)
     }
+    wwv[l] = nnv[l] = 0;
     bad[l] = 0;
     if (l < rows) core::lane_begin(st[l], task.tile, t, l);
   });
@@ -306,7 +310,8 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
         for (int p = 0; p < CH; ++p) code[p] = 0;
         *slot = word;
       } else {
-        core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code);
+        const int bilevel_x = CH == 1 && t.bilevel ? core::bilevel_context(l, c, nb.w[0], nb.n[0], nb.nw[0], wwv[l], nnv[l]) : 0;
+        core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code, bilevel_x);
         // In a tile with copies every pixel goes to the ring, and is checked
         // (a copy may carry it into the output), as the CPU decoder does.
         if (t.copies || (l >= task.y0 && c >= task.x0)) {
@@ -331,6 +336,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
           if (!ok) bad[l] = 1;
         }
       }
+      wwv[l] = wv[0][l];
       for (int p = 0; p < CH; ++p) {
         nwv[p][l] = nv[p][l];
         nwu[p][l] = nu[p][l];
@@ -338,7 +344,9 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
         wu[p][l] = code[p];
       }
     });
-    // Publish: lane l's newest pixel becomes lane l + 1's N.
+    // Publish: lane l's newest pixel becomes lane l + 1's N, and in a
+    // bilevel tile the N lane l has just used lane l + 1's NN.
+    if (CH == 1 && t.bilevel) warp.shfl_up(nnv, nv[0]);
     for (int p = 0; p < CH; ++p) {
       warp.shfl_up(nv[p], wv[p]);
       warp.shfl_up(nu[p], wu[p]);
