@@ -648,7 +648,8 @@ int main(int argc, char** argv) {
   {
     // Bilevel planes (version 11, spec §6.8): two-colour glyphs in RGB, with
     // zero rows, bitmaps and compact tables, in 64 x 32 tiles; gray lines in
-    // 64 x 16 tiles, one of whose bilevel tiles takes runs.
+    // 64 x 16 tiles at effort 2 (which tries runs), one of whose bilevel
+    // tiles takes runs.
     auto expect = [](bool ok, const char* what) { expect_or_exit(ok, "bilevel planes", what); };
     const Image glyphs = make_image(96, 40, 3, 14);
     const Bytes glyph_bytes = encode(glyphs, 64, 32, true, true, false, false, 1, false, false, true, true, true);
@@ -658,7 +659,7 @@ int main(int argc, char** argv) {
            "version 11, a bilevel tile without runs, smaller");
     v.valid("valid-rgb-bilevel-96x40", glyphs, glyph_bytes);
     const Image text = make_image(64, 24, 1, 17);
-    const Bytes text_bytes = encode(text, 64, 16, true, true, false, false, 1, false, false, true, true, true);
+    const Bytes text_bytes = encode(text, 64, 16, true, true, false, false, 2, false, false, true, true, true);
     expect(first_bilevel_tile(text_bytes, true).index != ~0u, "a bilevel tile with runs");
     v.valid("valid-gray-bilevel-runs-64x24", text, text_bytes);
     // Bit 5 of the plane byte is reserved before version 11.

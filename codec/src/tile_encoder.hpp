@@ -136,8 +136,11 @@ private:
       if (effort_ >= 2 && ch_ == 1) coded = smallest_over_predictors(std::move(coded));
     }
     if (two_colours_ && bilevel_) {
+      // At effort 1 by the share rANS tiles must save (ans_pays): a bilevel
+      // tile decodes slower than the CPU's AVX-512 lanes decode other tiles
+      // (spec §12).
       std::vector<std::uint8_t> bilevel = bilevel_tile();
-      if (bilevel.size() < coded.size()) coded = std::move(bilevel);
+      if (ans_pays(bilevel.size(), coded.size())) coded = std::move(bilevel);
     }
     const std::size_t unindexed = coded.size();
     if (effort_ >= 1 && allow_palette_) {
@@ -930,15 +933,24 @@ private:
   // ---- Bilevel planes (spec §4.3, §6.8, version 11) --------------------------
 
   // The smallest bilevel form of a two-colour palette tile's index plane
-  // (the pixels here are the indices 0 and 1): predicted by W or by N, with
-  // zero runs or without.
+  // (the pixels here are the indices 0 and 1): predicted by W or by N, and
+  // at effort 2 also with zero runs (which rarely pay: a context certain of
+  // its value costs 1/4096 of a bit, spec §12). The forms are compared by
+  // their estimated bits (bilevel_plan), and the best one coded: its rANS
+  // rows divide once per symbol.
   std::vector<std::uint8_t> bilevel_tile() {
-    std::vector<std::uint8_t> best;
+    std::uint8_t best_pred = core::kPredW;
+    bool best_runs = false;
+    double best_bits = 0;
     for (std::uint8_t pred : {core::kPredW, core::kPredN})
       for (bool run_mode : {false, true}) {
-        std::vector<std::uint8_t> form = bilevel_form(pred, run_mode);
-        if (best.empty() || form.size() < best.size()) best = std::move(form);
+        if (run_mode && effort_ < 2) continue;
+        bilevel_codes(pred);
+        const double bits = bilevel_plan(run_mode).bits;
+        if (best_bits == 0 || bits < best_bits) best_pred = pred, best_runs = run_mode, best_bits = bits;
       }
+    bilevel_codes(best_pred);
+    std::vector<std::uint8_t> best = bilevel_form(bilevel_plan(best_runs));
     bilevel_on_ = false;
     return best;
   }
@@ -972,11 +984,12 @@ private:
     }
   }
 
-  // The level (spec §4.3) that codes n0 zeros and n1 ones in the fewest bits.
-  static int bilevel_level(std::uint32_t n0, std::uint32_t n1) {
+  // The level (spec §4.3) that codes n0 zeros and n1 ones in the fewest
+  // bits, and those bits.
+  static int bilevel_level(std::uint32_t n0, std::uint32_t n1, double& best_bits) {
+    best_bits = 0;
     if (n0 + n1 == 0) return 0;  // unused
     int best = 1;
-    double best_bits = 0;
     for (int q = 1; q < core::kBilevelContexts; ++q) {
       const double one = double(core::bilevel_frequency(q)) / core::kAnsTotal;
       const double bits = -double(n0) * std::log2(1 - one) - double(n1) * std::log2(one);
@@ -985,50 +998,77 @@ private:
     return best;
   }
 
-  // The bilevel form with predictor `pred` and, in `run_mode`, zero runs:
-  // binary symbols in 32 contexts, run lengths in the run context (spec §6.8).
-  std::vector<std::uint8_t> bilevel_form(std::uint8_t pred, bool run_mode) {
-    bilevel_codes(pred);
-    params_.run_mode = run_mode;
-    copies_on_ = false;
-    bilevel_on_ = true;
-    constexpr std::uint32_t kRun = core::kBilevelContexts;  // the values' context: a run length
-    std::vector<std::uint32_t> values;
+  // The values of a bilevel form (bilevel_codes' symbols, and in
+  // `run_mode` zero runs' lengths) row by row, each context's counts, the
+  // level that codes them in the fewest bits, and the estimated bits of the
+  // whole: symbols, run lengths, tables and each coded row's rANS state.
+  struct BilevelPlan {
+    bool run_mode = false;
+    std::vector<std::uint32_t> values;  // context << 16 | value; context kBilevelContexts: a run length
     std::array<std::uint32_t, core::kMaxTileHeight + 1> row_start{};
-    std::array<std::array<std::uint32_t, 2>, core::kBilevelContexts> count{};
+    std::array<int, core::kBilevelContexts> level{};
     encoder::AnsHist runs{};
+    double bits = 0;
+  };
+  BilevelPlan bilevel_plan(bool run_mode) const {
+    constexpr std::uint32_t kRun = core::kBilevelContexts;
+    BilevelPlan plan;
+    plan.run_mode = run_mode;
+    plan.values.reserve(plane_);
+    std::array<std::array<std::uint32_t, 2>, core::kBilevelContexts> count{};
+    std::uint64_t raw_bits = 0;
     for (int r = 0; r < h_; ++r) {
-      row_start[r] = std::uint32_t(values.size());
+      plan.row_start[r] = std::uint32_t(plan.values.size());
       if (zero_row(r)) continue;
       walk_row(r, run_mode,
                [&](int len) {
-                 values.push_back(kRun << 16 | std::uint32_t(len));
-                 ++runs[encoder::ans_token(std::uint32_t(len)).token];
+                 plan.values.push_back(kRun << 16 | std::uint32_t(len));
+                 const encoder::AnsToken t = encoder::ans_token(std::uint32_t(len));
+                 ++plan.runs[t.token];
+                 raw_bits += std::uint64_t(t.raw_bits);
                },
                [&](int c) {
                  const std::size_t i = std::size_t(r) * w_ + c;
-                 values.push_back(std::uint32_t(bucket_[i]) << 16 | sym_[i]);
+                 plan.values.push_back(std::uint32_t(bucket_[i]) << 16 | sym_[i]);
                  ++count[bucket_[i]][sym_[i]];
                });
     }
-    row_start[h_] = std::uint32_t(values.size());
-    std::array<int, core::kBilevelContexts> level{};
-    for (int x = 0; x < core::kBilevelContexts; ++x) level[x] = bilevel_level(count[x][0], count[x][1]);
-    const encoder::AnsFreqs run_freq = encoder::ans_quantise(runs, compact_tables_);
+    plan.row_start[h_] = std::uint32_t(plan.values.size());
+    plan.bits = core::kBilevelContexts * core::kBilevelLevelBits + 8.0 * kAnsRowBytes * coded_rows();
+    for (int x = 0; x < core::kBilevelContexts; ++x) {
+      double bits = 0;
+      plan.level[x] = bilevel_level(count[x][0], count[x][1], bits);
+      plan.bits += bits;
+    }
+    if (run_mode) {
+      AnsHists hist{};
+      hist[core::kAnsRunContext] = plan.runs;
+      plan.bits += ans_bits(hist, raw_bits);
+    }
+    return plan;
+  }
+
+  // The bilevel tile of `plan` (of bilevel_codes' symbols): binary symbols
+  // in 32 contexts, run lengths in the run context (spec §6.8).
+  std::vector<std::uint8_t> bilevel_form(const BilevelPlan& plan) {
+    params_.run_mode = plan.run_mode;
+    copies_on_ = false;
+    bilevel_on_ = true;
+    const encoder::AnsFreqs run_freq = encoder::ans_quantise(plan.runs, compact_tables_);
     std::array<std::uint32_t, core::kAnsTokens> run_start{};
     for (int t = 1; t < core::kAnsTokens; ++t) run_start[t] = run_start[t - 1] + run_freq[t - 1];
     std::vector<std::vector<std::uint8_t>> rows(h_);
     for (int r = 0; r < h_; ++r) {
       if (zero_row(r)) continue;
       encoder::AnsWriter aw;
-      for (std::uint32_t i = row_start[r + 1]; i-- > row_start[r];) {
-        const std::uint32_t x = values[i] >> 16, u = values[i] & 0xffff;
-        if (x == kRun) {
+      for (std::uint32_t i = plan.row_start[r + 1]; i-- > plan.row_start[r];) {
+        const std::uint32_t x = plan.values[i] >> 16, u = plan.values[i] & 0xffff;
+        if (x == core::kBilevelContexts) {  // a run length
           const encoder::AnsToken t = encoder::ans_token(u);
           if (t.raw_bits) aw.put_raw(t.raw, t.raw_bits);
           aw.put_token(run_start[t.token], run_freq[t.token]);
         } else {
-          const std::uint32_t one = core::bilevel_frequency(level[x]), zeros = core::kAnsTotal - one;
+          const std::uint32_t one = core::bilevel_frequency(plan.level[x]), zeros = core::kAnsTotal - one;
           if (u) aw.put_token(zeros, one);
           else aw.put_token(0, zeros);
         }
@@ -1039,7 +1079,7 @@ private:
         core::kModeAns, rows,
         [&](std::vector<std::uint8_t>& out, int) {
           encoder::LsbWriter bits(out);
-          for (int q : level) bits.put(std::uint32_t(q), core::kBilevelLevelBits);
+          for (int q : plan.level) bits.put(std::uint32_t(q), core::kBilevelLevelBits);
         },
         [&](std::vector<std::uint8_t>& out) {
           encoder::LsbWriter bits(out);
