@@ -190,18 +190,27 @@ std::pair<int, int> tile_dims(const l3::ImageInfo& info, std::uint32_t i) {
           int(std::min(info.tile_height, info.height - ty * info.tile_height))};
 }
 
+// Calls f(i, t, w, h, info) for each coded tile i of `b` (t: its offset; w x
+// h: its clipped size) until f returns true.
+template <class F>
+void each_coded_tile(const Bytes& b, F&& f) {
+  const l3::ImageInfo info = l3::read_info(b);
+  for (std::uint32_t i = 0; i < tile_count(b); ++i) {
+    const std::size_t t = tile_offset(b, i);
+    if ((b[t] & 3) != l3::core::kTileCoded) continue;
+    const auto [w, h] = tile_dims(info, i);
+    if (f(i, t, w, h, info)) return;
+  }
+}
+
 // The zero rows (spec §4.3, version 4) of a stream's coded tiles, by kind of
 // tile, and how many are a tile's first or last row.
 struct ZeroRows {
   int rice = 0, ans = 0, palette = 0, first = 0, last = 0;
 };
 ZeroRows zero_rows_in(const Bytes& b) {
-  const l3::ImageInfo info = l3::read_info(b);
   ZeroRows z;
-  for (std::uint32_t i = 0; i < tile_count(b); ++i) {
-    const std::size_t t = tile_offset(b, i);
-    if ((b[t] & 3) != l3::core::kTileCoded) continue;
-    const auto [w, h] = tile_dims(info, i);
+  each_coded_tile(b, [&](std::uint32_t i, std::size_t t, int w, int h, const l3::ImageInfo& info) {
     l3::core::CodedTileParams p;
     if (l3::core::parse_coded_tile(b.data() + t, tile_size(b, i), w, h, int(info.channels), int(info.version), p) !=
         l3::core::kOk) {
@@ -214,7 +223,8 @@ ZeroRows zero_rows_in(const Bytes& b) {
       z.first += r == 0;
       z.last += r == h - 1;
     }
-  }
+    return false;
+  });
   return z;
 }
 
@@ -227,20 +237,18 @@ struct MaskedTile {
   int first_unused_bit = 8;
 };
 MaskedTile first_masked_tile(const Bytes& b) {
-  const l3::ImageInfo info = l3::read_info(b);
-  for (std::uint32_t i = 0; i < tile_count(b); ++i) {
-    const std::size_t t = tile_offset(b, i);
-    if ((b[t] & 3) != l3::core::kTileCoded) continue;
-    const auto [w, h] = tile_dims(info, i);
+  MaskedTile found;
+  each_coded_tile(b, [&](std::uint32_t i, std::size_t t, int w, int h, const l3::ImageInfo& info) {
     l3::core::CodedTileParams p;
     l3::core::RowTable rt;
     if (l3::core::parse_coded_header(b.data() + t, tile_size(b, i), w, h, int(info.channels), int(info.version), p,
                                      rt) != l3::core::kOk || !rt.zero_mask)
-      continue;
+      return false;
     // The bitmap ends where the deltas start (packed_at).
-    return MaskedTile{i, t + rt.packed_at - 1, (h - 1) % 8 ? (h - 1) % 8 : 8};
-  }
-  return MaskedTile{};
+    found = MaskedTile{i, t + rt.packed_at - 1, (h - 1) % 8 ? (h - 1) % 8 : 8};
+    return true;
+  });
+  return found;
 }
 
 // The first tile of `b` with a bilevel plane (version 11, spec §6.8), with
@@ -252,22 +260,19 @@ struct BilevelTile {
   int used_context = -1;
 };
 BilevelTile first_bilevel_tile(const Bytes& b, bool runs) {
-  const l3::ImageInfo info = l3::read_info(b);
-  for (std::uint32_t i = 0; i < tile_count(b); ++i) {
-    const std::size_t t = tile_offset(b, i);
-    if ((b[t] & 3) != l3::core::kTileCoded) continue;
-    const auto [w, h] = tile_dims(info, i);
+  BilevelTile found;
+  each_coded_tile(b, [&](std::uint32_t i, std::size_t t, int w, int h, const l3::ImageInfo& info) {
     l3::core::CodedTileParams p;
     if (l3::core::parse_coded_tile(b.data() + t, tile_size(b, i), w, h, int(info.channels), int(info.version), p) !=
             l3::core::kOk ||
         !p.bilevel || p.run_mode != runs)
-      continue;
-    BilevelTile found{i, t + p.palette_at + 2 * p.palette_stride, -1};  // the plane byte follows the two colours
+      return false;
+    found = BilevelTile{i, t + p.palette_at + 2 * p.palette_stride, -1};  // the plane byte follows the two colours
     for (int x = 0; x < l3::core::kBilevelContexts && found.used_context < 0; ++x)
       if (p.bilevel_one[x]) found.used_context = x;
-    return found;
-  }
-  return BilevelTile{};
+    return true;
+  });
+  return found;
 }
 
 // Recomputes the header checksum after a mutation (spec §2, computed here from

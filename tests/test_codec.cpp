@@ -526,20 +526,10 @@ TEST_CASE("zero-row bitmaps (v10): a table of mostly zero rows marks them and si
   CHECK(l3::read_info(l3::encode(chess.view(), old_tables)).version <= 8);
 }
 
-// A two-colour image (spec §6.8's kind): gray text-like strokes on white
-// with blank margins and rows, a sparse dither, or a chessboard of 3-pixel
-// squares; in `c` channels, the two colours differing in every channel.
+// A two-colour image of test_tile_pattern.hpp (fill_two_colours).
 Image two_colours(std::uint32_t w, std::uint32_t h, std::uint32_t c, int kind, std::uint32_t seed) {
   Image im{w, h, c, Bytes(std::size_t(w) * h * c)};
-  std::mt19937 rng(seed);
-  for (std::uint32_t y = 0; y < h; ++y)
-    for (std::uint32_t x = 0; x < w; ++x) {
-      bool ink = false;
-      if (kind == 0) ink = (y % 20) >= 4 && (y % 20) < 15 && (x % 9 < 2 || (y % 20) == 9 || rng() % 13 == 0) && x % 90 < 70;
-      if (kind == 1) ink = rng() % 5 == 0;
-      if (kind == 2) ink = (x / 3 + y / 3) % 2 == 1;
-      for (std::uint32_t k = 0; k < c; ++k) im.px[(std::size_t(y) * w + x) * c + k] = ink ? std::uint8_t(10 + 40 * k) : 250;
-    }
+  l3::test::fill_two_colours(im.px.data(), w, h, c, kind, seed);
   return im;
 }
 

@@ -81,4 +81,22 @@ inline void fill_stepped_ramps(std::uint8_t* px, std::uint32_t w, std::uint32_t 
     }
 }
 
+// Two colours, what bilevel planes (spec/codec.md §6.8, version 11) are for,
+// differing in every channel: kind 0, text-like strokes in lines of 11 rows
+// with blank rows and margins between them (zero rows); 1, a sparse dither
+// (ink at a fifth of the pixels); 2, a chessboard of 3-pixel squares. The
+// noise is seeded from the pixel's position.
+inline void fill_two_colours(std::uint8_t* px, std::uint32_t w, std::uint32_t h, std::uint32_t ch, int kind,
+                             std::uint32_t seed) {
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x) {
+      const std::uint64_t r = mix64((std::uint64_t(y) << 32 | x) ^ (std::uint64_t(seed) << 20));
+      const std::uint32_t line = y % 20;
+      bool ink = (x / 3 + y / 3) % 2 == 1;
+      if (kind == 0) ink = line >= 4 && line < 15 && (x % 9 < 2 || line == 9 || r % 13 == 0) && x % 90 < 70;
+      if (kind == 1) ink = r % 5 == 0;
+      for (std::uint32_t c = 0; c < ch; ++c) *px++ = ink ? std::uint8_t(10 + 40 * c) : 250;
+    }
+}
+
 }  // namespace l3::test
