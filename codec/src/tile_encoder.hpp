@@ -935,24 +935,49 @@ private:
   // The smallest bilevel form of a two-colour palette tile's index plane
   // (the pixels here are the indices 0 and 1): predicted by W or by N, and
   // at effort 2 also with zero runs (which rarely pay: a context certain of
-  // its value costs 1/4096 of a bit, spec §12). The forms are compared by
-  // their estimated bits (bilevel_plan), and the best one coded: its rANS
-  // rows divide once per symbol.
+  // its value costs 1/4096 of a bit, spec §12). At effort 2 the forms are
+  // compared by their estimated bits (bilevel_plan); at effort 1 the
+  // prediction is the one with more zero rows, which is all that tells the
+  // two apart: in the other rows a context holds W and N, so the symbols
+  // under one are those under the other relabelled, and the levels mirror
+  // (spec §6.8). The chosen form alone is coded: its rANS rows divide once
+  // per symbol.
   std::vector<std::uint8_t> bilevel_tile() {
-    std::uint8_t best_pred = core::kPredW;
+    std::uint8_t best_pred = bilevel_zero_rows(core::kPredN) > bilevel_zero_rows(core::kPredW) ? core::kPredN : core::kPredW;
     bool best_runs = false;
-    double best_bits = 0;
-    for (std::uint8_t pred : {core::kPredW, core::kPredN})
-      for (bool run_mode : {false, true}) {
-        if (run_mode && effort_ < 2) continue;
-        bilevel_codes(pred);
-        const double bits = bilevel_plan(run_mode).bits;
-        if (best_bits == 0 || bits < best_bits) best_pred = pred, best_runs = run_mode, best_bits = bits;
-      }
+    if (effort_ >= 2) {
+      double best_bits = 0;
+      for (std::uint8_t pred : {core::kPredW, core::kPredN})
+        for (bool run_mode : {false, true}) {
+          bilevel_codes(pred);
+          const double bits = bilevel_plan(run_mode).bits;
+          if (best_bits == 0 || bits < best_bits) best_pred = pred, best_runs = run_mode, best_bits = bits;
+        }
+    }
     bilevel_codes(best_pred);
     std::vector<std::uint8_t> best = bilevel_form(bilevel_plan(best_runs));
     bilevel_on_ = false;
     return best;
+  }
+
+  // How many rows are zero rows (spec §4.3) of the bilevel plane under
+  // prediction W or N: under W a row of one value, the value above its first
+  // pixel; under N a repeat of the row above; the first row under either a
+  // row of index 0 (the midpoint, §6.8).
+  int bilevel_zero_rows(std::uint8_t pred) const {
+    if (!zero_rows_) return 0;
+    int rows = 0;
+    for (int r = 0; r < h_; ++r) {
+      const std::uint8_t* row = &pixels_[std::size_t(r) * w_];
+      const std::uint8_t* up = r > 0 ? row - w_ : nullptr;
+      if (pred == core::kPredN && up) {
+        rows += std::memcmp(row, up, std::size_t(w_)) == 0;
+        continue;
+      }
+      const std::uint8_t first = up ? up[0] : 0;
+      rows += std::all_of(row, row + w_, [&](std::uint8_t v) { return v == first; });
+    }
+    return rows;
   }
 
   // Each pixel's symbol (its index xor the prediction: its residual code,
