@@ -71,7 +71,7 @@ inline void bilevel_interior(const core::CodedTileParams& t, core::LaneState& s,
   const int w = row[c - 1], ww = row[c - 2], n = up[c], nw = up[c - 1], nn = b.value[r - 1][c];
   const int pred = core::predict_fixed<kPred>(t.plane[0].pred, w, n, nw, 0, 1);
   int bit = 0;
-  if (s.run_left == 0) bit = int(core::ans_read_bilevel(s, t.bilevel_one[w | n << 1 | nw << 2 | ww << 3 | nn << 4]));
+  if (s.run_left == 0) bit = int(core::ans_read_bilevel(s, t.bilevel_one[core::bilevel_pattern(w, n, nw, ww, nn)]));
   row[c] = std::uint8_t(pred ^ bit);
 }
 

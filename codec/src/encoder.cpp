@@ -52,8 +52,8 @@ void check_image(const ImageView& image) {
 }
 
 // The lowest format version that has what an encoded tile uses (spec §11):
-// 11 when it has a bilevel plane (§6.8), else 10 when its row-length table has a zero-row bitmap (§4.3), else
-// 9 when it is entropy-coded with compact tables (`compact`, §4.5), else 8
+// 11 when it has a bilevel plane (§6.8), else 10 when its row-length table
+// has a zero-row bitmap (§4.3), else 9 when it is entropy-coded with compact tables (`compact`, §4.5), else 8
 // with residual corrections (plane byte bit 4, §6.7), else 7 with a plane
 // context of the plane before (plane byte bit 3, §6.2), else 6 with pixel
 // copies (mode bit 7, §4.6), else 4 with a zero row (an empty row stream,

@@ -549,6 +549,12 @@ private:
         plane_buckets(p);
       }
     }
+    mark_zero_rows();
+  }
+
+  // zero_row_ from zero_: the rows whose every pixel's codes are zero, when
+  // zero rows are written (spec §4.3).
+  void mark_zero_rows() {
     zero_row_.assign(std::size_t(h_), 0);
     if (!zero_rows_) return;
     for (int r = 0; r < h_; ++r) {
@@ -943,16 +949,19 @@ private:
   // (spec §6.8). The chosen form alone is coded: its rANS rows divide once
   // per symbol.
   std::vector<std::uint8_t> bilevel_tile() {
-    std::uint8_t best_pred = bilevel_zero_rows(core::kPredN) > bilevel_zero_rows(core::kPredW) ? core::kPredN : core::kPredW;
+    std::uint8_t best_pred = core::kPredW;
     bool best_runs = false;
     if (effort_ >= 2) {
       double best_bits = 0;
-      for (std::uint8_t pred : {core::kPredW, core::kPredN})
+      for (std::uint8_t pred : {core::kPredW, core::kPredN}) {
+        bilevel_codes(pred);  // the symbols of both run modes
         for (bool run_mode : {false, true}) {
-          bilevel_codes(pred);
           const double bits = bilevel_plan(run_mode).bits;
           if (best_bits == 0 || bits < best_bits) best_pred = pred, best_runs = run_mode, best_bits = bits;
         }
+      }
+    } else if (bilevel_zero_rows(core::kPredN) > bilevel_zero_rows(core::kPredW)) {
+      best_pred = core::kPredN;
     }
     bilevel_codes(best_pred);
     std::vector<std::uint8_t> best = bilevel_form(bilevel_plan(best_runs));
@@ -1001,12 +1010,7 @@ private:
         zero_[i] = std::uint8_t(bit == 0);
         bucket_[i] = std::uint8_t(core::bilevel_context(r, c, w, n, nw, ww, nn));
       }
-    zero_row_.assign(std::size_t(h_), 0);
-    if (!zero_rows_) return;
-    for (int r = 0; r < h_; ++r) {
-      const std::uint8_t* z = &zero_[std::size_t(r) * w_];
-      zero_row_[r] = std::uint8_t(std::all_of(z, z + w_, [](std::uint8_t b) { return b != 0; }));
-    }
+    mark_zero_rows();
   }
 
   // The level (spec §4.3) that codes n0 zeros and n1 ones in the fewest

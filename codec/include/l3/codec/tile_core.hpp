@@ -698,14 +698,19 @@ L3_HD std::uint32_t ans_read_bilevel(LaneState& s, std::uint32_t one) {
   return bit ? 1u : 0u;
 }
 
+// The bilevel context x = W + 2 N + 4 NW + 8 WW + 16 NN (spec §6.8) of
+// neighbours inside the tile or after the edge rules. All are 0 or 1 (the
+// plane's range); the mask keeps a corrupt neighbourhood inside the table
+// anyway.
+L3_HD int bilevel_pattern(int w, int n, int nw, int ww, int nn) {
+  return (w | n << 1 | nw << 2 | ww << 3 | nn << 4) & (kBilevelContexts - 1);
+}
+
 // The context of a bilevel plane's pixel (r, c) (spec §6.8) from the indices
 // of W, N, NW (after the edge rules of §6.3), WW = (r, c - 2) and NN = (r -
-// 2, c): outside the tile WW is W and NN is N. All are 0 or 1 (the plane's
-// range); the mask keeps a corrupt neighbourhood inside the table anyway.
+// 2, c): outside the tile WW is W and NN is N.
 L3_HD int bilevel_context(int r, int c, int w, int n, int nw, int ww, int nn) {
-  ww = c >= 2 ? ww : w;
-  nn = r >= 2 ? nn : n;
-  return (w | n << 1 | nw << 2 | ww << 3 | nn << 4) & (kBilevelContexts - 1);
+  return bilevel_pattern(w, n, nw, c >= 2 ? ww : w, r >= 2 ? nn : n);
 }
 
 // Zero runs (spec §6.4), before the samples of pixel c: returns whether the

@@ -336,7 +336,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
           if (!ok) bad[l] = 1;
         }
       }
-      wwv[l] = wv[0][l];
+      if constexpr (CH == 1) wwv[l] = wv[0][l];  // read in bilevel tiles only
       for (int p = 0; p < CH; ++p) {
         nwv[p][l] = nv[p][l];
         nwu[p][l] = nu[p][l];
