@@ -10,7 +10,7 @@
 // on this one thread): on a shared or virtual machine, time the core was lent elsewhere drops out.
 //
 // Usage: bench_inproc [--min-time S] [--cpu-time] [--no-png9] [--rice-only] [--no-pixel-copies] [--no-plane-contexts]
-//                     [--no-corrections] [--no-compact-tables] [--no-bilevel] [--effort N] [--entropy MODE] IMAGE...
+//                     [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--effort N] [--entropy MODE] IMAGE...
 // --no-png9 skips PNG level 9 (its columns read 0): the slowest part, not a denominator.
 // --rice-only encodes l3 without entropy-coded tiles (EncodeOptions::entropy_coding = false:
 // version 2 streams, Rice codes only), to see what those tiles cost in decode time.
@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
       eo.compact_tables = false;
     } else if (a == "--no-bilevel") {
       eo.bilevel = false;
+    } else if (a == "--no-diagonals") {
+      eo.diagonals = false;
     } else if (a == "--effort" && i + 1 < argc) {
       eo.effort = std::atoi(argv[++i]);
     } else if (a == "--entropy" && i + 1 < argc) {
@@ -117,7 +119,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_inproc [--min-time S] [--cpu-time] [--no-png9] [--rice-only] [--no-pixel-copies] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--effort N] [--entropy MODE] IMAGE...\n");
+      std::printf("usage: bench_inproc [--min-time S] [--cpu-time] [--no-png9] [--rice-only] [--no-pixel-copies] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--effort N] [--entropy MODE] IMAGE...\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "bench_inproc: unknown option %s\n", a.c_str());
@@ -128,7 +130,7 @@ int main(int argc, char** argv) {
   }
   if (files.empty()) {
     std::fprintf(stderr, "bench_inproc: no images (usage: bench_inproc [--min-time S] [--cpu-time] [--no-png9] [--rice-only] "
-                         "[--no-pixel-copies] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--effort N] [--entropy MODE] IMAGE...)\n");
+                         "[--no-pixel-copies] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--effort N] [--entropy MODE] IMAGE...)\n");
     return 2;
   }
   std::printf("file\traw\tpng6\tpng6_enc_s\tpng6_dec_s\tpng9\tpng9_enc_s\tpng9_dec_s\tl3\tl3_enc_s\tl3_dec_s\n");

@@ -64,6 +64,7 @@ struct Census {
   // that palette (kept or not), then the new colours' varying samples, plus the count and mask
   // bytes; a tile keeps its own section where that is smaller.
   std::uint64_t palette_delta = 0;
+  std::uint64_t mirrored = 0;  // coded tiles of kind 3 (version 12, spec §4.7), counted with kind 0's
 };
 
 // LEB128 bytes of v, as the encoder writes it (spec §4.3).
@@ -123,7 +124,7 @@ int main(int argc, char** argv) {
   for (const char* k : kKindName) std::printf("\tn_%s", k);
   for (const char* k : kKindName) std::printf("\tb_%s", k);
   std::printf("\tfixed\tmodes\tpalettes\tparams\trow_tables\trows\tn_rows\tzero_rows\trun_tiles\tfew_colour_unpal\tcopy_rows\tcopy_row_bytes"
-              "\tpalette_repeat_bytes\tpalette_union\tpalette_image_level\tpalette_delta\n");
+              "\tpalette_repeat_bytes\tpalette_union\tpalette_image_level\tpalette_delta\tmirrored\n");
   for (const std::string& file : files) {
     try {
       const l3::Image img = l3::load_image(file);
@@ -154,7 +155,8 @@ int main(int argc, char** argv) {
         at += size;
         Kind kind = kConst;
         if ((tile[0] & 3) == core::kTileRaw) kind = kRaw;
-        else if ((tile[0] & 3) == core::kTileCoded) {
+        else if ((tile[0] & 3) == core::kTileCoded || (tile[0] & 3) == core::kTileMirrored) {
+          c.mirrored += (tile[0] & 3) == core::kTileMirrored;
           core::CodedTileParams t;
           core::RowTable rt;
           if (core::parse_coded_header(tile, size, int(r.width), int(r.height), int(info.channels), int(info.version), t,
@@ -225,7 +227,7 @@ int main(int argc, char** argv) {
       for (auto v : c.bytes) std::printf("\t%llu", (unsigned long long)v);
       for (auto v : {c.fixed, c.modes, c.palettes, c.params, c.row_table, c.rows, c.n_rows, c.zero_rows, c.run_tiles,
                      c.few_colour_tiles, c.copy_rows, c.copy_row_bytes, c.palette_repeat_bytes, c.palette_union,
-                     c.palette_image_level, c.palette_delta})
+                     c.palette_image_level, c.palette_delta, c.mirrored})
         std::printf("\t%llu", (unsigned long long)v);
       std::printf("\n");
       if (map) {

@@ -82,6 +82,11 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
           v = x < 40 && (seed >> 30) == 0 ? int(seed >> 24) : 90 + int(k) * 40;
         if (pattern == 17)  // bilevel: thin diagonal lines (a tile with runs, 64 x 16)
           v = (x * 7 + y * 3) % 11 < 2 ? 0 : 255;
+        // Ramps whose steps the gradient predictor misses (slopes below 1):
+        if (pattern == 18)  // R on x, G on y, B on x + y: NE predicts B (mirrored tiles), a little noise
+          v = (k == 0 ? int(x * 3) : k == 1 ? int(y * 7) : int((x + y) * 3 / 7)) + ((seed >> 27) == 0 ? 1 : 0);
+        if (pattern == 19)  // every plane on x - y: NW predicts them
+          v = int(128 + (int(x) - int(y)) * 3 / 7 + int(k) * 50) + ((seed >> 28) == 0 ? 1 : 0);
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
   if (pattern == 10 || pattern == 12) {
@@ -105,11 +110,13 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
 // without residual corrections unless `corrections`, with version 3-8 tables
 // unless `compact` (§4.5), without zero-row bitmaps unless `row_masks`
 // (§4.3, version 10), without bilevel planes unless `bilevel` (§6.8, version
-// 11): the vectors of §4.3-§4.4 keep the byte layout their
+// 11), without NW predictors and mirrored tiles unless `diagonals` (§4.7,
+// version 12): the vectors of §4.3-§4.4 keep the byte layout their
 // mutations assume.
 Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false,
              bool copies = false, bool pixel_copies = false, int effort = 1, bool plane_contexts = false,
-             bool corrections = false, bool compact = false, bool row_masks = false, bool bilevel = false) {
+             bool corrections = false, bool compact = false, bool row_masks = false, bool bilevel = false,
+             bool diagonals = false) {
   l3::EncodeOptions o;
   o.effort = effort;
   o.tile_width = tw;
@@ -123,6 +130,7 @@ Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool 
   o.compact_tables = compact;
   o.row_masks = row_masks;
   o.bilevel = bilevel;
+  o.diagonals = diagonals;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -343,7 +351,7 @@ int main(int argc, char** argv) {
   {
     l3::EncodeOptions rice;
     rice.entropy_coding = false;
-    rice.plane_contexts = rice.corrections = false;  // its bytes as written in version 2
+    rice.plane_contexts = rice.corrections = rice.diagonals = false;  // its bytes as written in version 2
     v.valid("valid-rgb-default-tiles-33x17", rgb, l3::encode(l3::ImageView{rgb.px.data(), rgb.w, rgb.h, rgb.c, 0}, rice));
   }
   // Version 2's constant planes (spec §4.3): opaque alpha, gray stored as RGB.
@@ -363,7 +371,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-12", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
+  v.mutate("version-13", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -673,6 +681,11 @@ int main(int argc, char** argv) {
              [&](Bytes& b) { b[g.plane_byte] |= l3::core::kPlaneCorrections; });
     v.mutate("bilevel-predictor-5", glyph_bytes, errc::corrupt_tile,
              [&](Bytes& b) { b[g.plane_byte] = std::uint8_t(l3::core::kPlaneBilevel | 5); });
+    // NW (version 12) is not a bilevel plane's predictor.
+    v.mutate("nw-predictor-bilevel", glyph_bytes, errc::corrupt_tile, [&](Bytes& b) {
+      b[4] = l3::core::kVersionMirror;
+      b[g.plane_byte] = std::uint8_t(l3::core::kPlaneBilevel | l3::core::kPredNW);
+    });
     // A context the rows read, its level set to 0 (unused).
     expect(g.used_context >= 0, "a used bilevel context");
     v.mutate("bilevel-unused-context-read", glyph_bytes, errc::corrupt_tile, [&](Bytes& b) {
@@ -682,6 +695,51 @@ int main(int argc, char** argv) {
       b[g.plane_byte + 1 + bit / 8] = std::uint8_t(field);
       b[g.plane_byte + 2 + bit / 8] = std::uint8_t(field >> 8);
     });
+  }
+  {
+    // Mirrored tiles and the NW predictor (version 12, spec §4.7, §6.1): a
+    // ramp along x + y in 32 x 8 tiles (clipped ones on the right and at the
+    // bottom), whose blue plane only NE predicts; planes along x - y in
+    // tiles of kind 0 predicted by NW.
+    auto expect = [](bool ok, const char* what) { expect_or_exit(ok, "diagonals", what); };
+    auto kinds = [](const Bytes& b, std::uint8_t kind, bool clipped_only) {
+      const l3::ImageInfo info = l3::read_info(b);
+      int n = 0;
+      for (std::uint32_t i = 0; i < tile_count(b); ++i) {
+        const auto [w, h] = tile_dims(info, i);
+        const bool clipped = std::uint32_t(w) < info.tile_width || std::uint32_t(h) < info.tile_height;
+        n += (b[tile_offset(b, i)] & 3) == kind && (clipped || !clipped_only);
+      }
+      return n;
+    };
+    const Image diagonal = make_image(80, 20, 3, 18);
+    const Bytes mirrored = encode(diagonal, 32, 8, true, true, false, false, 1, true, true, true, true, true, true);
+    expect(mirrored[4] == l3::core::kVersionMirror && kinds(mirrored, l3::core::kTileMirrored, true) > 0 &&
+               mirrored.size() < encode(diagonal, 32, 8, true, true, false, false, 1, true, true, true, true, true).size(),
+           "version 12, mirrored tiles (clipped ones among them), smaller");
+    v.valid("valid-rgb-mirrored-diagonal-80x20", diagonal, mirrored);
+    const Image anti = make_image(48, 16, 3, 19);
+    const Bytes nw = encode(anti, 16, 8, false, true, false, false, 1, false, false, true, true, false, true);
+    std::size_t nw_plane = 0;  // a plane byte 6 in a tile of kind 0
+    each_coded_tile(nw, [&](std::uint32_t i, std::size_t t, int w, int h, const l3::ImageInfo& info) {
+      l3::core::CodedTileParams p;
+      if (l3::core::parse_coded_tile(nw.data() + t, tile_size(nw, i), w, h, int(info.channels), int(info.version), p) !=
+              l3::core::kOk || (nw[t] & l3::core::kModePalette) || p.plane[0].pred != l3::core::kPredNW ||
+          (nw[t + 1] & 7) != l3::core::kPredNW)
+        return false;
+      nw_plane = t + 1;
+      return true;
+    });
+    expect(nw[4] == l3::core::kVersionMirror && kinds(nw, l3::core::kTileMirrored, false) == 0 && nw_plane != 0,
+           "version 12, a Rice tile of kind 0 whose first plane NW predicts");
+    v.valid("valid-rgb-nw-predictor-48x16", anti, nw);
+    // Before version 12 kind 3 and plane byte 6 are [corrupt_tile]; 7 always.
+    v.mutate("mirrored-in-v11", base, errc::corrupt_tile, [](Bytes& b) {
+      b[4] = 11;
+      b[tile_offset(b, 0)] |= l3::core::kTileMirrored;
+    });
+    v.mutate("nw-predictor-in-v11", nw, errc::corrupt_tile, [](Bytes& b) { b[4] = 11; });
+    v.mutate("plane-byte-7", nw, errc::corrupt_tile, [&](Bytes& b) { b[nw_plane] = std::uint8_t(b[nw_plane] | 7); });
   }
   {
     // Tile copies (version 5, spec §3.3): a 56 x 20 image, periodic with the

@@ -540,13 +540,15 @@ TEST_CASE("bilevel planes (v11): two-colour tiles as binary symbols in contexts 
   for (std::uint32_t c = 1; c <= 4; ++c) images.push_back(two_colours(300, 130, c, 0, 60 + c));
   images.push_back(two_colours(300, 130, 3, 1, 70));
   images.push_back(two_colours(300, 130, 1, 2, 71));
-  l3::EncodeOptions dense, small_tiles;
+  l3::EncodeOptions dense, small_tiles, by_default;
   dense.effort = 2;
   small_tiles.tile_width = 32;
   small_tiles.tile_height = 8;
+  // Without version 12's NW predictor and mirrored tiles: the versions below are version 11's.
+  by_default.diagonals = dense.diagonals = small_tiles.diagonals = false;
   int bilevel_streams = 0, with_runs = 0;
   for (const Image& im : images)
-    for (const l3::EncodeOptions& on : {l3::EncodeOptions{}, dense, small_tiles}) {
+    for (const l3::EncodeOptions& on : {by_default, dense, small_tiles}) {
       l3::EncodeOptions off = on;
       off.bilevel = false;
       const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
@@ -583,6 +585,68 @@ TEST_CASE("bilevel planes (v11): two-colour tiles as binary symbols in contexts 
   old_tables.compact_tables = false;
   CHECK(l3::test::bilevel_tiles(l3::encode(text.view(), rice)).tiles == 0);
   CHECK(l3::test::bilevel_tiles(l3::encode(text.view(), old_tables)).tiles == 0);
+}
+
+// Diagonal ramps of test_tile_pattern.hpp (fill_diagonal).
+Image diagonal(std::uint32_t w, std::uint32_t h, std::uint32_t c, bool anti, std::uint32_t seed) {
+  Image im{w, h, c, Bytes(std::size_t(w) * h * c)};
+  l3::test::fill_diagonal(im.px.data(), w, h, c, anti, seed);
+  return im;
+}
+
+TEST_CASE("diagonals (v12): NW predictor and mirrored tiles; round trips, crops of mirrored tiles, threads") {
+  // spec/codec.md §4.7: a mirrored tile decodes as a coded tile and lands
+  // right to left, so its NW (§6.1) is the image's NE. Ramps along x + y
+  // (NE predicts them: mirrored tiles) and x - y (NW: tiles of kind 0), in
+  // 1-4 channels, 300 x 130 (clipped tiles at the right and bottom).
+  std::vector<Image> images;
+  for (std::uint32_t c = 1; c <= 4; ++c) images.push_back(diagonal(300, 130, c, false, 90 + c));
+  images.push_back(diagonal(300, 130, 3, true, 95));
+  l3::EncodeOptions rice, dense, small_tiles;
+  rice.entropy_coding = false;
+  dense.effort = 2;
+  small_tiles.tile_width = 32;
+  small_tiles.tile_height = 8;
+  int mirrored_streams = 0, nw_streams = 0;
+  for (const Image& im : images)
+    for (const l3::EncodeOptions& on : {l3::EncodeOptions{}, rice, dense, small_tiles}) {
+      l3::EncodeOptions off = on;
+      off.diagonals = false;
+      const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
+      CAPTURE(im.c);
+      CAPTURE(on.effort);
+      CAPTURE(on.entropy_coding);
+      CAPTURE(on.tile_width);
+      CHECK(l3::read_info(without).version <= 11);  // readable by version 11 decoders
+      const l3::test::DiagonalTiles d = l3::test::diagonal_tiles(with);
+      CHECK(l3::test::diagonal_tiles(without).mirrored + l3::test::diagonal_tiles(without).nw_planes == 0);
+      if (d.mirrored + d.nw_planes > 0) {
+        CHECK(l3::read_info(with).version == 12);
+        CHECK(with.size() < without.size());
+        mirrored_streams += d.mirrored > 0;
+        nw_streams += d.nw_planes > 0;
+      }
+      CHECK(decode(with) == im.px);
+      CHECK(decode(with, 4) == im.px);
+      // Crops inside a tile, across tiles, in clipped tiles, one column at
+      // either edge of a tile (a mirrored tile decodes its columns right to left).
+      check_crops(with, im, {{37, 11, 101, 50}, {0, 0, 1, 1}, {0, 0, im.w, 2}, {255, 30, 1, 5}, {256, 30, 1, 5},
+                             {150, 5, 7, 3}, {290, 100, 10, 30}, {100, 62, 57, 68}, {31, 7, 2, 2}});
+    }
+  MESSAGE("mirrored tiles in " << mirrored_streams << " of 20 streams, NW planes in " << nw_streams);
+  CHECK(mirrored_streams >= 12);  // 16 when written
+  CHECK(nw_streams >= 16);        // 20 when written
+  // The ramp along x + y (its samples wrap at 256): at most 0.6 of the bytes (0.56 when written).
+  const Image ramp = diagonal(1024, 256, 3, false, 99);
+  l3::EncodeOptions off;
+  off.diagonals = false;
+  const Bytes with = l3::encode(ramp.view(), {}), without = l3::encode(ramp.view(), off);
+  MESSAGE("ramp 1024 x 256: " << with.size() << " bytes, " << without.size() << " without diagonals");
+  CHECK(with.size() * 10 <= without.size() * 6);
+  // Effort 0 (one transform and predictor) writes neither.
+  l3::EncodeOptions fast;
+  fast.effort = 0;
+  CHECK(l3::read_info(l3::encode(ramp.view(), fast)).version <= 11);
 }
 
 TEST_CASE("tile copies (v5): a tile equal to an earlier one costs its table entry; round trips, crops, threads") {

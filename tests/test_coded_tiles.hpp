@@ -16,8 +16,9 @@
 
 namespace l3::test {
 
-// Each coded tile's first byte and parameters; tile copies (§3.3, no bytes of
-// their own), constant and raw tiles are left out.
+// Each coded tile's first byte and parameters, mirrored tiles (kind 3,
+// version 12, §4.7) among them; tile copies (§3.3, no bytes of their own),
+// constant and raw tiles are left out.
 inline std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> coded_tiles(
     const std::vector<std::uint8_t>& enc) {
   const l3::ImageInfo info = l3::read_info(enc);
@@ -29,7 +30,7 @@ inline std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> co
     if (l3::core::is_tile_copy(size, info.version)) continue;
     const std::uint8_t* tile = &enc[at];
     at += size;
-    if ((tile[0] & 3) != l3::core::kTileCoded) continue;
+    if ((tile[0] & 3) != l3::core::kTileCoded && (tile[0] & 3) != l3::core::kTileMirrored) continue;
     const std::uint32_t tx = i % info.tiles_x, ty = i / info.tiles_x;
     const int w = int(std::min(info.tile_width, info.width - tx * info.tile_width));
     const int h = int(std::min(info.tile_height, info.height - ty * info.tile_height));
@@ -68,6 +69,20 @@ inline BilevelTiles bilevel_tiles(const std::vector<std::uint8_t>& enc) {
   for (const auto& [tile, t] : coded_tiles(enc)) {
     n.tiles += t.bilevel;
     n.with_runs += t.bilevel && t.run_mode;
+  }
+  return n;
+}
+
+// How many coded tiles of a stream are mirrored (kind 3), and how many coded
+// planes are predicted by NW (version 12, spec §4.7, §6.1).
+struct DiagonalTiles {
+  int mirrored = 0, nw_planes = 0;
+};
+inline DiagonalTiles diagonal_tiles(const std::vector<std::uint8_t>& enc) {
+  DiagonalTiles n;
+  for (const auto& [tile, t] : coded_tiles(enc)) {
+    n.mirrored += (tile[0] & 3) == l3::core::kTileMirrored;
+    for (int p = 0; p < t.channels; ++p) n.nw_planes += !t.plane[p].constant && t.plane[p].pred == l3::core::kPredNW;
   }
   return n;
 }

@@ -159,6 +159,8 @@ std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th,
   o.corrections = newest >= l3::core::kVersionCorrections;
   o.compact_tables = newest >= l3::core::kVersionCompactTables;
   o.row_masks = newest >= l3::core::kVersionRowMasks;
+  o.bilevel = newest >= l3::core::kVersionBilevel;
+  o.diagonals = newest >= l3::core::kVersionMirror;
   return l3::encode(im.view(), o);
 }
 
@@ -587,7 +589,7 @@ TEST_CASE("emulated wavefront equals l3::decode on bilevel planes (spec/codec.md
     for (std::uint32_t ch = 1; ch <= 4; ++ch) {
       const Img im = two_colour_image(kind, 170, 75, ch, 40 + ch);
       for (const auto& [tw, th, effort] : {std::tuple{64u, 32u, 1}, std::tuple{256u, 32u, 2}, std::tuple{32u, 7u, 1}}) {
-        const auto e = enc(im, tw, th, effort);
+        const auto e = enc(im, tw, th, effort, true, l3::core::kVersionBilevel);
         v11 += l3::read_info(e).version == 11;
         check_same(e, "kind " + std::to_string(kind) + " bilevel " + shape(im, tw, th));
         check_random_crops(e, im, rng, 4);
@@ -598,6 +600,71 @@ TEST_CASE("emulated wavefront equals l3::decode on bilevel planes (spec/codec.md
   CHECK(v11 >= 24);  // 27 when written
   const int rejected = damaged_same_status_as_decode(streams, rng, 150);
   MESSAGE(rejected << " of 150 damaged bilevel streams rejected");
+  CHECK(rejected > 50);
+}
+
+TEST_CASE("emulated wavefront equals l3::decode on mirrored tiles and NW planes (spec/codec.md §4.7, version 12)") {
+  // A mirrored tile decodes as a coded one through a task whose pixel stride
+  // is negative (mirrored_task): whole, cropped (its columns decode right to
+  // left), in an HWC and a CHW batch, and damaged (the same status as
+  // l3::decode).
+  std::mt19937 rng(612);
+  int mirrored = 0, nw = 0;
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<Img> images;
+  for (const bool anti : {false, true})
+    for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+      Img im{170, 75, ch, Pixels(std::size_t(170) * 75 * ch)};
+      l3::test::fill_diagonal(im.px.data(), im.w, im.h, ch, anti, 50 + ch);
+      for (const auto& [tw, th, effort] : {std::tuple{64u, 32u, 1}, std::tuple{256u, 32u, 2}, std::tuple{32u, 7u, 1}}) {
+        const auto e = enc(im, tw, th, effort);
+        const l3::test::DiagonalTiles d = l3::test::diagonal_tiles(e);
+        mirrored += d.mirrored > 0;
+        nw += d.nw_planes > 0;
+        check_same(e, std::string(anti ? "x - y " : "x + y ") + shape(im, tw, th));
+        check_random_crops(e, im, rng, 6);
+        if (d.mirrored + d.nw_planes > 0) streams.push_back(e), images.push_back(im);
+      }
+    }
+  MESSAGE(mirrored << " of 24 streams have mirrored tiles, " << nw << " NW planes");
+  CHECK(mirrored >= 9);  // 12 when written
+  CHECK(nw >= 18);       // 24 when written
+  for (auto layout : {l3::cuda::Layout::hwc, l3::cuda::Layout::chw}) {
+    std::vector<l3::cuda::HostImage> batch;
+    std::vector<l3::Rect> rects;
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      const l3::Rect r{std::uint32_t(i * 7 % 60), std::uint32_t(i % 5), 100 - std::uint32_t(i % 9), 60};
+      rects.push_back(r);
+      batch.push_back({streams[i], r});
+    }
+    l3::cuda::BatchOptions opt;
+    opt.layout = layout;
+    const emu::BatchOutput out = emu::decode_batch(batch, opt);
+    REQUIRE(out.slots.size() == streams.size());
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      INFO("image " << i << (layout == l3::cuda::Layout::chw ? " chw" : " hwc"));
+      const l3::Rect& r = rects[i];
+      const std::uint32_t ch = images[i].ch;
+      const Pixels hwc = crop_of(l3::decode(streams[i]), images[i].w, ch, r);
+      Pixels expect = hwc;
+      if (layout == l3::cuda::Layout::chw) {
+        const std::size_t plane = std::size_t(r.width) * r.height;
+        for (std::size_t p = 0; p < plane; ++p)
+          for (std::uint32_t c = 0; c < ch; ++c) expect[c * plane + p] = hwc[p * ch + c];
+      }
+      const l3::cuda::ImageSlot& s = out.slots[i];
+      CHECK(s.status == l3::errc::ok);
+      REQUIRE(s.size == expect.size());
+      CHECK(Pixels(out.pixels.begin() + std::ptrdiff_t(s.offset), out.pixels.begin() + std::ptrdiff_t(s.offset + s.size)) ==
+            expect);
+    }
+  }
+  CHECK(check_vectors([](const std::string& name) {
+          return name.find("mirrored") != std::string::npos || name.find("nw-predictor") != std::string::npos ||
+                 name == "plane-byte-7.l3i";
+        }) >= 6);
+  const int rejected = damaged_same_status_as_decode(streams, rng, 150);
+  MESSAGE(rejected << " of 150 damaged streams with mirrored tiles or NW planes rejected");
   CHECK(rejected > 50);
 }
 

@@ -263,6 +263,7 @@ TEST_CASE("GPU: zero-row bitmaps (spec/codec.md §4.3, version 10), whole images
     l3::EncodeOptions o;
     o.tile_width = 64;
     o.effort = 1 + i % 2;
+    o.bilevel = o.diagonals = false;  // version 10 exactly (versions 11, 12: the tests below)
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v10 += l3::read_info(streams.back()).version == 10;
     const l3::Rect r{std::uint32_t(i) % 7, std::uint32_t(i) % 5 + 3, w / 2 + std::uint32_t(i), h / 2};
@@ -366,12 +367,38 @@ TEST_CASE("GPU: residual corrections (spec/codec.md §6.7, version 8), whole ima
     l3::EncodeOptions o;
     o.tile_width = 128;
     o.entropy_coding = i % 2 == 0;
+    o.compact_tables = false;  // version 8 exactly (version 9's tables, and what needs them, later)
     streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
     v8 += l3::read_info(streams.back()).version == 8;
     const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
     crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
   }
   CHECK(v8 >= 8);  // of the 8 stepped ramps
+  decode_and_check_both_layouts(streams, crops);
+}
+
+TEST_CASE("GPU: mirrored tiles and NW planes (spec/codec.md §4.7, version 12), whole images and crops" *
+          doctest::skip(no_gpu())) {
+  // Diagonal ramps (test_tile_pattern.hpp): mirrored tiles store through a
+  // negative pixel stride; Rice- and entropy-coded tiles, 1-4 channels,
+  // between images of random pixels.
+  std::mt19937 rng(39);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<std::optional<l3::Rect>> crops;
+  int v12 = 0;
+  for (int i = 0; i < 12; ++i) {
+    const std::uint32_t w = 230 + std::uint32_t(i) * 17, h = 40 + std::uint32_t(i) * 7, ch = std::uint32_t(i % 4) + 1;
+    Img im = make_image(rng, w, h, ch, 1 + i % 3);
+    if (i % 3 != 2) l3::test::fill_diagonal(im.px.data(), w, h, ch, i % 3 == 1, std::uint32_t(i));
+    l3::EncodeOptions o;
+    o.tile_width = 128;
+    o.entropy_coding = i % 2 == 0;
+    streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
+    v12 += l3::read_info(streams.back()).version == 12;
+    const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
+    crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
+  }
+  CHECK(v12 >= 6);  // of the 8 ramps (test_cuda_emu counts mirrored tiles on the CPU)
   decode_and_check_both_layouts(streams, crops);
 }
 

@@ -99,4 +99,20 @@ inline void fill_two_colours(std::uint8_t* px, std::uint32_t w, std::uint32_t h,
     }
 }
 
+// Diagonal ramps, what mirrored tiles and the NW predictor (spec/codec.md
+// §4.7, §6.1, version 12) are for: channel c rises along x + y (with `anti`,
+// along x - y) at slope (2c + 1) / 9, rounded down, plus 1 at about one pixel
+// in 32 (seeded from the position). NE predicts every sample along x + y (a
+// mirrored tile's NW), NW along x - y; the gradient predictor misses the
+// steps of slopes below 1.
+inline void fill_diagonal(std::uint8_t* px, std::uint32_t w, std::uint32_t h, std::uint32_t ch, bool anti,
+                          std::uint32_t seed) {
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x) {
+      const int bump = mix64((std::uint64_t(y) << 32 | x) ^ (std::uint64_t(seed) << 20)) % 32 == 0 ? 1 : 0;
+      const int along = anti ? int(x) - int(y) : int(x + y);
+      for (std::uint32_t c = 0; c < ch; ++c) *px++ = std::uint8_t((along + 600) * int(2 * c + 1) / 9 + 40 * int(c) + bump);
+    }
+}
+
 }  // namespace l3::test

@@ -519,6 +519,7 @@ L3_LANES_TARGET inline __m512i lanes_predict(const LanePredict<CH>& k, int p, __
     case core::kPredW: return w;
     case core::kPredN: return n;
     case core::kPredAvg: return _mm512_srai_epi32(_mm512_add_epi32(w, n), 1);
+    case core::kPredNW: return nw;
     default: break;
   }
   const __m512i grad = _mm512_sub_epi32(_mm512_add_epi32(w, n), nw);

@@ -94,6 +94,7 @@ struct PredictConsts {
   V4 lo, hi, mid;
   // kPredPerPlane: all lanes set where the plane uses that predictor.
   V4 is_w, is_n, is_avg, is_grad;
+  V4 is_nw;  // NW (version 12): also in is_n, which then selects NW's value
   // Corrected passes (spec §6.7): per gradient class g, bit 3g of flip_bits
   // says whether the residual's sign flips, bits 3g..3g+1 of add_bits hold
   // the flip (1 or 0) plus the bias plus 1; 0 in a plane without corrections.
@@ -124,9 +125,10 @@ L3_DECODE_INLINE PredictConsts predict_consts(const CodedTileParams& t) {
     k.hi[p] = pp.range.hi;
     k.mid[p] = pp.range.mid;
     k.is_w[p] = pp.pred == core::kPredW ? -1 : 0;
-    k.is_n[p] = pp.pred == core::kPredN ? -1 : 0;
+    k.is_n[p] = pp.pred == core::kPredN || pp.pred == core::kPredNW ? -1 : 0;
     k.is_avg[p] = pp.pred == core::kPredAvg ? -1 : 0;
     k.is_grad[p] = pp.pred == core::kPredGrad ? -1 : 0;
+    k.is_nw[p] = pp.pred == core::kPredNW ? -1 : 0;
     std::uint32_t flips = 0, adds = 0;
     for (int g = 0; g < core::kCorrectionClasses; ++g) {
       const std::uint32_t entry = pp.corrected ? core::correction_entry(pp, g) : 0u;
@@ -170,6 +172,7 @@ L3_DECODE_INLINE V4 predict_v(const PredictConsts& k, V4 w, V4 n, V4 nw) {
   else if constexpr (kPred == core::kPredN) return n;
   else if constexpr (kPred == core::kPredAvg) return (w + n) >> 1;
   else if constexpr (kPred == core::kPredGrad) return vmin(k.hi, vmax(k.lo, w + (n - nw)));
+  else if constexpr (kPred == core::kPredNW) return nw;
   else {
     const V4 grad = w + (n - nw);
     const V4 med = vmin(vmax(w, n), vmax(vmin(w, n), grad));
@@ -177,7 +180,10 @@ L3_DECODE_INLINE V4 predict_v(const PredictConsts& k, V4 w, V4 n, V4 nw) {
     // Per-plane choice as a shallow tree of selects (also for the chain).
     const V4 avg_or_grad = k.is_avg ? (w + n) >> 1 : vmin(k.hi, vmax(k.lo, grad));
     const V4 not_w_n = (k.is_avg | k.is_grad) ? avg_or_grad : med;
-    return k.is_w ? w : (k.is_n ? n : not_w_n);
+    // N and NW (version 12) share a select: NW's comes off the chain
+    // through W (both are the row above's).
+    const V4 n_or_nw = k.is_nw ? nw : n;
+    return k.is_w ? w : (k.is_n ? n_or_nw : not_w_n);
   }
 }
 

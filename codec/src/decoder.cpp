@@ -90,16 +90,9 @@ int decode_raw(const std::uint8_t* tile, std::uint32_t size, int w, int h, int c
   return core::kOk;
 }
 
-// read_end: where the readable bytes around the tile end (the encoded
-// stream's end): the row loops' refills may load up to there (refill_cpu).
-int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int channels, int version,
-                const TileOutput& o, const std::uint8_t* read_end) {
-  switch (tile[0] & 3) {
-    case core::kTileConstant: return decode_constant(tile, size, channels, o);
-    case core::kTileRaw: return decode_raw(tile, size, w, h, channels, o);
-    case core::kTileCoded: break;
-    default: return core::kCorruptTile;
-  }
+// A coded tile (kind 0, or kind 3 decoded as kind 0) into `o`.
+int decode_coded(const std::uint8_t* tile, std::uint32_t size, int w, int h, int channels, int version,
+                 const TileOutput& o, const std::uint8_t* read_end) {
   CodedTileParams t;
   const int status = core::parse_coded_tile(tile, size, w, h, channels, version, t);
   if (status != core::kOk) return status;
@@ -109,6 +102,45 @@ int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int 
     case 2: return decode_coded_tile<2>(tile, t, o, read_end);
     case 3: return decode_coded_tile<3>(tile, t, o, read_end);
     default: return decode_coded_tile<4>(tile, t, o, read_end);
+  }
+}
+
+// Reverses the pixels of every output row of `o` in place.
+void reverse_rows(const TileOutput& o, int channels) {
+  const int n = o.x1 - o.x0;
+  for (int y = o.y0; y < o.y1; ++y) {
+    std::uint8_t* row = o.out + std::size_t(y - o.y0) * o.stride;
+    for (int a = 0, b = n - 1; a < b; ++a, --b) {
+      std::uint8_t tmp[core::kMaxChannels];
+      std::memcpy(tmp, row + std::size_t(a) * channels, std::size_t(channels));
+      std::memmove(row + std::size_t(a) * channels, row + std::size_t(b) * channels, std::size_t(channels));
+      std::memcpy(row + std::size_t(b) * channels, tmp, std::size_t(channels));
+    }
+  }
+}
+
+// A mirrored tile (kind 3, version 12, spec §4.7): decoded as kind 0 over the
+// mirrored rectangle, columns [W - x1, W - x0), into the same place; each
+// output row then holds the tile's columns x1 - 1 down to x0, and is reversed.
+int decode_mirrored(const std::uint8_t* tile, std::uint32_t size, int w, int h, int channels, int version,
+                    const TileOutput& o, const std::uint8_t* read_end) {
+  const TileOutput mirrored{o.out, o.stride, w - o.x1, o.y0, w - o.x0, o.y1};
+  const int status = decode_coded(tile, size, w, h, channels, version, mirrored, read_end);
+  if (status == core::kOk) reverse_rows(o, channels);
+  return status;
+}
+
+// read_end: where the readable bytes around the tile end (the encoded
+// stream's end): the row loops' refills may load up to there (refill_cpu).
+int decode_tile(const std::uint8_t* tile, std::uint32_t size, int w, int h, int channels, int version,
+                const TileOutput& o, const std::uint8_t* read_end) {
+  switch (tile[0] & 3) {
+    case core::kTileConstant: return decode_constant(tile, size, channels, o);
+    case core::kTileRaw: return decode_raw(tile, size, w, h, channels, o);
+    case core::kTileCoded: return decode_coded(tile, size, w, h, channels, version, o, read_end);
+    default:  // kTileMirrored; before version 12 an invalid kind
+      if (version < core::kVersionMirror) return core::kCorruptTile;
+      return decode_mirrored(tile, size, w, h, channels, version, o, read_end);
   }
 }
 

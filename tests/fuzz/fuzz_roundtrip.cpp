@@ -40,6 +40,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       default: px[i] = src.empty() ? 0 : src[(i / (channels * 37)) % src.size()]; break;  // flat blocks
     }
   }
+  if (mode & 0x10) {
+    // Along x + y: every sample equals its NE neighbour (mirrored tiles, spec/codec.md §4.7).
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t pixel = i / channels, x = pixel % width, y = pixel / width;
+      px[i] = src.empty() ? std::uint8_t(x + y) : src[(x + y + i % channels) % src.size()];
+    }
+  }
   const l3::ImageView view{px.data(), width, height, channels, 0};
   const std::vector<std::uint8_t> enc = l3::encode(view, opt);
   L3_FUZZ_CHECK(l3::encode(view, opt) == enc);

@@ -117,9 +117,9 @@ def test_encode_entropy_modes():
     img = np.cumsum(rng.integers(0, 3, (64, 256, 3)), axis=1).astype(np.uint8)  # gradients: rANS pays
     off, auto, best = (l3.encode(img, entropy=e) for e in ("off", "auto", "max"))
     # Rice codes only: v2, or v4 with zero rows, v5 with tile copies, v7 with plane contexts, v8 with
-    # residual corrections, v10 with zero-row bitmaps (spec §11).
+    # residual corrections, v10 with zero-row bitmaps, v12 with NW predictors or mirrored tiles (spec §11).
     assert rans_tiles(off) == 0 and rans_tiles(best) > 0
-    assert l3.info(off)["version"] in (2, 4, 5, 7, 8, 10)
+    assert l3.info(off)["version"] in (2, 4, 5, 7, 8, 10, 12)
     assert len(best) <= len(auto) <= len(off)
     assert l3.encode(img, entropy="7") == auto
     for data in (off, auto, best):

@@ -124,6 +124,15 @@ struct EncodeOptions {
   // decoders older than version 11 read. Needs entropy coding and
   // compact_tables.
   bool bilevel = true;
+  // Diagonal prediction (spec §4.7, §6.1, version 12): the NW predictor, and
+  // mirrored tiles, decoded right to left, in which NW is the image's
+  // north-east neighbour, where the estimate says NE predicts a tile much
+  // better than the other predictors and the mirrored tile is smaller
+  // (diagonal ramps and edges). Effort 1 and 2. The stream is version 12 when
+  // a tile has either. false: neither, a stream that decoders older than
+  // version 12 read. Needs compact_tables (a version 12 stream's tables are
+  // version 9's).
+  bool diagonals = true;
 };
 
 // The one spelling of the entropy setting for users (l3pack --entropy, the
@@ -148,7 +157,7 @@ struct DecodeOptions {
 };
 
 struct ImageInfo {
-  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1 to 8
+  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1 to 12
   std::uint32_t width = 0;
   std::uint32_t height = 0;
   std::uint32_t channels = 0;

@@ -17,9 +17,10 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 11;  // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 12;  // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
-// The encoder writes the lowest version its tiles need (spec §11): 10 with a
+// The encoder writes the lowest version its tiles need (spec §11): 12 with a
+// mirrored tile or a plane predicted by NW, else 11 with a bilevel plane, else 10 with a
 // row-length table that marks zero rows in a bitmap, else 9 with an
 // entropy-coded tile whose tables are compact, else 8 with
 // residual corrections, else 7 with a plane context of the plane before, else 6 with a pixel copy, else 5 with a
@@ -33,6 +34,7 @@ inline constexpr std::uint8_t kVersionCorrections = 8;
 inline constexpr std::uint8_t kVersionCompactTables = 9;
 inline constexpr std::uint8_t kVersionRowMasks = 10;
 inline constexpr std::uint8_t kVersionBilevel = 11;
+inline constexpr std::uint8_t kVersionMirror = 12;
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
@@ -49,6 +51,9 @@ inline constexpr int kActivityTable = 256;              // activities >= 255 sha
 inline constexpr std::uint8_t kTileCoded = 0;
 inline constexpr std::uint8_t kTileConstant = 1;
 inline constexpr std::uint8_t kTileRaw = 2;
+// Kind 3 (version 12, spec §4.7): a coded tile decoded as kind 0, whose
+// decoded column c is the tile's column W - 1 - c (a mirrored tile).
+inline constexpr std::uint8_t kTileMirrored = 3;
 
 // Tile mode byte bit 5 (version 2, spec §4.4): a palette tile.
 inline constexpr std::uint8_t kModePalette = 0x20;
@@ -100,7 +105,11 @@ inline constexpr std::uint8_t kPredW = 1;
 inline constexpr std::uint8_t kPredN = 2;
 inline constexpr std::uint8_t kPredAvg = 3;
 inline constexpr std::uint8_t kPredGrad = 4;
-inline constexpr std::uint8_t kPredCount = 5;
+inline constexpr std::uint8_t kPredCount = 5;  // ids 0..4 (every version; bilevel planes: these only)
+// Plane byte 6 (version 12, spec §6.1): NW. In a mirrored tile (kTileMirrored)
+// it is the image's north-east neighbour.
+inline constexpr std::uint8_t kPredNW = 6;
+inline constexpr std::uint8_t kPredIds = 7;  // predictor ids are < kPredIds
 // Plane byte value of a constant plane (version 2, spec §4.3): no predictor,
 // no k table, no bits; every sample is the stored value.
 inline constexpr std::uint8_t kPlaneConstant = 5;

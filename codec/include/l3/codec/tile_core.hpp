@@ -102,7 +102,14 @@ L3_HD int predict(std::uint8_t pred, int w, int n, int nw, int lo, int hi) {
   p = pred == kPredN ? n : p;
   p = pred == kPredAvg ? (w + n) >> 1 : p;
   p = pred == kPredGrad ? clamped : p;
+  p = pred == kPredNW ? nw : p;
   return p;
+}
+
+// Whether plane byte bits 0-2 `pb` name a predictor of a coded plane in
+// `version` (spec §4.3, §6.1): 0..4, and from version 12 also 6, NW.
+L3_HD bool coded_predictor(std::uint8_t pb, int version) {
+  return pb < kPredCount || (pb == kPredNW && version >= kVersionMirror);
 }
 
 // Predictor fixed at compile time (the decoder's fast paths for tiles whose
@@ -114,6 +121,7 @@ L3_HD int predict_fixed(std::uint8_t pred, int w, int n, int nw, int lo, int hi)
   else if constexpr (kPred == kPredN) return n;
   else if constexpr (kPred == kPredAvg) return (w + n) >> 1;
   else if constexpr (kPred == kPredGrad) return imin(hi, imax(lo, w + n - nw));
+  else if constexpr (kPred == kPredNW) return nw;
   else return predict(pred, w, n, nw, lo, hi);
 }
 
@@ -282,7 +290,8 @@ struct RowTable {
 // are version 2's, entropy-coded tiles version 3's, zero rows version 4's,
 // pixel copies version 6's, the plane context of the plane before version 7's,
 // residual corrections version 8's, compact frequency tables version 9's, zero-row
-// bitmaps version 10's, bilevel planes version 11's.
+// bitmaps version 10's, bilevel planes version 11's, the NW predictor version 12's (mirrored
+// tiles, kind 3, are the callers': they decode as kind 0, §4.7).
 L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int width, int height, int channels,
                              int version, CodedTileParams& t, RowTable& rt, bool expand_k = true) {
   const std::uint8_t mode = tile[0];
@@ -378,13 +387,13 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
       for (std::uint32_t b = 0; b < kBuckets; ++b) pp.k[b] = 0;
     } else if (t.ans) {
       // Entropy-coded: the plane's kAnsGroups frequency tables instead of a k table.
-      if (pb >= kPredCount) return kCorruptTile;
+      if (!coded_predictor(pb, version)) return kCorruptTile;
       pp.pred = pb;
       for (std::uint32_t b = 0; b < kBuckets; ++b) pp.k[b] = std::uint8_t(ans_group_of_bucket(int(b)));
       const int st = parse_ans_tables(tile, size, pos, t.ans_cum + p * kAnsGroups, kAnsGroups, compact);
       if (st != kOk) return st;
     } else {
-      if (pb >= kPredCount) return kCorruptTile;
+      if (!coded_predictor(pb, version)) return kCorruptTile;
       if (size - pos < kBuckets / 2) return kTruncated;
       pp.pred = pb;
       for (std::uint32_t b = 0; b < kBuckets; b += 2) {

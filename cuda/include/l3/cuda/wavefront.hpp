@@ -117,6 +117,9 @@ struct CudaWarp {
 //   base + (r - y0) * row_stride + (c - x0) * pixel_stride + p * plane_stride.
 // Interleaved output (HWC): pixel_stride = channels, plane_stride = 1;
 // planar (CHW): pixel_stride = 1, plane_stride = bytes of one plane.
+// A mirrored tile (spec/codec.md §4.7) is decoded through a task whose
+// rectangle is the mirrored one and whose pixel_stride is negative
+// (mirrored_task): the same stores, right to left.
 struct TileTask {
   const std::uint8_t* tile = nullptr;  // the tile's bytes (mode byte first)
   std::uint32_t size = 0;              // >= 1 (the tile table rejects size 0)
@@ -125,17 +128,29 @@ struct TileTask {
   int version = 0;                     // the image header's format version (1..4)
   int x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // tile-local rectangle to output, non-empty
   std::uint8_t* base = nullptr;
-  std::uint64_t row_stride = 0, pixel_stride = 0, plane_stride = 0;
+  std::int64_t row_stride = 0, pixel_stride = 0, plane_stride = 0;
 };
+
+// The task that decodes mirrored tile `t` (kind 3, spec/codec.md §4.7) as a
+// coded tile: decoded column c is the tile's column W - 1 - c, so the decoded
+// rectangle is [W - x1, W - x0) and its first column goes where t's last does.
+L3_WF_HDI TileTask mirrored_task(const TileTask& t) {
+  TileTask m = t;
+  m.x0 = t.width - t.x1;
+  m.x1 = t.width - t.x0;
+  m.base = t.base + std::int64_t(t.x1 - t.x0 - 1) * t.pixel_stride;
+  m.pixel_stride = -t.pixel_stride;
+  return m;
+}
 
 // `planes` is t.channels; the wavefront passes its compile-time CH so that
 // `px` stays in registers.
 L3_WF_HDI void store_pixel(const TileTask& t, int r, int c, const std::uint8_t* px, int planes) {
-  std::uint8_t* o = t.base + std::uint64_t(r - t.y0) * t.row_stride + std::uint64_t(c - t.x0) * t.pixel_stride;
+  std::uint8_t* o = t.base + std::int64_t(r - t.y0) * t.row_stride + std::int64_t(c - t.x0) * t.pixel_stride;
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-  for (int p = 0; p < planes; ++p) o[std::uint64_t(p) * t.plane_stride] = px[p];
+  for (int p = 0; p < planes; ++p) o[std::int64_t(p) * t.plane_stride] = px[p];
 }
 
 // ---- Output staging (spec/cuda.md §2 "Coalesced stores") -------------------------
@@ -400,6 +415,7 @@ L3_WF_HD int wavefront_by_predictor(Warp& warp, const TileTask& task, const core
     case core::kPredN: return wavefront_coded<CH, core::kPredN>(warp, task, t, stage);
     case core::kPredAvg: return wavefront_coded<CH, core::kPredAvg>(warp, task, t, stage);
     case core::kPredGrad: return wavefront_coded<CH, core::kPredGrad>(warp, task, t, stage);
+    case core::kPredNW: return wavefront_coded<CH, core::kPredNW>(warp, task, t, stage);
     default: return wavefront_coded<CH, core::kPredPerPlane>(warp, task, t, stage);
   }
 #else
@@ -458,10 +474,13 @@ template <class Warp> L3_WF_HD int parse_tile_warp(Warp& warp, const TileTask& t
 
 // Decodes one tile with one warp. `ws` is per-warp storage (shared memory on
 // the GPU). Returns a core::Status, the same for every lane.
-template <class Warp> L3_WF_HD int decode_tile_warp(Warp& warp, const TileTask& task, WarpScratch& ws) {
-  const int kind = task.tile[0] & 3;
-  if (kind == core::kTileConstant || kind == core::kTileRaw) return copy_tile_warp(warp, task, kind);
-  if (kind != core::kTileCoded) return core::kCorruptTile;
+// A mirrored tile (kind 3, version 12) decodes as a coded one through its
+// mirrored task.
+template <class Warp> L3_WF_HD int decode_tile_warp(Warp& warp, const TileTask& tile_task, WarpScratch& ws) {
+  const int kind = tile_task.tile[0] & 3;
+  if (kind == core::kTileConstant || kind == core::kTileRaw) return copy_tile_warp(warp, tile_task, kind);
+  if (kind == core::kTileMirrored && tile_task.version < core::kVersionMirror) return core::kCorruptTile;
+  const TileTask task = kind == core::kTileMirrored ? mirrored_task(tile_task) : tile_task;
   if (const int st = parse_tile_warp(warp, task, ws); st != core::kOk) return st;
   switch (ws.params.channels) {  // coded planes: 1 in a palette tile
     case 1: return wavefront_by_predictor<1>(warp, task, ws.params, ws.stage);
@@ -593,13 +612,13 @@ L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, WarpSc
   if (d.layout == kCHW) {
     task.pixel_stride = 1;
     task.row_stride = d.crop_w;
-    task.plane_stride = std::uint64_t(d.crop_w) * d.crop_h;
+    task.plane_stride = std::int64_t(d.crop_w) * d.crop_h;
   } else {
     task.pixel_stride = d.channels;
-    task.row_stride = std::uint64_t(d.crop_w) * d.channels;
+    task.row_stride = std::int64_t(d.crop_w) * d.channels;
     task.plane_stride = 1;
   }
-  task.base = slot + std::uint64_t(y0 - d.crop_y) * task.row_stride + std::uint64_t(x0 - d.crop_x) * task.pixel_stride;
+  task.base = slot + std::int64_t(y0 - d.crop_y) * task.row_stride + std::int64_t(x0 - d.crop_x) * task.pixel_stride;
   const int st = decode_tile_warp(warp, task, ws);
   if (st != core::kOk) {
     warp.single([&] { atomic_min(&status_keys[m], status_key(tile, st)); });
