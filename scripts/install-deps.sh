@@ -11,6 +11,7 @@ packages=(build-essential cmake ninja-build pkg-config git ca-certificates
   python3 python3-dev python3-venv python3-pip)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(clang libclang-rt-14-dev python3-numpy python3-pil memcached)  # memcached: the peer cache's tests
+  packages+=(ccache)  # scripts/test.sh: the five builds share compiled objects (and a warm cache across runs)
   # test_s3_radosgw: a one-OSD cluster with radosgw on 127.0.0.1 (bench/radosgw_local.sh).
   packages+=(ceph-mon ceph-osd radosgw ceph-common curl)
 fi

@@ -14,6 +14,15 @@ jobs="${JOBS:-$(nproc)}"
 fuzz_seconds="${FUZZ_SECONDS:-60}"
 "$root/scripts/install-deps.sh" --test || exit 1
 export PATH="$PATH:/usr/local/cuda/bin"
+# ccache under every build below (CMake reads these for new build directories,
+# scikit-build-core's and the fuzzers' too): identical compiles are done once
+# (the Python package's objects are the Release build's), and a machine that
+# keeps ~/.cache/ccache runs the suite again in a fraction of the time.
+if command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
+  ccache --zero-stats >/dev/null 2>&1 || true
+fi
 
 passed=0 failed=0 tests_passed=0 tests_failed=0 tests_skipped=0
 summary=()
@@ -88,6 +97,7 @@ fi
 
 echo; echo "==== summary"
 printf '%s\n' "${summary[@]}"
+command -v ccache >/dev/null && echo "ccache: $(ccache --print-stats 2>/dev/null | awk -F'\t' '$1 ~ /^(direct_cache_hit|preprocessed_cache_hit|cache_miss)$/ {printf "%s %s  ", $1, $2}')"
 echo "stages: $passed passed, $failed failed"
 echo "tests: $tests_passed passed, $tests_failed failed, $tests_skipped skipped"
 [[ $failed -eq 0 ]]

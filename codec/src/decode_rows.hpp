@@ -458,6 +458,7 @@ int decode_coded_by_shared_predictor(const std::uint8_t* tile, const CodedTilePa
     case core::kPredN: return decode_coded_rows<CH, core::kPredN | kFlags>(tile, t, o, read_end);
     case core::kPredAvg: return decode_coded_rows<CH, core::kPredAvg | kFlags>(tile, t, o, read_end);
     case core::kPredGrad: return decode_coded_rows<CH, core::kPredGrad | kFlags>(tile, t, o, read_end);
+    case core::kPredNW: return decode_coded_rows<CH, core::kPredNW | kFlags>(tile, t, o, read_end);
     default:
       return decode_coded_rows<CH, kFlags ? kPredPerPlaneCorrected : core::kPredPerPlane>(tile, t, o, read_end);
   }

@@ -105,17 +105,22 @@ int decode_coded(const std::uint8_t* tile, std::uint32_t size, int w, int h, int
   }
 }
 
-// Reverses the pixels of every output row of `o` in place.
-void reverse_rows(const TileOutput& o, int channels) {
+// Reverses the pixels of every output row of `o` in place (CH bytes a pixel).
+template <int CH> void reverse_rows(const TileOutput& o) {
   const int n = o.x1 - o.x0;
   for (int y = o.y0; y < o.y1; ++y) {
     std::uint8_t* row = o.out + std::size_t(y - o.y0) * o.stride;
-    for (int a = 0, b = n - 1; a < b; ++a, --b) {
-      std::uint8_t tmp[core::kMaxChannels];
-      std::memcpy(tmp, row + std::size_t(a) * channels, std::size_t(channels));
-      std::memmove(row + std::size_t(a) * channels, row + std::size_t(b) * channels, std::size_t(channels));
-      std::memcpy(row + std::size_t(b) * channels, tmp, std::size_t(channels));
-    }
+    for (int a = 0, b = n - 1; a < b; ++a, --b)
+      for (int k = 0; k < CH; ++k) std::swap(row[a * CH + k], row[b * CH + k]);
+  }
+}
+
+void reverse_rows(const TileOutput& o, int channels) {
+  switch (channels) {
+    case 1: return reverse_rows<1>(o);
+    case 2: return reverse_rows<2>(o);
+    case 3: return reverse_rows<3>(o);
+    default: return reverse_rows<4>(o);
   }
 }
 

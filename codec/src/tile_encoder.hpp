@@ -107,19 +107,23 @@ public:
 
   std::vector<std::uint8_t> encode() {
     if (is_constant()) return constant_tile();
-    std::vector<std::uint8_t> coded = encode_corrected_or_not();
-    if (mirror_may_pay_) {
-      // The mirrored tile (kind 3, spec §4.7), where the estimate says NE
-      // predicts much better than the predictors of this tile; kept where
-      // it codes smaller.
-      TileEncoder mirrored(*this, Mirror{});
-      std::vector<std::uint8_t> m = mirrored.encode_corrected_or_not();
-      if ((m[0] & 3) == core::kTileCoded && m.size() < coded.size()) {
-        m[0] = std::uint8_t(m[0] | core::kTileMirrored);
-        coded = std::move(m);
-      }
+    if (!allow_mirror_ || !diagonals_) return encode_corrected_or_not();
+    // The mirrored tile (kind 3, spec §4.7) where the estimate says NE
+    // predicts better than this tile's predictors. At effort 2 both, the
+    // smaller kept; at effort 1 the mirrored one instead: where the estimate
+    // says so, it was the smaller of the two for 92% of the corpus's tiles
+    // (spec §12), and coding both would cost the encoder a second tile.
+    if (effort_ >= 2) {
+      std::vector<std::uint8_t> coded = encode_corrected_or_not();
+      if (!mirror_may_pay_) return coded;
+      std::vector<std::uint8_t> m = mirrored_tile();
+      return !m.empty() && m.size() < coded.size() ? m : coded;
     }
-    return coded;
+    choose_transform_and_predictors();
+    predictors_chosen_ = true;
+    if (mirror_may_pay_)
+      if (std::vector<std::uint8_t> m = mirrored_tile(); !m.empty()) return m;
+    return encode_corrected_or_not();
   }
 
 private:
@@ -134,6 +138,14 @@ private:
         std::swap_ranges(&pixels_[(std::size_t(y) * w_ + a) * ch_], &pixels_[(std::size_t(y) * w_ + a + 1) * ch_],
                          &pixels_[(std::size_t(y) * w_ + b) * ch_]);
     allow_mirror_ = false;
+  }
+
+  // The mirrored encoder's tile as kind 3; empty when it is not a coded tile.
+  std::vector<std::uint8_t> mirrored_tile() const {
+    std::vector<std::uint8_t> m = TileEncoder(*this, Mirror{}).encode_corrected_or_not();
+    if ((m[0] & 3) != core::kTileCoded) return {};
+    m[0] = std::uint8_t(m[0] | core::kTileMirrored);
+    return m;
   }
 
   std::vector<std::uint8_t> encode_corrected_or_not() {
@@ -167,7 +179,7 @@ private:
         if (coded.empty() || candidate.size() < coded.size()) coded = std::move(candidate);
       }
     } else {
-      choose_transform_and_predictors();
+      if (!predictors_chosen_) choose_transform_and_predictors();
       compute_residuals();
       coded = coded_tile();
       if (effort_ >= 2 && ch_ == 1) coded = smallest_over_predictors(std::move(coded));
@@ -577,8 +589,7 @@ private:
     for (int p = 0; p < ch_; ++p)
       if (!params_.plane[p].constant) diagonal_costs(p, cost[p]);
     const auto best = choose_predictors(cost, kWithNW);
-    // A quarter fewer: photos' NE and NW costs are within a few percent.
-    if (allow_mirror_ && 4 * choose_predictors(cost, kWithNE).first < 3 * best.first) mirror_may_pay_ = true;
+    if (allow_mirror_ && choose_predictors(cost, kWithNE).first < best.first) mirror_may_pay_ = true;
     return best;
   }
   void set_predictors(const std::array<std::uint8_t, core::kMaxChannels>& pred) {
@@ -1740,7 +1751,8 @@ private:
   bool bilevel_;         // EncodeOptions::bilevel (spec §6.8, version 11), with ans_ and compact tables
   bool diagonals_;       // EncodeOptions::diagonals (spec §4.7, §6.1, version 12), at effort >= 1, with compact tables
   bool allow_mirror_ = true;    // this tile may be mirrored (not a mirrored or an index tile's encoder)
-  bool mirror_may_pay_ = false; // choose_transform_and_predictors: NE predicts much better (encode)
+  bool mirror_may_pay_ = false; // choose_transform_and_predictors: NE predicts better (encode)
+  bool predictors_chosen_ = false;  // encode chose them before encode_coded
   bool two_colours_ = false;  // a two-colour palette tile's index plane: bilevel forms apply
   bool bilevel_on_ = false;   // the coded form at hand is bilevel (assemble)
   bool copies_on_ = false;  // the coded form at hand has the copies of copy_at_
