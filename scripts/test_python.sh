@@ -51,7 +51,11 @@ if ! "$py" -c 'import torch, torchvision' 2>/dev/null; then
 fi
 
 # A clean, non-editable build: remove the build directory and any installed copy.
-build_dir="$root/build-py/ci"
+# The directory sits beside build-ci (scripts/test.sh), one level below the
+# root like it: ccache (CCACHE_BASEDIR) then sees the libraries' compile
+# commands as identical to the Release build's and reuses its objects (one
+# level deeper, every relative path differs and all of them compile again).
+build_dir="$root/build-py-ci"
 rm -rf "$build_dir"
 "$py" -m pip uninstall -y -q l3 >/dev/null 2>&1 || true
 say "pip install . (build dir $build_dir)"

@@ -276,9 +276,9 @@ L3_DECODE_INLINE int row_end_status(LaneState& s, std::uint32_t row_length, bool
 }
 
 // The pixels of rows [y0, y1) from their plane values (decode_lanes.hpp),
-// then every row's end check.
+// then every row's end check. Not inlined, as rice_group_codes.
 template <int CH>
-L3_DECODE_INLINE int rows_to_pixels(const CodedTileParams& t, const std::uint32_t* palette, const ValueRow* rows,
+L3_DECODE_CLONES int rows_to_pixels(const CodedTileParams& t, const std::uint32_t* palette, const ValueRow* rows,
                                     LaneState* lanes, const TileOutput& o, bool full) {
   for (int r = o.y0; r < o.y1; ++r) {
     std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
@@ -327,8 +327,9 @@ L3_DECODE_INLINE void reconstruct_copy_row(const PredictConsts& k, const CodeRow
 
 // The pixels of a group's rows r0 .. r0 + g - 1 from their plane values in
 // the ring `val` (as reconstruct_copy_row), and the checks of each row's end.
+// Not inlined, as rice_group_codes.
 template <int CH, int kRing, int kCols>
-L3_DECODE_INLINE int group_pixels(const CodedTileParams& t, const std::uint32_t* palette, V4 (*val)[kCols],
+L3_DECODE_CLONES int group_pixels(const CodedTileParams& t, const std::uint32_t* palette, V4 (*val)[kCols],
                                   LaneState* lane, int r0, int g, const TileOutput& o, bool full) {
   for (int i = 0; i < g; ++i) {
     const int r = r0 + i;
@@ -347,6 +348,25 @@ L3_DECODE_INLINE int group_pixels(const CodedTileParams& t, const std::uint32_t*
     if (const int status = row_end_status(lane[i], t.row_length[r], full); status != core::kOk) return status;
   }
   return core::kOk;
+}
+
+// Pass 1 of a group of a Rice-coded tile, rows r0 .. r0 + g - 1 of [0, y1):
+// row by row; a zero row (version 4, spec §4.3) as zeros (its lane reads
+// nothing). Its own cloned function, like the pixel passes (group_pixels,
+// rows_to_pixels): none depends on the predictor, and inlined into
+// decode_coded_rows they were compiled once per predictor and clone, 28
+// times per channel count (the four decode_coded_<N>.cpp took 24 of the
+// Release build's 47 CPU minutes, spec §12). One call per group of rows.
+template <int CH>
+L3_DECODE_CLONES void rice_group_codes(const CodedTileParams& t, bool constant_planes, const std::uint8_t* read_end,
+                                       LaneState* __restrict lane, UpContext<CH>& __restrict up_context,
+                                       CodeRow<CH>* __restrict code, int r0, int g, int y1, int x1) {
+  for (int i = 0; i < g; ++i) {
+    const int r = r0 + i;
+    if (core::is_zero_row(t, r)) zero_row_codes(code[i], x1);
+    else decode_row_codes<CH>(t, r == 0, constant_planes, read_end, lane[i], up_context, code[i], x1);
+    if (r + 1 < y1) prepare_up_context<CH>(code[i], up_context, t.run_mode, x1);
+  }
 }
 
 // Rows reconstructed in lockstep: 4 measured 5% faster than 1 on photos and
@@ -422,13 +442,7 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
       }
 
     } else {
-      for (int i = 0; i < g; ++i) {
-        const int r = r0 + i;
-        // A zero row (version 4, spec §4.3): its codes are all 0, its lane reads nothing.
-        if (core::is_zero_row(t, r)) zero_row_codes(code[i], o.x1);
-        else decode_row_codes<CH>(t, r == 0, constant_planes, read_end, lane[i], up_context, code[i], o.x1);
-        if (r + 1 < o.y1) prepare_up_context<CH>(code[i], up_context, t.run_mode, o.x1);
-      }
+      rice_group_codes<CH>(t, constant_planes, read_end, lane, up_context, code, r0, g, o.y1, o.x1);
     }
     // Pass 2, the group's rows in lockstep.
     CodeRow<CH>* codes[kGroupRows];
