@@ -56,6 +56,10 @@ fi
 # commands as identical to the Release build's and reuses its objects (one
 # level deeper, every relative path differs and all of them compile again).
 build_dir="$root/build-py-ci"
+# The same compilers too: scikit-build-core sets CC and CXX from Python's
+# sysconfig (gcc, g++) unless they are set, CMake's defaults (cc, c++) built
+# build-ci, and ccache keys on the compiler's name.
+export CC="${CC:-cc}" CXX="${CXX:-c++}"
 rm -rf "$build_dir"
 "$py" -m pip uninstall -y -q l3 >/dev/null 2>&1 || true
 say "pip install . (build dir $build_dir)"
