@@ -87,6 +87,16 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
           v = (k == 0 ? int(x * 3) : k == 1 ? int(y * 7) : int((x + y) * 3 / 7)) + ((seed >> 27) == 0 ? 1 : 0);
         if (pattern == 19)  // every plane on x - y: NW predicts them
           v = int(128 + (int(x) - int(y)) * 3 / 7 + int(k) * 50) + ((seed >> 28) == 0 ? 1 : 0);
+        if (pattern == 20) {  // each channel a ramp dithered to 0 or 255 by an 8 x 8 Bayer matrix (8 colours)
+          static const int kBayer[8][8] = {{0, 32, 8, 40, 2, 34, 10, 42},   {48, 16, 56, 24, 50, 18, 58, 26},
+                                           {12, 44, 4, 36, 14, 46, 6, 38},  {60, 28, 52, 20, 62, 30, 54, 22},
+                                           {3, 35, 11, 43, 1, 33, 9, 41},   {51, 19, 59, 27, 49, 17, 57, 25},
+                                           {15, 47, 7, 39, 13, 45, 5, 37},  {63, 31, 55, 23, 61, 29, 53, 21}};
+          const int kk = int(k), level = (int(x) * (kk + 1) / 3 + int(y) * (3 - kk) / 5 + 16 * kk) % 64;
+          v = level > kBayer[y % 8][x % 8] ? 255 : 0;
+        }
+        if (pattern == 21)  // gray lines of period 8 along x + 3y (two colours)
+          v = (x + 3 * y) % 8 < 3 ? 20 : 235;
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
   if (pattern == 10 || pattern == 12) {
@@ -111,12 +121,13 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
 // unless `compact` (§4.5), without zero-row bitmaps unless `row_masks`
 // (§4.3, version 10), without bilevel planes unless `bilevel` (§6.8, version
 // 11), without NW predictors and mirrored tiles unless `diagonals` (§4.7,
-// version 12): the vectors of §4.3-§4.4 keep the byte layout their
+// version 12), with version 11's bilevel planes unless `templates` (§6.8,
+// version 13): the vectors of §4.3-§4.4 keep the byte layout their
 // mutations assume.
 Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false,
              bool copies = false, bool pixel_copies = false, int effort = 1, bool plane_contexts = false,
              bool corrections = false, bool compact = false, bool row_masks = false, bool bilevel = false,
-             bool diagonals = false) {
+             bool diagonals = false, bool templates = false) {
   l3::EncodeOptions o;
   o.effort = effort;
   o.tile_width = tw;
@@ -131,6 +142,7 @@ Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool 
   o.row_masks = row_masks;
   o.bilevel = bilevel;
   o.diagonals = diagonals;
+  o.bilevel_templates = templates;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -260,24 +272,30 @@ MaskedTile first_masked_tile(const Bytes& b) {
 }
 
 // The first tile of `b` with a bilevel plane (version 11, spec §6.8), with
-// run mode when `runs`: its index, the offset of its plane byte (the level
-// table follows it) and a context it reads symbols in (a level not 0).
+// run mode when `runs` and at least `colours` colours: its index, the offset
+// of its plane byte (the template or the level tables follow it), its
+// palette's size and stride, a context bit 0 reads symbols in (a level not
+// 0) and its template.
 struct BilevelTile {
   std::uint32_t index = ~0u;
   std::size_t plane_byte = 0;
+  std::uint32_t colours = 0, stride = 0;
   int used_context = -1;
+  int dy[2] = {0, 0}, dx[2] = {0, 0};
 };
-BilevelTile first_bilevel_tile(const Bytes& b, bool runs) {
+BilevelTile first_bilevel_tile(const Bytes& b, bool runs, std::uint32_t colours = 2) {
   BilevelTile found;
   each_coded_tile(b, [&](std::uint32_t i, std::size_t t, int w, int h, const l3::ImageInfo& info) {
     l3::core::CodedTileParams p;
     if (l3::core::parse_coded_tile(b.data() + t, tile_size(b, i), w, h, int(info.channels), int(info.version), p) !=
             l3::core::kOk ||
-        !p.bilevel || p.run_mode != runs)
+        !p.bilevel || p.run_mode != runs || p.palette_size < colours)
       return false;
-    found = BilevelTile{i, t + p.palette_at + 2 * p.palette_stride, -1};  // the plane byte follows the two colours
+    // The plane byte follows the colours.
+    found = BilevelTile{i, t + p.palette_at + p.palette_size * p.palette_stride, p.palette_size, p.palette_stride, -1,
+                        {p.template_dy[0], p.template_dy[1]}, {p.template_dx[0], p.template_dx[1]}};
     for (int x = 0; x < l3::core::kBilevelContexts && found.used_context < 0; ++x)
-      if (p.bilevel_one[x]) found.used_context = x;
+      if (p.bilevel_one[0][x]) found.used_context = x;
     return true;
   });
   return found;
@@ -371,7 +389,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-13", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
+  v.mutate("version-14", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -697,6 +715,40 @@ int main(int argc, char** argv) {
     });
   }
   {
+    // Bit planes and templates (version 13, spec §6.8): an ordered dither of
+    // each channel (8 colours a tile, a channel a bit plane; its period picks
+    // a template other than WW and NN), and gray lines of period 8 (two
+    // colours, at effort 2: effort 1 keeps WW and NN for two colours).
+    auto expect = [](bool ok, const char* what) { expect_or_exit(ok, "bit planes", what); };
+    const Image dither = make_image(96, 40, 3, 20);
+    const Bytes planes = encode(dither, 64, 32, true, true, false, false, 1, false, false, true, true, true, false, true);
+    const BilevelTile d = first_bilevel_tile(planes, false, 5);
+    expect(planes[4] == l3::core::kVersionBitPlanes && d.index != ~0u && d.colours == 8 &&
+               (d.dy[1] != 2 || d.dx[0] != -2) &&
+               planes.size() < encode(dither, 64, 32, true, true, false, false, 1, false, false, true, true, true).size(),
+           "version 13, a bilevel tile of 8 colours with a template other than WW, NN, smaller");
+    v.valid("valid-rgb-bitplanes-dither-96x40", dither, planes);
+    const Image lines = make_image(64, 24, 1, 21);
+    const Bytes lined = encode(lines, 64, 16, true, true, false, false, 2, false, false, true, true, true, false, true);
+    const BilevelTile g = first_bilevel_tile(lined, false);
+    expect(g.index != ~0u && (g.dy[1] != 2 || g.dx[0] != -2), "a two-colour bilevel tile with a template other than WW, NN");
+    v.valid("valid-gray-bilevel-template-64x24", lines, lined);
+    // Before version 13 a bilevel plane has two colours and no template: here
+    // the plane byte's bit 6 (the template) is reserved.
+    v.mutate("bitplanes-in-v12", planes, errc::reserved_bits_set, [](Bytes& b) { b[4] = 12; });
+    v.mutate("template-right-of-pixel", planes, errc::corrupt_tile, [&](Bytes& b) { b[d.plane_byte + 4] = 1; });
+    v.mutate("template-same-row-dx-0", planes, errc::corrupt_tile, [&](Bytes& b) { b[d.plane_byte + 2] = 0; });
+    v.mutate("template-dy-32", planes, errc::corrupt_tile, [&](Bytes& b) { b[d.plane_byte + 3] = 32; });
+    // The palette one colour short (its last colour's bytes removed): the
+    // bits decode index 7 where n is 7.
+    v.mutate("bilevel-index-past-palette", planes, errc::corrupt_tile, [&](Bytes& b) {
+      const std::size_t t = tile_offset(b, d.index), last = d.plane_byte - d.stride;
+      b[t + 1] = std::uint8_t(d.colours - 2);  // count_minus_1
+      b.erase(b.begin() + std::ptrdiff_t(last), b.begin() + std::ptrdiff_t(d.plane_byte));
+      set_tile_size(b, d.index, tile_size(b, d.index) - d.stride);
+    });
+  }
+  {
     // Mirrored tiles and the NW predictor (version 12, spec §4.7, §6.1): a
     // ramp along x + y in 32 x 8 tiles (clipped ones on the right and at the
     // bottom), whose blue plane only NE predicts; planes along x - y in
@@ -740,6 +792,11 @@ int main(int argc, char** argv) {
     });
     v.mutate("nw-predictor-in-v11", nw, errc::corrupt_tile, [](Bytes& b) { b[4] = 11; });
     v.mutate("plane-byte-7", nw, errc::corrupt_tile, [&](Bytes& b) { b[nw_plane] = std::uint8_t(b[nw_plane] | 7); });
+    // Plane byte bit 6 (version 13) belongs to bilevel planes.
+    v.mutate("template-without-bilevel", nw, errc::corrupt_tile, [&](Bytes& b) {
+      b[4] = l3::core::kVersionBitPlanes;
+      b[nw_plane] = std::uint8_t(b[nw_plane] | l3::core::kPlaneTemplate);
+    });
   }
   {
     // Tile copies (version 5, spec §3.3): a 56 x 20 image, periodic with the

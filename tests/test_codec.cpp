@@ -544,8 +544,10 @@ TEST_CASE("bilevel planes (v11): two-colour tiles as binary symbols in contexts 
   dense.effort = 2;
   small_tiles.tile_width = 32;
   small_tiles.tile_height = 8;
-  // Without version 12's NW predictor and mirrored tiles: the versions below are version 11's.
+  // Without version 12's NW predictor and mirrored tiles and version 13's
+  // bit planes and templates: the versions below are version 11's.
   by_default.diagonals = dense.diagonals = small_tiles.diagonals = false;
+  by_default.bilevel_templates = dense.bilevel_templates = small_tiles.bilevel_templates = false;
   int bilevel_streams = 0, with_runs = 0;
   for (const Image& im : images)
     for (const l3::EncodeOptions& on : {by_default, dense, small_tiles}) {
@@ -585,6 +587,68 @@ TEST_CASE("bilevel planes (v11): two-colour tiles as binary symbols in contexts 
   old_tables.compact_tables = false;
   CHECK(l3::test::bilevel_tiles(l3::encode(text.view(), rice)).tiles == 0);
   CHECK(l3::test::bilevel_tiles(l3::encode(text.view(), old_tables)).tiles == 0);
+}
+
+// An ordered dither of test_tile_pattern.hpp (fill_ordered_dither).
+Image ordered_dither(std::uint32_t w, std::uint32_t h, std::uint32_t c, std::uint32_t seed) {
+  Image im{w, h, c, Bytes(std::size_t(w) * h * c)};
+  l3::test::fill_ordered_dither(im.px.data(), w, h, c, seed);
+  return im;
+}
+
+TEST_CASE("bit planes and templates (v13): bilevel palettes of up to 16 colours bit by bit, templates per tile; round trips, crops, threads") {
+  // spec/codec.md §6.8: ordered dithers of 1-4 channels (2 to 16 colours a
+  // tile, a channel a bit, period 8: the template 8 to the left and 8 up),
+  // and the two-colour images of the bilevel test, whose templates may stay
+  // WW and NN.
+  std::vector<Image> images;
+  for (std::uint32_t c = 1; c <= 4; ++c) images.push_back(ordered_dither(300, 130, c, 30 + c));
+  images.push_back(two_colours(300, 130, 3, 0, 38));
+  l3::EncodeOptions dense, small_tiles;
+  dense.effort = 2;
+  small_tiles.tile_width = 32;
+  small_tiles.tile_height = 16;
+  int v13_streams = 0, wide_palettes = 0, templated = 0;
+  for (const Image& im : images)
+    for (const l3::EncodeOptions& on : {l3::EncodeOptions{}, dense, small_tiles}) {
+      l3::EncodeOptions off = on;
+      off.bilevel_templates = false;
+      const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
+      CAPTURE(im.c);
+      CAPTURE(on.effort);
+      CAPTURE(on.tile_width);
+      CHECK(l3::read_info(without).version <= 12);  // readable by version 12 decoders
+      int wide = 0, other = 0;
+      for (const auto& [tile, t] : l3::test::coded_tiles(with)) {
+        wide += t.bilevel && t.bilevel_bits > 1;
+        other += t.bilevel && (t.template_dy[1] != l3::core::default_template_dy(1) ||
+                               t.template_dx[0] != l3::core::default_template_dx(0));
+      }
+      if (wide + other > 0) {
+        CHECK(l3::read_info(with).version == 13);
+        ++v13_streams;
+      } else {
+        CHECK(with == without);
+      }
+      wide_palettes += wide > 0;
+      templated += other > 0;
+      CHECK(decode(with) == im.px);
+      CHECK(decode(with, 4) == im.px);
+      check_crops(with, im, {{37, 11, 101, 50}, {0, 0, 1, 1}, {0, 0, im.w, 2}, {150, 5, 7, 3}, {255, 30, 2, 5},
+                             {100, 62, 57, 68}, {290, 100, 10, 30}});
+    }
+  MESSAGE("version 13 in " << v13_streams << " of 15 streams: " << wide_palettes << " with bit planes, " << templated
+                           << " with templates");
+  CHECK(v13_streams >= 9);
+  CHECK(wide_palettes >= 6);
+  CHECK(templated >= 6);
+  // The RGB dither: at most 0.8 of the bytes without them.
+  const Image dither = ordered_dither(1024, 256, 3, 9);
+  l3::EncodeOptions off;
+  off.bilevel_templates = false;
+  const Bytes with = l3::encode(dither.view(), {}), without = l3::encode(dither.view(), off);
+  MESSAGE("dither 1024 x 256: " << with.size() << " bytes, " << without.size() << " without bit planes and templates");
+  CHECK(with.size() * 10 <= without.size() * 8);
 }
 
 // Diagonal ramps of test_tile_pattern.hpp (fill_diagonal).

@@ -161,6 +161,7 @@ std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th,
   o.row_masks = newest >= l3::core::kVersionRowMasks;
   o.bilevel = newest >= l3::core::kVersionBilevel;
   o.diagonals = newest >= l3::core::kVersionMirror;
+  o.bilevel_templates = newest >= l3::core::kVersionBitPlanes;
   return l3::encode(im.view(), o);
 }
 
@@ -665,6 +666,66 @@ TEST_CASE("emulated wavefront equals l3::decode on mirrored tiles and NW planes 
         }) >= 6);
   const int rejected = damaged_same_status_as_decode(streams, rng, 150);
   MESSAGE(rejected << " of 150 damaged streams with mirrored tiles or NW planes rejected");
+  CHECK(rejected > 50);
+}
+
+TEST_CASE("emulated wavefront equals l3::decode on bit planes and templates (spec/codec.md §6.8, version 13)") {
+  // A lane reads its template pixels' indices from the output ring, written
+  // at earlier steps (wavefront_coded): ordered dithers of 1-4 channels (2
+  // to 16 colours a tile, the template 8 to the left and 8 up) and
+  // two-colour images whose estimate picks another template; whole, cropped,
+  // in a CHW batch, and damaged (the same status as l3::decode).
+  std::mt19937 rng(613);
+  int v13 = 0;
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<Img> images;
+  for (int kind = 0; kind < 2; ++kind)
+    for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+      Img im = two_colour_image(kind, 170, 75, ch, 60 + ch);
+      if (kind == 1) l3::test::fill_ordered_dither(im.px.data(), im.w, im.h, ch, 70 + ch);
+      for (const auto& [tw, th, effort] : {std::tuple{64u, 32u, 1}, std::tuple{256u, 32u, 2}, std::tuple{32u, 7u, 1}}) {
+        const auto e = enc(im, tw, th, effort);
+        const bool is_v13 = l3::read_info(e).version == l3::core::kVersionBitPlanes;
+        v13 += is_v13;
+        check_same(e, std::string(kind ? "dither " : "two colours ") + shape(im, tw, th));
+        check_random_crops(e, im, rng, 6);
+        if (is_v13) streams.push_back(e), images.push_back(im);
+      }
+    }
+  MESSAGE(v13 << " of 24 streams have bit planes or templates");
+  CHECK(v13 >= 12);
+  std::vector<l3::cuda::HostImage> batch;
+  std::vector<l3::Rect> rects;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    const l3::Rect r{std::uint32_t(i * 11 % 70), std::uint32_t(i % 7), 90 - std::uint32_t(i % 13), 60};
+    rects.push_back(r);
+    batch.push_back({streams[i], r});
+  }
+  l3::cuda::BatchOptions opt;
+  opt.layout = l3::cuda::Layout::chw;
+  const emu::BatchOutput out = emu::decode_batch(batch, opt);
+  REQUIRE(out.slots.size() == streams.size());
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    INFO("image " << i);
+    const l3::Rect& r = rects[i];
+    const std::uint32_t ch = images[i].ch;
+    const Pixels hwc = crop_of(l3::decode(streams[i]), images[i].w, ch, r);
+    Pixels expect = hwc;
+    const std::size_t plane = std::size_t(r.width) * r.height;
+    for (std::size_t p = 0; p < plane; ++p)
+      for (std::uint32_t c = 0; c < ch; ++c) expect[c * plane + p] = hwc[p * ch + c];
+    const l3::cuda::ImageSlot& s = out.slots[i];
+    CHECK(s.status == l3::errc::ok);
+    REQUIRE(s.size == expect.size());
+    CHECK(Pixels(out.pixels.begin() + std::ptrdiff_t(s.offset), out.pixels.begin() + std::ptrdiff_t(s.offset + s.size)) ==
+          expect);
+  }
+  CHECK(check_vectors([](const std::string& name) {
+          return name.find("bitplanes") != std::string::npos || name.find("template") != std::string::npos ||
+                 name == "bilevel-index-past-palette.l3i";
+        }) >= 8);
+  const int rejected = damaged_same_status_as_decode(streams, rng, 150);
+  MESSAGE(rejected << " of 150 damaged streams with bit planes or templates rejected");
   CHECK(rejected > 50);
 }
 

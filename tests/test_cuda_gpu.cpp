@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "l3/codec/codec.hpp"
+#include "l3/codec/tile_constants.hpp"
 #include "l3/cuda/batch_decoder.hpp"
 #include "l3/imageio/image_io.hpp"
 #include "test_tile_pattern.hpp"
@@ -399,6 +400,30 @@ TEST_CASE("GPU: mirrored tiles and NW planes (spec/codec.md §4.7, version 12), 
     crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
   }
   CHECK(v12 >= 6);  // of the 8 ramps (test_cuda_emu counts mirrored tiles on the CPU)
+  decode_and_check_both_layouts(streams, crops);
+}
+
+TEST_CASE("GPU: bit planes and templates (spec/codec.md §6.8, version 13), whole images and crops" *
+          doctest::skip(no_gpu())) {
+  // Ordered dithers (test_tile_pattern.hpp): up to 16 colours a tile coded
+  // bit by bit, template pixels read from the output ring; 1-4 channels,
+  // between images of random pixels.
+  std::mt19937 rng(41);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<std::optional<l3::Rect>> crops;
+  int v13 = 0;
+  for (int i = 0; i < 12; ++i) {
+    const std::uint32_t w = 230 + std::uint32_t(i) * 17, h = 40 + std::uint32_t(i) * 7, ch = std::uint32_t(i % 4) + 1;
+    Img im = make_image(rng, w, h, ch, 1 + i % 3);
+    if (i % 3 != 2) l3::test::fill_ordered_dither(im.px.data(), w, h, ch, std::uint32_t(i));
+    l3::EncodeOptions o;
+    o.tile_width = 128;
+    streams.push_back(l3::encode({im.px.data(), im.w, im.h, im.ch, 0}, o));
+    v13 += l3::read_info(streams.back()).version == l3::core::kVersionBitPlanes;
+    const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
+    crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
+  }
+  CHECK(v13 >= 6);  // of the 8 dithers (test_cuda_emu checks them on the CPU)
   decode_and_check_both_layouts(streams, crops);
 }
 

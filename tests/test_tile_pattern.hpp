@@ -115,4 +115,29 @@ inline void fill_diagonal(std::uint8_t* px, std::uint32_t w, std::uint32_t h, st
     }
 }
 
+// Ordered dithers, what bit planes and templates (spec/codec.md §6.8,
+// version 13) are for: each channel a slow ramp (a different slope per
+// channel, shifted by `seed`) dithered to 0 or 255 by the 8 x 8 Bayer
+// matrix, so that a tile holds up to 2^ch colours, a channel a bit of their
+// indices, and repeats with a period of 8 across and down.
+inline void fill_ordered_dither(std::uint8_t* px, std::uint32_t w, std::uint32_t h, std::uint32_t ch,
+                                std::uint32_t seed) {
+  int bayer[8][8] = {{0}};
+  for (int size = 1; size < 8; size *= 2)  // b(2s) = [[4b, 4b + 2], [4b + 3, 4b + 1]]
+    for (int y = 0; y < size; ++y)
+      for (int x = 0; x < size; ++x) {
+        const int v = 4 * bayer[y][x];
+        bayer[y][x] = v;
+        bayer[y][x + size] = v + 2;
+        bayer[y + size][x] = v + 3;
+        bayer[y + size][x + size] = v + 1;
+      }
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x)
+      for (std::uint32_t c = 0; c < ch; ++c) {
+        const int level = (int(x) * int(c + 1) / 3 + int(y) * int(4 - c) / 5 + int(seed) * 7) % 64;
+        *px++ = level > bayer[y % 8][x % 8] ? 255 : 0;
+      }
+}
+
 }  // namespace l3::test

@@ -1,6 +1,7 @@
-// The CPU decoder of bilevel tiles (version 11, spec/codec.md §4.3, §6.8):
-// two-colour palette tiles whose indices are binary symbols in the contexts of
-// their neighbours' indices. The contexts read values, not codes, so the two
+// The CPU decoder of bilevel tiles (version 11, spec/codec.md §4.3, §6.8;
+// version 13: bit planes and templates): palette tiles of up to 16 colours
+// whose indices are binary symbols, bit by bit, in the contexts of their
+// neighbours' and their template pixels' indices. The contexts read values, not codes, so the two
 // passes of the other coded tiles (codes, then values: decode_codes.hpp,
 // decode_rows.hpp) do not apply. Each pixel's symbol is on its row's chain
 // (the previous pixel's value picks its context, the rANS state carries on),
@@ -8,6 +9,7 @@
 // (spec §8): at step s, pixel (r, s - r) of every row r, whose neighbours the
 // steps before decoded. The rows' chains are independent within a step, and
 // the core overlaps them (one row at a time took about twice as long).
+#include <algorithm>
 #include <cstring>
 
 #include "decode_coded.hpp"
@@ -19,76 +21,123 @@ namespace {
 constexpr int kMaxWidth = 1 << core::kMaxTileWidthLog2;
 constexpr int kMaxRows = int(core::kMaxTileHeight);
 
-// The tile's indices and their residual codes (the symbols, spec §6.8),
-// row r at index r + 1: row 0 of `value` mirrors the tile's first row, the
-// NN of its second (§6.8: NN is N when r < 2), so that the interior's loop
-// (bilevel_interior) reads NN without a case.
+// The tile's indices and their residual codes (the symbols as bits of one
+// word, spec §6.8), row by row.
 struct BilevelRows {
-  std::uint8_t value[kMaxRows + 1][kMaxWidth];
-  std::uint8_t code[kMaxRows + 1][kMaxWidth];
+  std::uint8_t value[kMaxRows][kMaxWidth];
+  std::uint8_t code[kMaxRows][kMaxWidth];
 };
 
-// Pixel (r, c) through the shared core's decode_pixel, its neighbours after
-// the edge rules of §6.3 and §6.8 (the first pixel: midpoint 0, codes 0):
-// the first row and the first two columns, and every pixel of a tile in run
-// mode (whose run decisions read codes).
-template <std::uint8_t kPred>
-inline void bilevel_pixel(const core::CodedTileParams& t, core::LaneState& s, BilevelRows& b, int r, int c) {
-  const std::uint8_t* row = b.value[r + 1];
-  const std::uint8_t* codes = b.code[r + 1];
-  int w, n, nw, uw, un, unw, ww, nn;
-  if (r == 0) {
-    w = c > 0 ? row[c - 1] : 0;
-    uw = c > 0 ? codes[c - 1] : 0;
-    n = nw = nn = w;
-    un = unw = uw;
-  } else {
-    n = b.value[r][c];
-    un = b.code[r][c];
-    w = c > 0 ? row[c - 1] : n;
-    nw = c > 0 ? b.value[r][c - 1] : n;
-    uw = c > 0 ? codes[c - 1] : un;
-    unw = c > 0 ? b.code[r][c - 1] : un;
-    nn = b.value[r - 1][c];  // row 0's mirror when r = 1
+// Where the template pixels of every pixel (r, c) with r >= rows_from and
+// c >= columns_from lie inside the tile, with N and NW: those pixels need no
+// edge rule (bilevel_interior). (No template pixel lies right of its pixel.)
+struct Interior {
+  int rows_from, columns_from;
+};
+Interior interior_of(const core::CodedTileParams& t) {
+  Interior in{1, 1};
+  for (int i = 0; i < core::kTemplatePixels; ++i) {
+    in.rows_from = t.template_dy[i] > in.rows_from ? t.template_dy[i] : in.rows_from;
+    in.columns_from = -t.template_dx[i] > in.columns_from ? -t.template_dx[i] : in.columns_from;
   }
-  ww = c >= 2 ? row[c - 2] : w;
-  const int x = core::bilevel_context(r, c, w, n, nw, ww, nn);
+  return in;
+}
+
+// Pixel (r, c) through the shared core's decode_pixel, its neighbours after
+// the edge rules of §6.3 (the first pixel: midpoint 0, codes 0) and its
+// template pixels after §6.8's: the first row and column, the pixels whose
+// template reaches out of the tile, and every pixel of a tile in run mode
+// (whose run decisions read codes).
+template <std::uint8_t kPred>
+inline void bilevel_edge(const core::CodedTileParams& t, core::LaneState& s, BilevelRows& b, int r, int c) {
+  int w = 0, n = 0, nw = 0, uw = 0, un = 0, unw = 0;
+  if (r == 0) {
+    if (c > 0) w = n = nw = b.value[0][c - 1], uw = un = unw = b.code[0][c - 1];
+  } else {
+    n = b.value[r - 1][c];
+    un = b.code[r - 1][c];
+    w = c > 0 ? b.value[r][c - 1] : n;
+    nw = c > 0 ? b.value[r - 1][c - 1] : n;
+    uw = c > 0 ? b.code[r][c - 1] : un;
+    unw = c > 0 ? b.code[r - 1][c - 1] : un;
+  }
+  int tmpl[core::kTemplatePixels];
+  for (int i = 0; i < core::kTemplatePixels; ++i) {
+    const bool inside = core::template_inside(t, i, r, c);
+    tmpl[i] = core::template_index(t, i, inside, inside ? b.value[r - t.template_dy[i]][c + t.template_dx[i]] : 0, w, n);
+  }
   int value, code;
-  core::decode_pixel<1, kPred>(t, s, &w, &n, &nw, &uw, &un, &unw, c, &value, &code, x);
-  b.value[r + 1][c] = std::uint8_t(value);
-  b.code[r + 1][c] = std::uint8_t(code);
-  if (r == 0) b.value[0][c] = std::uint8_t(value);
+  core::decode_pixel<1, kPred>(t, s, &w, &n, &nw, &uw, &un, &unw, c, &value, &code, tmpl[0], tmpl[1]);
+  b.value[r][c] = std::uint8_t(value);
+  b.code[r][c] = std::uint8_t(code);
 }
 
-// Pixel (r, c), r >= 1 and c >= 2, of a tile without run mode: every
-// neighbour inside the tile (NN of row 1 is the mirror row), and the only
-// pixels that read nothing are those of zero rows (spec §4.3). Codes are
-// not kept: without runs nothing reads them.
-template <std::uint8_t kPred>
-inline void bilevel_interior(const core::CodedTileParams& t, core::LaneState& s, BilevelRows& b, int r, int c) {
-  const std::uint8_t* up = b.value[r];
-  std::uint8_t* row = b.value[r + 1];
-  const int w = row[c - 1], ww = row[c - 2], n = up[c], nw = up[c - 1], nn = b.value[r - 1][c];
-  const int pred = core::predict_fixed<kPred>(t.plane[0].pred, w, n, nw, 0, 1);
-  int bit = 0;
-  if (s.run_left == 0) bit = int(core::ans_read_bilevel(s, t.bilevel_one[core::bilevel_pattern(w, n, nw, ww, nn)]));
-  row[c] = std::uint8_t(pred ^ bit);
+// Pixel (r, c) of a tile without run mode whose neighbours and template
+// pixels all lie inside the tile (Interior): the only pixels that read
+// nothing are those of zero rows (spec §4.3). Codes are not kept: without
+// runs nothing reads them. `v` is the tile's indices, row-major with stride
+// kMaxWidth; `at_a`, `at_b` the template pixels' offsets in it. kBits, the
+// bits per index, fixed at compile time (one table per bit, spec §6.8); an
+// index past the palette is caught after the wavefront (indices_in_palette),
+// not per pixel.
+template <std::uint8_t kPred, int kBits>
+inline void bilevel_interior(const core::CodedTileParams& t, core::LaneState& s, std::uint8_t* v, std::ptrdiff_t at_a,
+                             std::ptrdiff_t at_b, int r, int c) {
+  const std::ptrdiff_t i = std::ptrdiff_t(r) * kMaxWidth + c;
+  const int w = v[i - 1], n = v[i - kMaxWidth], nw = v[i - kMaxWidth - 1], a = v[i + at_a], bb = v[i + at_b];
+  const std::uint8_t pred_id = t.plane[0].pred;
+  const bool read = s.run_left == 0;
+  int index = 0;
+  for (int j = 0; j < kBits; ++j) {
+    const int wj = (w >> j) & 1, nj = (n >> j) & 1, nwj = (nw >> j) & 1;
+    const int pred = core::predict_fixed<kPred>(pred_id, wj, nj, nwj, 0, 1);
+    int bit = 0;
+    if (read) bit = int(core::ans_read_bilevel(s, t.bilevel_one[j][core::bilevel_pattern(wj, nj, nwj, (a >> j) & 1, (bb >> j) & 1)]));
+    index |= (pred ^ bit) << j;
+  }
+  v[i] = std::uint8_t(index);
 }
 
-template <std::uint8_t kPred>
+template <std::uint8_t kPred, int kBits>
 void bilevel_wavefront(const core::CodedTileParams& t, core::LaneState* lanes, BilevelRows& b, int rows, int cols) {
+  const Interior in = interior_of(t);
+  std::uint8_t* v = &b.value[0][0];
+  const std::ptrdiff_t at_a = -std::ptrdiff_t(t.template_dy[0]) * kMaxWidth + t.template_dx[0];
+  const std::ptrdiff_t at_b = -std::ptrdiff_t(t.template_dy[1]) * kMaxWidth + t.template_dx[1];
   for (int step = 0; step < rows + cols - 1; ++step) {
     const int first = step - cols + 1 > 0 ? step - cols + 1 : 0, last = step < rows - 1 ? step : rows - 1;
     int r = first;
     if (t.run_mode) {
-      for (; r <= last; ++r) bilevel_pixel<kPred>(t, lanes[r], b, r, step - r);
+      for (; r <= last; ++r) bilevel_edge<kPred>(t, lanes[r], b, r, step - r);
       continue;
     }
-    // Row 0 and the columns 0 and 1 take the edge rules; the rest does not.
-    for (; r <= last && (r == 0 || step - r < 2); ++r) bilevel_pixel<kPred>(t, lanes[r], b, r, step - r);
-    const int interior_last = step - 2 < last ? step - 2 : last;
-    for (; r <= interior_last; ++r) bilevel_interior<kPred>(t, lanes[r], b, r, step - r);
-    for (; r <= last; ++r) bilevel_pixel<kPred>(t, lanes[r], b, r, step - r);
+    // Rows above rows_from and columns left of columns_from (the rows below
+    // in this step) take the edge rules; the rest does not.
+    const int interior_first = std::max(first, in.rows_from), interior_last = std::min(last, step - in.columns_from);
+    for (; r < interior_first && r <= last; ++r) bilevel_edge<kPred>(t, lanes[r], b, r, step - r);
+    for (; r <= interior_last; ++r) bilevel_interior<kPred, kBits>(t, lanes[r], v, at_a, at_b, r, step - r);
+    for (; r <= last; ++r) bilevel_edge<kPred>(t, lanes[r], b, r, step - r);
+  }
+}
+
+// Every decoded index, rows [0, rows) and columns [0, cols), is below the
+// palette's size (spec §6.8, [corrupt_tile]): the interior does not check
+// them one by one (with 2^k colours every index is).
+bool indices_in_palette(const core::CodedTileParams& t, const BilevelRows& b, int rows, int cols) {
+  if (t.palette_size == 1u << t.bilevel_bits) return true;
+  std::uint8_t top = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) top = std::max(top, b.value[r][c]);
+  return top < t.palette_size;
+}
+
+template <std::uint8_t kPred>
+void bilevel_wavefront(const core::CodedTileParams& t, core::LaneState* lanes, BilevelRows& b, int rows, int cols) {
+  switch (t.bilevel_bits) {
+    case 1: bilevel_wavefront<kPred, 1>(t, lanes, b, rows, cols); break;
+    case 2: bilevel_wavefront<kPred, 2>(t, lanes, b, rows, cols); break;
+    case 3: bilevel_wavefront<kPred, 3>(t, lanes, b, rows, cols); break;
+    default: bilevel_wavefront<kPred, 4>(t, lanes, b, rows, cols); break;
   }
 }
 
@@ -97,7 +146,8 @@ template <int kChannels>
 void write_pixels(const BilevelRows& b, const std::uint32_t* words, const TileOutput& o) {
   for (int r = o.y0; r < o.y1; ++r) {
     std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
-    for (int c = o.x0; c < o.x1; ++c, out += kChannels) std::memcpy(out, &words[b.value[r + 1][c] & 1], kChannels);
+    for (int c = o.x0; c < o.x1; ++c, out += kChannels)
+      std::memcpy(out, &words[b.value[r][c] & ((1 << core::kMaxBitPlanes) - 1)], kChannels);
   }
 }
 
@@ -120,8 +170,10 @@ int decode_bilevel_tile(const std::uint8_t* tile, const core::CodedTileParams& t
     const int status = full ? core::lane_end(lanes[r], t.row_length[r]) : core::lane_end_partial(lanes[r], t.row_length[r]);
     if (status != core::kOk) return status;
   }
-  std::uint32_t words[2];
-  for (int i = 0; i < 2; ++i) core::palette_word(tile, t, i, words[i]);  // two colours (parse_coded_header)
+  // Every lane's failure is corrupt_tile, so the order of the checks does not matter.
+  if (!indices_in_palette(t, b, rows, cols)) return core::kCorruptTile;
+  std::uint32_t words[1 << core::kMaxBitPlanes] = {};
+  for (std::uint32_t i = 0; i < t.palette_size; ++i) core::palette_word(tile, t, int(i), words[i]);
   switch (t.out_channels) {
     case 1: write_pixels<1>(b, words, o); break;
     case 2: write_pixels<2>(b, words, o); break;

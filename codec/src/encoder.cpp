@@ -52,8 +52,9 @@ void check_image(const ImageView& image) {
 }
 
 // The lowest format version that has what an encoded tile uses (spec §11):
-// 12 when it is mirrored (kind 3, §4.7) or a plane is predicted by NW (§6.1),
-// else 11 when it has a bilevel plane (§6.8), else 10 when its row-length table
+// 13 when it has a bilevel plane of more than two colours or with a template
+// (§6.8), else 12 when it is mirrored (kind 3, §4.7) or a plane is predicted
+// by NW (§6.1), else 11 when it has a bilevel plane (§6.8), else 10 when its row-length table
 // has a zero-row bitmap (§4.3), else 9 when it is entropy-coded with compact tables (`compact`, §4.5), else 8
 // with residual corrections (plane byte bit 4, §6.7), else 7 with a plane
 // context of the plane before (plane byte bit 3, §6.2), else 6 with pixel
@@ -62,18 +63,23 @@ void check_image(const ImageView& image) {
 // tile is parsed as the decoder will parse it, which finds its row lengths.
 std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::TileRect& r, std::uint32_t channels,
                           bool compact) {
-  if ((tile[0] & 3) == core::kTileMirrored) return core::kVersionMirror;
-  if ((tile[0] & 3) != core::kTileCoded) return 2;
+  if ((tile[0] & 3) != core::kTileCoded && (tile[0] & 3) != core::kTileMirrored) return 2;
   core::CodedTileParams t;
   // Every tile the encoder writes parses (the round-trip tests and fuzzer
   // decode them); were one not to, the newest version is the safe answer.
-  const int parse_as = compact ? core::kVersionMirror : core::kVersionCorrections;
+  const int parse_as = compact ? core::kVersionBitPlanes : core::kVersionCorrections;
   core::RowTable rows;
   if (core::parse_coded_tile(tile.data(), std::uint32_t(tile.size()), int(r.width), int(r.height), int(channels),
                              parse_as, t) != core::kOk ||
       core::parse_coded_header(tile.data(), std::uint32_t(tile.size()), int(r.width), int(r.height), int(channels),
                                parse_as, t, rows) != core::kOk)
     return core::kVersion;
+  bool other_template = false;
+  for (int i = 0; i < core::kTemplatePixels; ++i)
+    other_template |= t.template_dy[i] != core::default_template_dy(i) || t.template_dx[i] != core::default_template_dx(i);
+  if (t.bilevel && (t.bilevel_bits > 1 || other_template))
+    return core::kVersionBitPlanes;
+  if ((tile[0] & 3) == core::kTileMirrored) return core::kVersionMirror;
   for (int p = 0; p < t.channels; ++p)
     if (!t.plane[p].constant && t.plane[p].pred == core::kPredNW) return core::kVersionMirror;
   if (t.bilevel) return core::kVersionBilevel;

@@ -92,7 +92,8 @@ public:
         pixel_copies_(o.pixel_copies && ans_), copy_min_saving_percent_(2 * ans_min_saving_percent_),
         plane_contexts_(o.plane_contexts && o.effort >= 1), corrections_(o.corrections && o.effort >= 1),
         compact_tables_(o.compact_tables), row_masks_(o.zero_rows && o.row_masks && o.compact_tables),
-        bilevel_(o.bilevel && ans_ && o.compact_tables), diagonals_(o.diagonals && o.effort >= 1 && o.compact_tables) {
+        bilevel_(o.bilevel && ans_ && o.compact_tables), templates_(bilevel_ && o.bilevel_templates),
+        diagonals_(o.diagonals && o.effort >= 1 && o.compact_tables) {
     const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
     pixels_.resize(std::size_t(w_) * h_ * ch_);
     for (int y = 0; y < h_; ++y)
@@ -184,7 +185,7 @@ private:
       coded = coded_tile();
       if (effort_ >= 2 && ch_ == 1) coded = smallest_over_predictors(std::move(coded));
     }
-    if (two_colours_ && bilevel_) {
+    if (bit_planes_ && bilevel_) {
       // At effort 1 by the share rANS tiles must save (ans_pays): a bilevel
       // tile decodes slower than the CPU's AVX-512 lanes decode other tiles
       // (spec §12).
@@ -256,7 +257,8 @@ private:
     std::vector<std::uint8_t> order(colours.size());  // order[i]: the colour with index i
     for (std::size_t j = 0; j < order.size(); ++j) order[j] = std::uint8_t(j);
     std::sort(order.begin(), order.end(), [&](std::uint8_t a, std::uint8_t b) { return key(colours[a]) < key(colours[b]); });
-    if (colours.size() >= 3) {
+    const bool channel_bits = channel_bit_palette(colours, order);  // may add unused colours
+    if (!channel_bits && colours.size() >= 3) {
       const Adjacency adj = adjacency(index, colours.size());
       std::vector<std::uint8_t> chain = adjacency_order(adj);
       if (adj.spread(chain) < adj.spread(order)) order = std::move(chain);
@@ -274,7 +276,11 @@ private:
     index_encoder.allow_palette_ = false;  // indices are not indexed again
     index_encoder.allow_mirror_ = false;   // the palette tile is mirrored as a whole, or not
     index_encoder.few_colours_ = 1;        // at most 256 indices
-    index_encoder.two_colours_ = colours.size() == 2;
+    // Bit planes of 3-16 colours at effort 1 only where each bit is a
+    // channel (ordered dithers): on the corpus's other palettes they saved
+    // 0.1-0.3% of a tile for 2-4x its encode time (label masks, spec §12).
+    index_encoder.bit_planes_ =
+        colours.size() == 2 || channel_bits || effort_ >= 2 ? bit_planes_for(colours.size()) : 0;
     const std::vector<std::uint8_t> inner = index_encoder.encode();
     if ((inner[0] & 3) != core::kTileCoded) return {};
     // Mode byte with the palette bit, u8 (colours - 1), the mask of channels
@@ -1050,43 +1056,180 @@ private:
     return best;
   }
 
-  // ---- Bilevel planes (spec §4.3, §6.8, version 11) --------------------------
+  // ---- Bilevel planes (spec §4.3, §6.8, version 11; version 13) -------------
 
-  // The smallest bilevel form of a two-colour palette tile's index plane
-  // (the pixels here are the indices 0 and 1): predicted by W or by N, and
-  // at effort 2 also with zero runs (which rarely pay: a context certain of
-  // its value costs 1/4096 of a bit, spec §12). At effort 2 the forms are
-  // compared by their estimated bits (bilevel_plan); at effort 1 the
-  // prediction is the one with more zero rows, which is all that tells the
-  // two apart: in the other rows a context holds W and N, so the symbols
-  // under one are those under the other relabelled, and the levels mirror
-  // (spec §6.8). The chosen form alone is coded: its rANS rows divide once
-  // per symbol.
+  // The bits of the indices of a palette of `colours` colours that bilevel
+  // forms code (spec §6.8): 1 for two colours; with templates (version 13)
+  // up to kMaxBitPlanes for up to 16; 0: none.
+  int bit_planes_for(std::size_t colours) const {
+    if (!bilevel_ || colours < 2) return 0;
+    if (colours == 2) return 1;
+    if (!templates_ || colours > (std::size_t(1) << core::kMaxBitPlanes)) return 0;
+    int bits = 1;
+    while ((std::size_t(1) << bits) < colours) ++bits;
+    return bits;
+  }
+
+  // A palette for bit planes (version 13, spec §6.8, §12): where every
+  // channel takes at most two values in the tile's colours (ordered dithers),
+  // the palette becomes all 2^m combinations of the m channels that vary (the
+  // missing ones are added, unused) and bit t of a colour's index is whether
+  // its t-th varying channel takes the larger value: each bit plane is one
+  // channel. `order[i]`: the colour (of the completed `colours`) with index
+  // i. False, and nothing changed, otherwise.
+  bool channel_bit_palette(std::vector<std::uint32_t>& colours, std::vector<std::uint8_t>& order) const {
+    if (!templates_ || colours.size() < 3) return false;
+    std::uint32_t lo[core::kMaxChannels], hi[core::kMaxChannels];
+    for (int k = 0; k < ch_; ++k) lo[k] = hi[k] = (colours[0] >> (8 * k)) & 255;
+    for (std::uint32_t v : colours)
+      for (int k = 0; k < ch_; ++k) {
+        const std::uint32_t x = (v >> (8 * k)) & 255;
+        if (x != lo[k] && x != hi[k]) {
+          if (lo[k] != hi[k]) return false;  // a third value
+          (x < lo[k] ? lo[k] : hi[k]) = x;
+        }
+      }
+    int varying = 0;
+    for (int k = 0; k < ch_; ++k) varying += lo[k] != hi[k];
+    const std::size_t combinations = std::size_t(1) << varying;
+    if (combinations > (std::size_t(1) << core::kMaxBitPlanes)) return false;
+    auto index_of = [&](std::uint32_t v) {
+      std::uint32_t index = 0;
+      for (int k = 0, t = 0; k < ch_; ++k)
+        if (lo[k] != hi[k]) index |= std::uint32_t(((v >> (8 * k)) & 255) == hi[k]) << t++;
+      return index;
+    };
+    std::vector<int> at(combinations, -1);  // at[index]: its colour in `colours`
+    for (std::size_t j = 0; j < colours.size(); ++j) at[index_of(colours[j])] = int(j);  // distinct colours: distinct indices
+    for (std::uint32_t index = 0; index < combinations; ++index) {
+      if (at[index] >= 0) continue;
+      std::uint32_t v = 0;
+      for (int k = 0, t = 0; k < ch_; ++k) {
+        const bool high = lo[k] != hi[k] && ((index >> t++) & 1);
+        v |= (high ? hi[k] : lo[k]) << (8 * k);
+      }
+      at[index] = int(colours.size());
+      colours.push_back(v);
+    }
+    order.resize(combinations);
+    for (std::size_t i = 0; i < combinations; ++i) order[i] = std::uint8_t(at[i]);
+    return true;
+  }
+
+  // Template candidates (version 13, spec §6.8): WW and NN (the only
+  // template before), then pairs of the pixels d to the left and d up, which
+  // catch periods of d (ordered dithers: 8; spec §12). Effort 1 tries the
+  // first three.
+  static constexpr int kTemplateCandidates = 6;
+  static constexpr int kTemplateCandidatesEffort1 = 3;
+  static constexpr int kTemplateDistance[kTemplateCandidates] = {2, 8, 4, 3, 6, 16};
+
+  // WW and NN: no template bytes (spec §4.3, plane byte bit 6).
+  bool default_template() const {
+    for (int t = 0; t < core::kTemplatePixels; ++t)
+      if (template_dy_[t] != core::default_template_dy(t) || template_dx_[t] != core::default_template_dx(t)) return false;
+    return true;
+  }
+
+  void set_template(int candidate) {
+    const int d = kTemplateDistance[candidate];
+    template_dy_[0] = 0;
+    template_dx_[0] = -d;
+    template_dy_[1] = d;
+    template_dx_[1] = 0;
+  }
+
+  // The smallest bilevel form of a palette tile's index plane (the pixels
+  // here are the indices): predicted by W or by N, and at effort 2 also with
+  // zero runs (which rarely pay: a context certain of its value costs 1/4096
+  // of a bit, spec §12); with templates (version 13), the template of the
+  // candidates whose estimate is smallest. At effort 2 the forms are compared
+  // by their estimated bits (bilevel_plan); at effort 1 the prediction is the
+  // one with more zero rows, which is all that tells the two apart: in the
+  // other rows a context holds W and N, so the symbols under one are those
+  // under the other relabelled, and the levels mirror (spec §6.8). The chosen
+  // form alone is coded: its rANS rows divide once per symbol.
   std::vector<std::uint8_t> bilevel_tile() {
     std::uint8_t best_pred = core::kPredW;
     bool best_runs = false;
+    int best_template = 0;
+    bool coded = false;  // bilevel_codes has run for best_pred and best_template
     if (effort_ >= 2) {
       double best_bits = 0;
-      for (std::uint8_t pred : {core::kPredW, core::kPredN}) {
-        bilevel_codes(pred);  // the symbols of both run modes
-        for (bool run_mode : {false, true}) {
-          const double bits = bilevel_plan(run_mode).bits;
-          if (best_bits == 0 || bits < best_bits) best_pred = pred, best_runs = run_mode, best_bits = bits;
+      const int candidates = templates_ ? kTemplateCandidates : 1;
+      for (int k = 0; k < candidates; ++k) {
+        set_template(k);
+        for (std::uint8_t pred : {core::kPredW, core::kPredN}) {
+          bilevel_codes(pred);  // the symbols of both run modes
+          for (bool run_mode : {false, true}) {
+            const double bits = bilevel_plan(run_mode).bits;
+            if (best_bits == 0 || bits < best_bits) best_pred = pred, best_runs = run_mode, best_template = k, best_bits = bits;
+          }
         }
       }
-    } else if (bilevel_zero_rows(core::kPredN) > bilevel_zero_rows(core::kPredW)) {
-      best_pred = core::kPredN;
+    } else {
+      if (bilevel_zero_rows(core::kPredN) > bilevel_zero_rows(core::kPredW)) best_pred = core::kPredN;
+      if (templates_ && bit_planes_ > 1) {
+        // The symbols do not depend on the template, only their contexts:
+        // the candidates are compared by their contexts' counts alone. Two
+        // colours keep WW and NN at effort 1: on the corpus's bilevel images
+        // the other templates saved 3 and 8 bytes for 40-60% more encode
+        // time (spec §12).
+        set_template(0);
+        bilevel_codes(best_pred);
+        double best_bits = template_bits();
+        for (int k = 1; k < kTemplateCandidatesEffort1; ++k) {
+          set_template(k);
+          const double bits = template_bits();
+          if (bits < best_bits) best_template = k, best_bits = bits;
+        }
+        coded = best_template == 0;
+      }
     }
-    bilevel_codes(best_pred);
+    set_template(best_template);
+    if (!coded) bilevel_codes(best_pred);
     std::vector<std::uint8_t> best = bilevel_form(bilevel_plan(best_runs));
     bilevel_on_ = false;
     return best;
   }
 
+  // The estimated bits of the symbols of bilevel_codes' prediction (without
+  // runs) in the contexts of the template at hand, and of its level tables
+  // and template bytes: bilevel_plan's estimate less the parts that do not
+  // depend on the template, from counts alone (effort 1).
+  double template_bits() const {
+    std::array<std::array<std::uint32_t, 2>, kBilevelRun> count{};
+    const std::uint8_t* v = pixels_.data();
+    for (int r = 0; r < h_; ++r) {
+      if (zero_row(r)) continue;
+      for (int c = 0; c < w_; ++c) {
+        const std::size_t i = std::size_t(r) * w_ + c;
+        std::uint8_t w, n, nw;
+        around(v, r, c, std::uint8_t(0), w, n, nw);
+        int tmpl[core::kTemplatePixels];
+        for (int t = 0; t < core::kTemplatePixels; ++t) {
+          const int y = r - template_dy_[t], x = c + template_dx_[t];
+          tmpl[t] = y >= 0 && x >= 0 ? v[std::size_t(y) * w_ + x] : template_dy_[t] == 0 ? w : n;  // spec §6.8's edge
+        }
+        for (int j = 0; j < bit_planes_; ++j) {
+          const int x = core::bilevel_pattern((w >> j) & 1, (n >> j) & 1, (nw >> j) & 1, (tmpl[0] >> j) & 1, (tmpl[1] >> j) & 1);
+          ++count[std::size_t(j) * core::kBilevelContexts + std::size_t(x)][(sym_[i] >> j) & 1];
+        }
+      }
+    }
+    double bits = default_template() ? 0.0 : 8.0 * 2 * core::kTemplatePixels;
+    for (const auto& n : count) {
+      double b = 0;
+      bilevel_level(n[0], n[1], b);
+      bits += b;
+    }
+    return bits;
+  }
+
   // How many rows are zero rows (spec §4.3) of the bilevel plane under
-  // prediction W or N: under W a row of one value, the value above its first
-  // pixel; under N a repeat of the row above; the first row under either a
-  // row of index 0 (the midpoint, §6.8).
+  // prediction W or N (bit by bit, the index's W or N): under W a row of one
+  // value, the value above its first pixel; under N a repeat of the row
+  // above; the first row under either a row of index 0 (the midpoint, §6.8).
   int bilevel_zero_rows(std::uint8_t pred) const {
     if (!zero_rows_) return 0;
     int rows = 0;
@@ -1103,14 +1246,16 @@ private:
     return rows;
   }
 
-  // Each pixel's symbol (its index xor the prediction: its residual code,
-  // spec §6.8) in sym_ and zero_, its context in bucket_, and the zero rows.
+  // Each pixel's symbols (bit j of its index xor bit j's prediction, spec
+  // §6.8) as one word, its residual code, in sym_ and zero_, each bit's
+  // context in bilevel_ctx_, and the zero rows.
   void bilevel_codes(std::uint8_t pred) {
     core::PlaneParams& pp = params_.plane[0];
     pp = core::PlaneParams{};
     pp.pred = pred;
     pp.range = {0, 1, 0};
     zero_.assign(plane_, 1);
+    bilevel_ctx_.resize(plane_ * core::kMaxBitPlanes);
     const std::uint8_t* v = pixels_.data();
     for (int r = 0; r < h_; ++r)
       for (int c = 0; c < w_; ++c) {
@@ -1118,11 +1263,21 @@ private:
         std::uint8_t w8, n8, nw8;
         around(v, r, c, std::uint8_t(0), w8, n8, nw8);
         const int w = w8, n = n8, nw = nw8;
-        const int ww = c >= 2 ? v[i - 2] : 0, nn = r >= 2 ? v[i - 2 * std::size_t(w_)] : 0;
-        const int bit = v[i] ^ core::predict(pred, w, n, nw, 0, 1);
-        sym_[i] = std::uint32_t(bit);
-        zero_[i] = std::uint8_t(bit == 0);
-        bucket_[i] = std::uint8_t(core::bilevel_context(r, c, w, n, nw, ww, nn));
+        int tmpl[core::kTemplatePixels];
+        for (int t = 0; t < core::kTemplatePixels; ++t) {
+          const int y = r - template_dy_[t], x = c + template_dx_[t];
+          tmpl[t] = y >= 0 && x >= 0 ? v[std::size_t(y) * w_ + x] : template_dy_[t] == 0 ? w : n;  // spec §6.8's edge
+        }
+        std::uint32_t symbols = 0;
+        for (int j = 0; j < bit_planes_; ++j) {
+          const int wj = (w >> j) & 1, nj = (n >> j) & 1, nwj = (nw >> j) & 1;
+          const int bit = ((v[i] >> j) & 1) ^ core::predict(pred, wj, nj, nwj, 0, 1);
+          symbols |= std::uint32_t(bit) << j;
+          bilevel_ctx_[i * core::kMaxBitPlanes + j] =
+              std::uint8_t(core::bilevel_pattern(wj, nj, nwj, (tmpl[0] >> j) & 1, (tmpl[1] >> j) & 1));
+        }
+        sym_[i] = symbols;
+        zero_[i] = std::uint8_t(symbols == 0);
       }
     mark_zero_rows();
   }
@@ -1141,48 +1296,56 @@ private:
     return best;
   }
 
-  // The values of a bilevel form (bilevel_codes' symbols, and in
+  // The values of a bilevel form (bilevel_codes' symbols, bit by bit, and in
   // `run_mode` zero runs' lengths) row by row, each context's counts, the
   // level that codes them in the fewest bits, and the estimated bits of the
-  // whole: symbols, run lengths, tables and each coded row's rANS state.
+  // whole: symbols, run lengths, tables, template and each coded row's rANS
+  // state.
+  static constexpr std::uint32_t kBilevelRun = core::kMaxBitPlanes * core::kBilevelContexts;  // a value's context: a run length
   struct BilevelPlan {
     bool run_mode = false;
-    std::vector<std::uint32_t> values;  // context << 16 | value; context kBilevelContexts: a run length
+    std::vector<std::uint32_t> values;  // context << 16 | value; context: bit * 32 + bilevel context, or kBilevelRun
     std::array<std::uint32_t, core::kMaxTileHeight + 1> row_start{};
-    std::array<int, core::kBilevelContexts> level{};
+    std::array<std::array<int, core::kBilevelContexts>, core::kMaxBitPlanes> level{};
     encoder::AnsHist runs{};
     double bits = 0;
   };
   BilevelPlan bilevel_plan(bool run_mode) const {
-    constexpr std::uint32_t kRun = core::kBilevelContexts;
     BilevelPlan plan;
     plan.run_mode = run_mode;
-    plan.values.reserve(plane_);
-    std::array<std::array<std::uint32_t, 2>, core::kBilevelContexts> count{};
+    plan.values.reserve(plane_ * std::size_t(bit_planes_));
+    std::array<std::array<std::uint32_t, 2>, kBilevelRun> count{};
     std::uint64_t raw_bits = 0;
     for (int r = 0; r < h_; ++r) {
       plan.row_start[r] = std::uint32_t(plan.values.size());
       if (zero_row(r)) continue;
       walk_row(r, run_mode,
                [&](int len) {
-                 plan.values.push_back(kRun << 16 | std::uint32_t(len));
+                 plan.values.push_back(kBilevelRun << 16 | std::uint32_t(len));
                  const encoder::AnsToken t = encoder::ans_token(std::uint32_t(len));
                  ++plan.runs[t.token];
                  raw_bits += std::uint64_t(t.raw_bits);
                },
                [&](int c) {
                  const std::size_t i = std::size_t(r) * w_ + c;
-                 plan.values.push_back(std::uint32_t(bucket_[i]) << 16 | sym_[i]);
-                 ++count[bucket_[i]][sym_[i]];
+                 for (int j = 0; j < bit_planes_; ++j) {
+                   const std::uint32_t x = std::uint32_t(j) * core::kBilevelContexts + bilevel_ctx_[i * core::kMaxBitPlanes + j];
+                   const std::uint32_t bit = (sym_[i] >> j) & 1;
+                   plan.values.push_back(x << 16 | bit);
+                   ++count[x][bit];
+                 }
                });
     }
     plan.row_start[h_] = std::uint32_t(plan.values.size());
-    plan.bits = core::kBilevelContexts * core::kBilevelLevelBits + 8.0 * kAnsRowBytes * coded_rows();
-    for (int x = 0; x < core::kBilevelContexts; ++x) {
-      double bits = 0;
-      plan.level[x] = bilevel_level(count[x][0], count[x][1], bits);
-      plan.bits += bits;
-    }
+    plan.bits = bit_planes_ * core::kBilevelContexts * core::kBilevelLevelBits + 8.0 * kAnsRowBytes * coded_rows() +
+                (default_template() ? 0.0 : 8.0 * 2 * core::kTemplatePixels);
+    for (int j = 0; j < bit_planes_; ++j)
+      for (int x = 0; x < core::kBilevelContexts; ++x) {
+        double bits = 0;
+        const std::size_t at = std::size_t(j) * core::kBilevelContexts + std::size_t(x);
+        plan.level[j][x] = bilevel_level(count[at][0], count[at][1], bits);
+        plan.bits += bits;
+      }
     if (run_mode) {
       AnsHists hist{};
       hist[core::kAnsRunContext] = plan.runs;
@@ -1192,7 +1355,8 @@ private:
   }
 
   // The bilevel tile of `plan` (of bilevel_codes' symbols): binary symbols
-  // in 32 contexts, run lengths in the run context (spec §6.8).
+  // in 32 contexts per bit, run lengths in the run context (spec §6.8); with
+  // templates (version 13) the template before the level tables.
   std::vector<std::uint8_t> bilevel_form(const BilevelPlan& plan) {
     params_.run_mode = plan.run_mode;
     copies_on_ = false;
@@ -1206,12 +1370,13 @@ private:
       encoder::AnsWriter aw;
       for (std::uint32_t i = plan.row_start[r + 1]; i-- > plan.row_start[r];) {
         const std::uint32_t x = plan.values[i] >> 16, u = plan.values[i] & 0xffff;
-        if (x == core::kBilevelContexts) {  // a run length
+        if (x == kBilevelRun) {  // a run length
           const encoder::AnsToken t = encoder::ans_token(u);
           if (t.raw_bits) aw.put_raw(t.raw, t.raw_bits);
           aw.put_token(run_start[t.token], run_freq[t.token]);
         } else {
-          const std::uint32_t one = core::bilevel_frequency(plan.level[x]), zeros = core::kAnsTotal - one;
+          const std::uint32_t one = core::bilevel_frequency(plan.level[x / core::kBilevelContexts][x % core::kBilevelContexts]);
+          const std::uint32_t zeros = core::kAnsTotal - one;
           if (u) aw.put_token(zeros, one);
           else aw.put_token(0, zeros);
         }
@@ -1221,8 +1386,15 @@ private:
     return assemble(
         core::kModeAns, rows,
         [&](std::vector<std::uint8_t>& out, int) {
-          encoder::LsbWriter bits(out);
-          for (int q : plan.level) bits.put(std::uint32_t(q), core::kBilevelLevelBits);
+          if (!default_template())
+            for (int t = 0; t < core::kTemplatePixels; ++t) {
+              out.push_back(std::uint8_t(template_dy_[t]));
+              out.push_back(std::uint8_t(std::int8_t(template_dx_[t])));
+            }
+          for (int j = 0; j < bit_planes_; ++j) {
+            encoder::LsbWriter bits(out);
+            for (int q : plan.level[j]) bits.put(std::uint32_t(q), core::kBilevelLevelBits);
+          }
         },
         [&](std::vector<std::uint8_t>& out) {
           encoder::LsbWriter bits(out);
@@ -1639,7 +1811,8 @@ private:
         continue;
       }
       out.push_back(std::uint8_t(pp.pred | (pp.previous_code ? core::kPlaneContextOfPrevious : 0) |
-                                 (pp.corrected ? core::kPlaneCorrections : 0) | (bilevel_on_ ? core::kPlaneBilevel : 0)));
+                                 (pp.corrected ? core::kPlaneCorrections : 0) | (bilevel_on_ ? core::kPlaneBilevel : 0) |
+                                 (bilevel_on_ && !default_template() ? core::kPlaneTemplate : 0)));
       if (pp.corrected)  // u32 LE (spec §4.3)
         for (int b = 0; b < 32; b += 8) out.push_back(std::uint8_t(pp.corrections >> b));
       plane_params(out, p);
@@ -1749,11 +1922,15 @@ private:
   bool compact_tables_;  // EncodeOptions::compact_tables (spec §4.5, version 9)
   bool row_masks_;       // EncodeOptions::row_masks (spec §4.3, version 10)
   bool bilevel_;         // EncodeOptions::bilevel (spec §6.8, version 11), with ans_ and compact tables
+  bool templates_;       // EncodeOptions::bilevel_templates (spec §6.8, version 13), with bilevel_
   bool diagonals_;       // EncodeOptions::diagonals (spec §4.7, §6.1, version 12), at effort >= 1, with compact tables
   bool allow_mirror_ = true;    // this tile may be mirrored (not a mirrored or an index tile's encoder)
   bool mirror_may_pay_ = false; // choose_transform_and_predictors: NE predicts better (encode)
   bool predictors_chosen_ = false;  // encode chose them before encode_coded
-  bool two_colours_ = false;  // a two-colour palette tile's index plane: bilevel forms apply
+  int bit_planes_ = 0;  // a palette tile's index plane that bilevel forms apply to: the bits of its indices (1 for two colours)
+  std::vector<std::uint8_t> bilevel_ctx_;  // bilevel_codes: each pixel's context per bit (pixel * kMaxBitPlanes + bit)
+  int template_dy_[core::kTemplatePixels] = {core::default_template_dy(0), core::default_template_dy(1)};
+  int template_dx_[core::kTemplatePixels] = {core::default_template_dx(0), core::default_template_dx(1)};
   bool bilevel_on_ = false;   // the coded form at hand is bilevel (assemble)
   bool copies_on_ = false;  // the coded form at hand has the copies of copy_at_
   std::vector<CopyRef> copy_at_;  // per pixel: the copy that starts there (len 0: none)

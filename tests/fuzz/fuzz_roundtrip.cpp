@@ -7,6 +7,7 @@
 
 #include "fuzz_common.hpp"
 #include "l3/codec/codec.hpp"
+#include "../test_tile_pattern.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   l3fuzz::begin();
@@ -46,6 +47,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const std::size_t pixel = i / channels, x = pixel % width, y = pixel / width;
       px[i] = src.empty() ? std::uint8_t(x + y) : src[(x + y + i % channels) % src.size()];
     }
+  }
+  if (mode & 0x20) {
+    // Each channel dithered to 0 or 255 by an 8 x 8 Bayer matrix: palettes of
+    // up to 16 colours in bit planes, templates 8 to the left and 8 up
+    // (version 13, spec/codec.md §6.8).
+    const std::uint8_t seed = src.empty() ? 0 : src[0];
+    l3::test::fill_ordered_dither(px.data(), width, height, channels, seed);
   }
   const l3::ImageView view{px.data(), width, height, channels, 0};
   const std::vector<std::uint8_t> enc = l3::encode(view, opt);

@@ -48,7 +48,8 @@ void put(const std::string& target, const std::string& name, const Bytes& b) {
 // (version 5 tile copies, §3.3); 9, 10: text (version 6 pixel copies, §6.6);
 // 11: planes that err together (version 7 plane contexts, §6.2); 12:
 // stepped ramps (version 8 residual corrections, §6.7); 13: ramps along x + y
-// (version 12 mirrored tiles, §4.7).
+// (version 12 mirrored tiles, §4.7); 14: ordered dithers (version 13 bit
+// planes and templates, §6.8).
 Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
   if (pattern == 7) {
     Bytes px = pixels(w, h, c, 6);
@@ -72,6 +73,11 @@ Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
   if (pattern == 13) {
     Bytes px(std::size_t(w) * h * c);
     l3::test::fill_diagonal(px.data(), w, h, c, false, c);
+    return px;
+  }
+  if (pattern == 14) {
+    Bytes px(std::size_t(w) * h * c);
+    l3::test::fill_ordered_dither(px.data(), w, h, c, c);
     return px;
   }
   Bytes px(std::size_t(w) * h * c);
@@ -160,6 +166,14 @@ void codec_seeds() {
     return l3::encode(l3::ImageView{px.data(), 100, 40, 4, 0}, o);
   }());
   put("decode", "v12_mirrored_rgb", encode(170, 40, 3, 13, 64, 16));
+  put("decode", "v13_bitplanes_rgb", encode(170, 40, 3, 14, 64, 32));
+  put("decode", "v13_bitplanes_gray_alpha", encode(100, 30, 2, 14, 64, 16, 2));
+  put("region", "v13_bitplanes_rgb", [] {
+    Bytes r = {70, 0, 3, 0, 61, 0, 30, 0};  // columns 70..130, across a tile edge
+    const Bytes e = encode(170, 40, 3, 14, 64, 32);
+    r.insert(r.end(), e.begin(), e.end());
+    return r;
+  }());
   put("region", "v12_mirrored_rgb", [] {
     Bytes r = {70, 0, 3, 0, 61, 0, 30, 0};  // columns 70..130: inside mirrored tiles, across one's edge
     const Bytes e = encode(170, 40, 3, 13, 64, 16);

@@ -124,6 +124,14 @@ struct EncodeOptions {
   // decoders older than version 11 read. Needs entropy coding and
   // compact_tables.
   bool bilevel = true;
+  // Bit planes and templates of bilevel planes (spec §4.3, §6.8, version 13):
+  // a bilevel plane codes palettes of up to 16 colours, bit by bit (ordered
+  // dithers: a channel a bit), and its contexts' two template pixels are
+  // chosen per tile by estimate (WW and NN, or the pixels d to the left and
+  // d up: periodic patterns). The stream is version 13 when a tile has
+  // either. false: version 11's bilevel planes only (two colours, WW and
+  // NN). Needs bilevel.
+  bool bilevel_templates = true;
   // Diagonal prediction (spec §4.7, §6.1, version 12): the NW predictor, and
   // mirrored tiles, decoded right to left, in which NW is the image's
   // north-east neighbour, where the estimate says NE predicts a tile much

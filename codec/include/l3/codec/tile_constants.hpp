@@ -17,9 +17,10 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 12;  // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 13;  // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
-// The encoder writes the lowest version its tiles need (spec §11): 12 with a
+// The encoder writes the lowest version its tiles need (spec §11): 13 with a
+// bilevel plane of more than two colours or with a template, else 12 with a
 // mirrored tile or a plane predicted by NW, else 11 with a bilevel plane, else 10 with a
 // row-length table that marks zero rows in a bitmap, else 9 with an
 // entropy-coded tile whose tables are compact, else 8 with
@@ -35,6 +36,7 @@ inline constexpr std::uint8_t kVersionCompactTables = 9;
 inline constexpr std::uint8_t kVersionRowMasks = 10;
 inline constexpr std::uint8_t kVersionBilevel = 11;
 inline constexpr std::uint8_t kVersionMirror = 12;
+inline constexpr std::uint8_t kVersionBitPlanes = 13;
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
@@ -130,6 +132,24 @@ inline constexpr int kCorrectionBits = 3;
 inline constexpr std::uint8_t kPlaneBilevel = 0x20;
 inline constexpr int kBilevelContexts = 32;
 inline constexpr int kBilevelLevelBits = 5;
+// Version 13 (spec §4.3, §6.8): a bilevel plane of a palette of up to
+// 2^kMaxBitPlanes colours codes each index as that many bits, one level table
+// per bit, in contexts of W, N, NW and two template pixels at offsets (dy
+// rows up, dx columns right) of the tile's template: dy <= kTemplateMaxUp,
+// and dy - kTemplateReach <= dx <= 0 (-kTemplateReach..-1 for dy = 0):
+// pixels the wavefront has decoded, within the GPU's output ring, none right
+// of the pixel's column (a crop decodes nothing right of its last column).
+// Before version 13 the template is WW, NN.
+inline constexpr int kMaxBitPlanes = 4;
+// Plane byte bit 6 (version 13): a bilevel plane's template follows.
+inline constexpr std::uint8_t kPlaneTemplate = 0x40;
+inline constexpr int kTemplatePixels = 2;
+inline constexpr int kTemplateMaxUp = 31;
+inline constexpr int kTemplateReach = 63;
+// The template without plane byte bit 6 (and before version 13): WW, then NN.
+// (Functions, not arrays: device code reads no host arrays.)
+L3_HD int default_template_dy(int i) { return i == 0 ? 0 : 2; }
+L3_HD int default_template_dx(int i) { return i == 0 ? -2 : 0; }
 inline constexpr std::uint8_t kPredPerPlane = 255;  // template argument: read each plane's predictor
 
 // Status of a tile decode: l3::errc values (l3/common/errc.hpp), so hosts convert 1:1.

@@ -261,9 +261,14 @@ struct CodedTileParams {
   // Version 11 (spec §4.3, §6.8): a palette tile of two colours whose index
   // plane is bilevel: each pixel a binary symbol in the context of its
   // neighbours' indices, bilevel_one[x] the frequency of a 1 in context x (0:
-  // unused). The plane's context tables (ans_cum) are then unused.
+  // unused). The plane's context tables (ans_cum) are then unused. Version
+  // 13: of up to 16 colours, each index coded as bilevel_bits binary symbols
+  // (bit j in the contexts of table bilevel_one[j]), the contexts' template
+  // pixels at rows up template_dy[i], columns right template_dx[i].
   bool bilevel;
-  std::uint16_t bilevel_one[kBilevelContexts];
+  int bilevel_bits;
+  int template_dy[kTemplatePixels], template_dx[kTemplatePixels];
+  std::uint16_t bilevel_one[kMaxBitPlanes][kBilevelContexts];
   std::uint16_t ans_cum[kAnsAllContexts][kAnsCumSize];
   PlaneParams plane[kMaxChannels];
   // Byte offset of each row's stream inside the tile, and its length.
@@ -282,6 +287,37 @@ struct RowTable {
   std::uint64_t base;
 };
 
+// The template (with plane byte bit 6, version 13; else WW and NN) and the
+// level tables of a bilevel plane (spec §4.3, §6.8), from byte `pos`: one
+// table per bit of the palette's indices. pos advances past them.
+L3_HD int parse_bilevel_entry(const std::uint8_t* tile, std::uint32_t size, bool templated, std::uint32_t& pos,
+                              CodedTileParams& t) {
+  int bits = 1;
+  while ((1u << bits) < t.palette_size) ++bits;
+  t.bilevel_bits = bits;
+  for (int i = 0; i < kTemplatePixels; ++i) {
+    t.template_dy[i] = default_template_dy(i);
+    t.template_dx[i] = default_template_dx(i);
+  }
+  if (templated) {
+    if (size - pos < 2 * kTemplatePixels) return kTruncated;
+    for (int i = 0; i < kTemplatePixels; ++i) {
+      const int dy = tile[pos + 2 * i], dx = int(std::int8_t(tile[pos + 2 * i + 1]));
+      const bool same_row = dy == 0 && dx >= -kTemplateReach && dx <= -1;
+      const bool above = dy >= 1 && dy <= kTemplateMaxUp && dx >= dy - kTemplateReach && dx <= 0;
+      if (!same_row && !above) return kCorruptTile;
+      t.template_dy[i] = dy;
+      t.template_dx[i] = dx;
+    }
+    pos += 2 * kTemplatePixels;
+  }
+  for (int j = 0; j < bits; ++j) {
+    const int st = parse_bilevel_table(tile, size, pos, t.bilevel_one[j]);
+    if (st != kOk) return st;
+  }
+  return kOk;
+}
+
 // Reads the coded tile header (after the mode byte) up to the row-length
 // table: every field validated, the table's bytes inside [0, size). With
 // expand_k, also fills each plane's k_of_activity (the GPU fills it with
@@ -291,7 +327,8 @@ struct RowTable {
 // pixel copies version 6's, the plane context of the plane before version 7's,
 // residual corrections version 8's, compact frequency tables version 9's, zero-row
 // bitmaps version 10's, bilevel planes version 11's, the NW predictor version 12's (mirrored
-// tiles, kind 3, are the callers': they decode as kind 0, §4.7).
+// tiles, kind 3, are the callers': they decode as kind 0, §4.7), bilevel
+// planes of more than two colours and templates version 13's.
 L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int width, int height, int channels,
                              int version, CodedTileParams& t, RowTable& rt, bool expand_k = true) {
   const std::uint8_t mode = tile[0];
@@ -305,6 +342,7 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   t.zero_rows = version >= kVersionZeroRows;
   t.copies = (mode & kModeCopies) != 0;
   t.bilevel = false;
+  t.bilevel_bits = 0;
   const bool compact = version >= kVersionCompactTables;  // the frequency tables' form (§4.5)
   if ((t.copies && version < kVersionPixelCopies) || (palette && version < 2) || (t.ans && version < kVersionAns))
     return kReservedBits;
@@ -348,8 +386,15 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
     // of an entropy-coded two-colour palette tile without copies.
     const bool bilevel = (pb & kPlaneBilevel) != 0 && version >= kVersionBilevel;
     if (bilevel) pb = std::uint8_t(pb & ~kPlaneBilevel);
+    // Bit 6 (version 13): a bilevel plane's template follows its plane byte.
+    const bool templated = (pb & kPlaneTemplate) != 0 && version >= kVersionBitPlanes;
+    if (templated) pb = std::uint8_t(pb & ~kPlaneTemplate);
     if (pb >> 3) return kReservedBits;
-    if (bilevel && (t.palette_size != 2 || !t.ans || t.copies || corrected || pb >= kPredCount)) return kCorruptTile;
+    if (templated && !bilevel) return kCorruptTile;
+    const std::uint32_t max_colours = version >= kVersionBitPlanes ? 1u << kMaxBitPlanes : 2u;
+    if (bilevel && (t.palette_size < 2 || t.palette_size > max_colours || !t.ans || t.copies || corrected ||
+                    pb >= kPredCount))
+      return kCorruptTile;
     if (previous && (p == 0 || pb == kPlaneConstant)) return kCorruptTile;
     if (corrected && pb == kPlaneConstant) return kCorruptTile;
     pp.previous_code = previous;
@@ -368,13 +413,14 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
     pp.range = plane_range(t.transform, p);
     pp.constant = version >= 2 && pb == kPlaneConstant;
     if (bilevel) {
-      // Indices 0 and 1, the first pixel predicted 0; a table of levels
-      // instead of context tables (spec §4.3, §6.8).
+      // Bits of indices, each 0 or 1, the first pixel predicted 0; from
+      // version 13 the template, then a table of levels per bit instead of
+      // context tables (spec §4.3, §6.8).
       t.bilevel = true;
       pp.pred = pb;
       pp.range = {0, 1, 0};
       for (std::uint32_t b = 0; b < kBuckets; ++b) pp.k[b] = 0;
-      const int st = parse_bilevel_table(tile, size, pos, t.bilevel_one);
+      const int st = parse_bilevel_entry(tile, size, templated, pos, t);
       if (st != kOk) return st;
     } else if (pp.constant) {
       // i16 LE value inside the plane's range (spec §4.3, §5.1).
@@ -707,19 +753,47 @@ L3_HD std::uint32_t ans_read_bilevel(LaneState& s, std::uint32_t one) {
   return bit ? 1u : 0u;
 }
 
-// The bilevel context x = W + 2 N + 4 NW + 8 WW + 16 NN (spec §6.8) of
-// neighbours inside the tile or after the edge rules. All are 0 or 1 (the
-// plane's range); the mask keeps a corrupt neighbourhood inside the table
-// anyway.
-L3_HD int bilevel_pattern(int w, int n, int nw, int ww, int nn) {
-  return (w | n << 1 | nw << 2 | ww << 3 | nn << 4) & (kBilevelContexts - 1);
+// The bilevel context x = W + 2 N + 4 NW + 8 A + 16 B (spec §6.8) of one
+// bit of the neighbours' indices (after the edge rules) and of the template
+// pixels A and B. All are 0 or 1; the mask keeps a corrupt neighbourhood
+// inside the table anyway.
+L3_HD int bilevel_pattern(int w, int n, int nw, int a, int b) {
+  return (w | n << 1 | nw << 2 | a << 3 | b << 4) & (kBilevelContexts - 1);
 }
 
-// The context of a bilevel plane's pixel (r, c) (spec §6.8) from the indices
-// of W, N, NW (after the edge rules of §6.3), WW = (r, c - 2) and NN = (r -
-// 2, c): outside the tile WW is W and NN is N.
-L3_HD int bilevel_context(int r, int c, int w, int n, int nw, int ww, int nn) {
-  return bilevel_pattern(w, n, nw, c >= 2 ? ww : w, r >= 2 ? nn : n);
+// Whether template pixel i of pixel (r, c) of a bilevel tile lies inside the
+// tile (spec §6.8); outside, template_index takes W or N for it.
+L3_HD bool template_inside(const CodedTileParams& t, int i, int r, int c) {
+  const int x = c + t.template_dx[i];
+  return r >= t.template_dy[i] && x >= 0 && x < t.width;
+}
+// Template pixel i's index: `at`, the index there, when inside the tile;
+// outside, W when the pixel is in the same row (dy = 0), else N. (Before
+// version 13, A = WW and B = NN: outside, WW is W and NN is N.)
+L3_HD int template_index(const CodedTileParams& t, int i, bool inside, int at, int w, int n) {
+  return inside ? at : t.template_dy[i] == 0 ? w : n;
+}
+
+// A bilevel plane's pixel (spec §6.8): bit j of its index is the prediction
+// from bit j of W, N, NW, xor the symbol read in the context of bit j of W,
+// N, NW and the template pixels' indices a and b; no symbol is read in a run
+// (`zero`). The symbols as bits of one word are the pixel's residual code
+// (§6.4). An index past the palette marks the lane failed (§4.4).
+template <std::uint8_t kPred>
+L3_HD void bilevel_pixel(const CodedTileParams& t, LaneState& s, int w, int n, int nw, int a, int b, bool zero,
+                         int& index, int& code) {
+  const std::uint8_t pred_id = t.plane[0].pred;
+  index = 0;
+  code = 0;
+  for (int j = 0; j < t.bilevel_bits; ++j) {
+    const int wj = (w >> j) & 1, nj = (n >> j) & 1, nwj = (nw >> j) & 1;
+    const int pred = predict_fixed<kPred>(pred_id, wj, nj, nwj, 0, 1);
+    const int x = bilevel_pattern(wj, nj, nwj, (a >> j) & 1, (b >> j) & 1);
+    const int bit = zero ? 0 : int(ans_read_bilevel(s, t.bilevel_one[j][x]));
+    index |= (pred ^ bit) << j;
+    code |= bit << j;
+  }
+  if (std::uint32_t(index) >= t.palette_size) s.error = true;
 }
 
 // Zero runs (spec §6.4), before the samples of pixel c: returns whether the
@@ -794,12 +868,13 @@ L3_HD bool pixel_copied(const CodedTileParams& t, LaneState& s, int r, int c) {
 // Decodes the planes of pixel (r, c) into value[] and code[], given the plane
 // values (w, n, nw) and residual codes (uw, un, unw) of its neighbours after
 // the edge rules. `CH` is the channel count; `kPred` a predictor shared by all
-// planes, or kPredPerPlane. In a bilevel tile (CH 1), `bilevel_x` is the
-// pixel's context (bilevel_context); elsewhere it is not read.
+// planes, or kPredPerPlane. In a bilevel tile (CH 1), `tmpl_a` and `tmpl_b`
+// are the indices of the pixel's template pixels (template_index); elsewhere
+// they are not read.
 template <int CH, std::uint8_t kPred = kPredPerPlane>
 L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, const int* n, const int* nw,
                         const int* uw, const int* un, const int* unw, int c, int* value, int* code,
-                        int bilevel_x = 0) {
+                        int tmpl_a = 0, int tmpl_b = 0) {
   const bool zero = zero_run_step(
       t, s, c,
       [&] {
@@ -810,13 +885,7 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
       [&](BitReader& br, int k) { return t.ans ? ans_read_select(s, t.ans_cum[kAnsRunContext]) : read_rice(br, k); });
   if constexpr (CH == 1) {
     if (t.bilevel) {
-      // A bilevel plane (spec §6.8): the symbol read is the pixel's index
-      // xor its prediction, and its residual code.
-      const PlaneParams& pp = t.plane[0];
-      const int pred = predict_fixed<kPred>(pp.pred, w[0], n[0], nw[0], pp.range.lo, pp.range.hi);
-      const int bit = zero ? 0 : int(ans_read_bilevel(s, t.bilevel_one[bilevel_x]));
-      value[0] = pred ^ bit;
-      code[0] = bit;
+      bilevel_pixel<kPred>(t, s, w[0], n[0], nw[0], tmpl_a, tmpl_b, zero, value[0], code[0]);
       if (!zero) s.blocked = false;
       return;
     }

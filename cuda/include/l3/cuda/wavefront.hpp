@@ -275,9 +275,6 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
   LI wv[CH], wu[CH];    // W: the lane's own last pixel (plane values, residual codes)
   LI nv[CH], nu[CH];    // N: received from the lane above after the last step
   LI nwv[CH], nwu[CH];  // NW: the N received one step earlier
-  // Bilevel tiles (CH 1, spec/codec.md §6.8): WW, the lane's value before W,
-  // and NN, the N of the lane above (one more shuffle a step).
-  LI wwv, nnv;
   LI bad;               // the lane's row failed
   const int rows = task.y1, cols = task.x1;
   // Every row stream is read to its end (and checked) when rows [0, height)
@@ -288,7 +285,6 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       wu[p][l] = nv[p][l] = nu[p][l] = nwv[p][l] = nwu[p][l] = 0;
       wv[p][l] = t.plane[p].range.mid;  // W of the tile's first pixel (apply_edges_select)
     }
-    wwv[l] = nnv[l] = 0;
     bad[l] = 0;
     if (l < rows) core::lane_begin(st[l], task.tile, t, l);
   });
@@ -325,21 +321,31 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
         for (int p = 0; p < CH; ++p) code[p] = 0;
         *slot = word;
       } else {
-        const int bilevel_x = CH == 1 && t.bilevel ? core::bilevel_context(l, c, nb.w[0], nb.n[0], nb.nw[0], wwv[l], nnv[l]) : 0;
-        core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code, bilevel_x);
-        // In a tile with copies every pixel goes to the ring, and is checked
-        // (a copy may carry it into the output), as the CPU decoder does.
-        if (t.copies || (l >= task.y0 && c >= task.x0)) {
+        // A bilevel tile's template pixels (spec/codec.md §6.8): indices in
+        // the ring (written at earlier steps), or W / N outside the tile.
+        int tmpl[core::kTemplatePixels] = {0, 0};
+        if (CH == 1 && t.bilevel)
+          for (int i = 0; i < core::kTemplatePixels; ++i) {
+            const bool inside = core::template_inside(t, i, l, c);
+            const int at = inside ? int(stage[stage_at(l - t.template_dy[i], c + t.template_dx[i])]) : 0;
+            tmpl[i] = core::template_index(t, i, inside, at, nb.w[0], nb.n[0]);
+          }
+        core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code, tmpl[0], tmpl[1]);
+        // In a tile with copies or templates every pixel goes to the ring,
+        // and is checked (a copy may carry it into the output), as the CPU
+        // decoder does.
+        const bool ring_indices = t.copies || t.bilevel;
+        if (ring_indices || (l >= task.y0 && c >= task.x0)) {
           std::uint8_t px[core::kMaxChannels];
           bool ok;
           if constexpr (CH == 1) {
             // Palette tiles (spec/codec.md §4.4): the index's colour, all of
-            // the image's channels packed in the stage word; with copies the
-            // index itself (flush_stage looks the colour up).
+            // the image's channels packed in the stage word; with copies or
+            // templates the index itself (flush_stage looks the colour up).
             if (t.palette_size) {
               std::uint32_t word = 0;
               ok = core::palette_word(task.tile, t, val[0], word);
-              *slot = t.copies ? std::uint32_t(val[0]) : word;
+              *slot = ring_indices ? std::uint32_t(val[0]) : word;
             } else {
               ok = core::inverse_transform(t.transform, CH, val, px);
               *slot = pack_pixel<CH>(px);
@@ -351,7 +357,6 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
           if (!ok) bad[l] = 1;
         }
       }
-      if constexpr (CH == 1) wwv[l] = wv[0][l];  // read in bilevel tiles only
       for (int p = 0; p < CH; ++p) {
         nwv[p][l] = nv[p][l];
         nwu[p][l] = nu[p][l];
@@ -359,14 +364,12 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
         wu[p][l] = code[p];
       }
     });
-    // Publish: lane l's newest pixel becomes lane l + 1's N, and in a
-    // bilevel tile the N lane l has just used lane l + 1's NN.
-    if (CH == 1 && t.bilevel) warp.shfl_up(nnv, nv[0]);
+    // Publish: lane l's newest pixel becomes lane l + 1's N.
     for (int p = 0; p < CH; ++p) {
       warp.shfl_up(nv[p], wv[p]);
       warp.shfl_up(nu[p], wu[p]);
     }
-    if (t.copies) warp.sync();  // this step's ring words are visible to the next step's copies
+    if (t.copies || t.bilevel) warp.sync();  // this step's ring words are visible to the next step's copies and templates
     // The last row has just completed column `done`: copy out a full block,
     // or the last, partial one (the same decision in every lane).
     const int done = s - (rows - 1);
@@ -374,7 +377,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       warp.sync();  // the staged words are visible to the whole warp
       const int c0 = done & ~(kStageBlock - 1);
       if (CH == 1 && t.palette_size) {
-        const core::CodedTileParams* indices = t.copies ? &t : nullptr;
+        const core::CodedTileParams* indices = t.copies || t.bilevel ? &t : nullptr;
         switch (task.channels) {
           case 2: flush_stage<2>(warp, task, stage, c0, indices); break;
           case 3: flush_stage<3>(warp, task, stage, c0, indices); break;
