@@ -211,6 +211,35 @@ void check_whole_batch(const std::vector<std::vector<std::uint8_t>>& streams) {
   }
 }
 
+// The streams' crops `rects` decoded as one emulated batch in `layout`:
+// every image ok and equal to l3::decode's crop (planes apart in CHW).
+void check_batch_of_crops(const std::vector<std::vector<std::uint8_t>>& streams, const std::vector<Img>& images,
+                          const std::vector<l3::Rect>& rects, l3::cuda::Layout layout) {
+  std::vector<l3::cuda::HostImage> batch;
+  for (std::size_t i = 0; i < streams.size(); ++i) batch.push_back({streams[i], rects[i]});
+  l3::cuda::BatchOptions opt;
+  opt.layout = layout;
+  const emu::BatchOutput out = emu::decode_batch(batch, opt);
+  REQUIRE(out.slots.size() == streams.size());
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    INFO("image " << i << (layout == l3::cuda::Layout::chw ? " chw" : " hwc"));
+    const l3::Rect& r = rects[i];
+    const std::uint32_t ch = images[i].ch;
+    const Pixels hwc = crop_of(l3::decode(streams[i]), images[i].w, ch, r);
+    Pixels expect = hwc;
+    if (layout == l3::cuda::Layout::chw) {
+      const std::size_t plane = std::size_t(r.width) * r.height;
+      for (std::size_t p = 0; p < plane; ++p)
+        for (std::uint32_t c = 0; c < ch; ++c) expect[c * plane + p] = hwc[p * ch + c];
+    }
+    const l3::cuda::ImageSlot& s = out.slots[i];
+    CHECK(s.status == l3::errc::ok);
+    REQUIRE(s.size == expect.size());
+    CHECK(Pixels(out.pixels.begin() + std::ptrdiff_t(s.offset), out.pixels.begin() + std::ptrdiff_t(s.offset + s.size)) ==
+          expect);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("emulated wavefront equals l3::decode on random images") {
@@ -630,36 +659,10 @@ TEST_CASE("emulated wavefront equals l3::decode on mirrored tiles and NW planes 
   MESSAGE(mirrored << " of 24 streams have mirrored tiles, " << nw << " NW planes");
   CHECK(mirrored >= 9);  // 12 when written
   CHECK(nw >= 18);       // 24 when written
-  for (auto layout : {l3::cuda::Layout::hwc, l3::cuda::Layout::chw}) {
-    std::vector<l3::cuda::HostImage> batch;
-    std::vector<l3::Rect> rects;
-    for (std::size_t i = 0; i < streams.size(); ++i) {
-      const l3::Rect r{std::uint32_t(i * 7 % 60), std::uint32_t(i % 5), 100 - std::uint32_t(i % 9), 60};
-      rects.push_back(r);
-      batch.push_back({streams[i], r});
-    }
-    l3::cuda::BatchOptions opt;
-    opt.layout = layout;
-    const emu::BatchOutput out = emu::decode_batch(batch, opt);
-    REQUIRE(out.slots.size() == streams.size());
-    for (std::size_t i = 0; i < streams.size(); ++i) {
-      INFO("image " << i << (layout == l3::cuda::Layout::chw ? " chw" : " hwc"));
-      const l3::Rect& r = rects[i];
-      const std::uint32_t ch = images[i].ch;
-      const Pixels hwc = crop_of(l3::decode(streams[i]), images[i].w, ch, r);
-      Pixels expect = hwc;
-      if (layout == l3::cuda::Layout::chw) {
-        const std::size_t plane = std::size_t(r.width) * r.height;
-        for (std::size_t p = 0; p < plane; ++p)
-          for (std::uint32_t c = 0; c < ch; ++c) expect[c * plane + p] = hwc[p * ch + c];
-      }
-      const l3::cuda::ImageSlot& s = out.slots[i];
-      CHECK(s.status == l3::errc::ok);
-      REQUIRE(s.size == expect.size());
-      CHECK(Pixels(out.pixels.begin() + std::ptrdiff_t(s.offset), out.pixels.begin() + std::ptrdiff_t(s.offset + s.size)) ==
-            expect);
-    }
-  }
+  std::vector<l3::Rect> rects;
+  for (std::size_t i = 0; i < streams.size(); ++i)
+    rects.push_back({std::uint32_t(i * 7 % 60), std::uint32_t(i % 5), 100 - std::uint32_t(i % 9), 60});
+  for (auto layout : {l3::cuda::Layout::hwc, l3::cuda::Layout::chw}) check_batch_of_crops(streams, images, rects, layout);
   CHECK(check_vectors([](const std::string& name) {
           return name.find("mirrored") != std::string::npos || name.find("nw-predictor") != std::string::npos ||
                  name == "plane-byte-7.l3i";
@@ -694,32 +697,10 @@ TEST_CASE("emulated wavefront equals l3::decode on bit planes and templates (spe
     }
   MESSAGE(v13 << " of 24 streams have bit planes or templates");
   CHECK(v13 >= 12);
-  std::vector<l3::cuda::HostImage> batch;
   std::vector<l3::Rect> rects;
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    const l3::Rect r{std::uint32_t(i * 11 % 70), std::uint32_t(i % 7), 90 - std::uint32_t(i % 13), 60};
-    rects.push_back(r);
-    batch.push_back({streams[i], r});
-  }
-  l3::cuda::BatchOptions opt;
-  opt.layout = l3::cuda::Layout::chw;
-  const emu::BatchOutput out = emu::decode_batch(batch, opt);
-  REQUIRE(out.slots.size() == streams.size());
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    INFO("image " << i);
-    const l3::Rect& r = rects[i];
-    const std::uint32_t ch = images[i].ch;
-    const Pixels hwc = crop_of(l3::decode(streams[i]), images[i].w, ch, r);
-    Pixels expect = hwc;
-    const std::size_t plane = std::size_t(r.width) * r.height;
-    for (std::size_t p = 0; p < plane; ++p)
-      for (std::uint32_t c = 0; c < ch; ++c) expect[c * plane + p] = hwc[p * ch + c];
-    const l3::cuda::ImageSlot& s = out.slots[i];
-    CHECK(s.status == l3::errc::ok);
-    REQUIRE(s.size == expect.size());
-    CHECK(Pixels(out.pixels.begin() + std::ptrdiff_t(s.offset), out.pixels.begin() + std::ptrdiff_t(s.offset + s.size)) ==
-          expect);
-  }
+  for (std::size_t i = 0; i < streams.size(); ++i)
+    rects.push_back({std::uint32_t(i * 11 % 70), std::uint32_t(i % 7), 90 - std::uint32_t(i % 13), 60});
+  check_batch_of_crops(streams, images, rects, l3::cuda::Layout::chw);
   CHECK(check_vectors([](const std::string& name) {
           return name.find("bitplanes") != std::string::npos || name.find("template") != std::string::npos ||
                  name == "bilevel-index-past-palette.l3i";

@@ -76,25 +76,16 @@ inline void bilevel_edge(const core::CodedTileParams& t, core::LaneState& s, Bil
 // pixels all lie inside the tile (Interior): the only pixels that read
 // nothing are those of zero rows (spec §4.3). Codes are not kept: without
 // runs nothing reads them. `v` is the tile's indices, row-major with stride
-// kMaxWidth; `at_a`, `at_b` the template pixels' offsets in it. kBits, the
-// bits per index, fixed at compile time (one table per bit, spec §6.8); an
-// index past the palette is caught after the wavefront (indices_in_palette),
-// not per pixel.
+// kMaxWidth; `at_a`, `at_b` the template pixels' offsets in it; kBits, the
+// bits per index, fixed at compile time (one table per bit, spec §6.8). An
+// index past the palette is caught after the wavefront (indices_in_palette).
 template <std::uint8_t kPred, int kBits>
 inline void bilevel_interior(const core::CodedTileParams& t, core::LaneState& s, std::uint8_t* v, std::ptrdiff_t at_a,
                              std::ptrdiff_t at_b, int r, int c) {
   const std::ptrdiff_t i = std::ptrdiff_t(r) * kMaxWidth + c;
-  const int w = v[i - 1], n = v[i - kMaxWidth], nw = v[i - kMaxWidth - 1], a = v[i + at_a], bb = v[i + at_b];
-  const std::uint8_t pred_id = t.plane[0].pred;
-  const bool read = s.run_left == 0;
-  int index = 0;
-  for (int j = 0; j < kBits; ++j) {
-    const int wj = (w >> j) & 1, nj = (n >> j) & 1, nwj = (nw >> j) & 1;
-    const int pred = core::predict_fixed<kPred>(pred_id, wj, nj, nwj, 0, 1);
-    int bit = 0;
-    if (read) bit = int(core::ans_read_bilevel(s, t.bilevel_one[j][core::bilevel_pattern(wj, nj, nwj, (a >> j) & 1, (bb >> j) & 1)]));
-    index |= (pred ^ bit) << j;
-  }
+  int index, code;
+  core::bilevel_pixel<kPred, kBits>(t, s, v[i - 1], v[i - kMaxWidth], v[i - kMaxWidth - 1], v[i + at_a], v[i + at_b],
+                                    s.run_left != 0, index, code);
   v[i] = std::uint8_t(index);
 }
 

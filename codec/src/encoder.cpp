@@ -74,10 +74,7 @@ std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::Til
       core::parse_coded_header(tile.data(), std::uint32_t(tile.size()), int(r.width), int(r.height), int(channels),
                                parse_as, t, rows) != core::kOk)
     return core::kVersion;
-  bool other_template = false;
-  for (int i = 0; i < core::kTemplatePixels; ++i)
-    other_template |= t.template_dy[i] != core::default_template_dy(i) || t.template_dx[i] != core::default_template_dx(i);
-  if (t.bilevel && (t.bilevel_bits > 1 || other_template))
+  if (t.bilevel && (t.bilevel_bits > 1 || !core::default_template(t)))
     return core::kVersionBitPlanes;
   if ((tile[0] & 3) == core::kTileMirrored) return core::kVersionMirror;
   for (int p = 0; p < t.channels; ++p)

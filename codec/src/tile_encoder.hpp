@@ -1125,18 +1125,24 @@ private:
   static constexpr int kTemplateDistance[kTemplateCandidates] = {2, 8, 4, 3, 6, 16};
 
   // WW and NN: no template bytes (spec §4.3, plane byte bit 6).
-  bool default_template() const {
-    for (int t = 0; t < core::kTemplatePixels; ++t)
-      if (template_dy_[t] != core::default_template_dy(t) || template_dx_[t] != core::default_template_dx(t)) return false;
-    return true;
-  }
+  bool default_template() const { return core::default_template(params_); }
 
   void set_template(int candidate) {
     const int d = kTemplateDistance[candidate];
-    template_dy_[0] = 0;
-    template_dx_[0] = -d;
-    template_dy_[1] = d;
-    template_dx_[1] = 0;
+    params_.template_dy[0] = 0;
+    params_.template_dx[0] = -d;
+    params_.template_dy[1] = d;
+    params_.template_dx[1] = 0;
+  }
+
+  // The indices of the template pixels of pixel (r, c) of the index plane
+  // v, whose W and N are w and n: the decoders' rule (spec §6.8).
+  void template_pixels(const std::uint8_t* v, int r, int c, int w, int n, int* tmpl) const {
+    for (int t = 0; t < core::kTemplatePixels; ++t) {
+      const bool inside = core::template_inside(params_, t, r, c);
+      const int at = inside ? v[std::size_t(r - params_.template_dy[t]) * w_ + (c + params_.template_dx[t])] : 0;
+      tmpl[t] = core::template_index(params_, t, inside, at, w, n);
+    }
   }
 
   // The smallest bilevel form of a palette tile's index plane (the pixels
@@ -1148,25 +1154,30 @@ private:
   // one with more zero rows, which is all that tells the two apart: in the
   // other rows a context holds W and N, so the symbols under one are those
   // under the other relabelled, and the levels mirror (spec §6.8). The chosen
-  // form alone is coded: its rANS rows divide once per symbol.
+  // form alone is coded: its rANS rows divide once per symbol. The symbols
+  // depend on the prediction only, their contexts on the template too.
   std::vector<std::uint8_t> bilevel_tile() {
     std::uint8_t best_pred = core::kPredW;
     bool best_runs = false;
     int best_template = 0;
-    bool coded = false;  // bilevel_codes has run for best_pred and best_template
     if (effort_ >= 2) {
-      double best_bits = 0;
       const int candidates = templates_ ? kTemplateCandidates : 1;
-      for (int k = 0; k < candidates; ++k) {
-        set_template(k);
-        for (std::uint8_t pred : {core::kPredW, core::kPredN}) {
-          bilevel_codes(pred);  // the symbols of both run modes
-          for (bool run_mode : {false, true}) {
-            const double bits = bilevel_plan(run_mode).bits;
-            if (best_bits == 0 || bits < best_bits) best_pred = pred, best_runs = run_mode, best_template = k, best_bits = bits;
-          }
+      const std::uint8_t preds[2] = {core::kPredW, core::kPredN};
+      double bits[kTemplateCandidates][2][2] = {};  // by template, prediction, run mode
+      for (int q = 0; q < 2; ++q) {
+        bilevel_symbols(preds[q]);
+        for (int k = 0; k < candidates; ++k) {
+          set_template(k);
+          bilevel_contexts();
+          for (int run_mode = 0; run_mode < 2; ++run_mode) bits[k][q][run_mode] = bilevel_plan(run_mode != 0).bits;
         }
       }
+      double best_bits = 0;
+      for (int k = 0; k < candidates; ++k)
+        for (int q = 0; q < 2; ++q)
+          for (int run_mode = 0; run_mode < 2; ++run_mode)
+            if (best_bits == 0 || bits[k][q][run_mode] < best_bits)
+              best_pred = preds[q], best_runs = run_mode != 0, best_template = k, best_bits = bits[k][q][run_mode];
     } else {
       if (bilevel_zero_rows(core::kPredN) > bilevel_zero_rows(core::kPredW)) best_pred = core::kPredN;
       if (templates_ && bit_planes_ > 1) {
@@ -1175,25 +1186,25 @@ private:
         // colours keep WW and NN at effort 1: on the corpus's bilevel images
         // the other templates saved 3 and 8 bytes for 40-60% more encode
         // time (spec §12).
+        bilevel_symbols(best_pred);
         set_template(0);
-        bilevel_codes(best_pred);
         double best_bits = template_bits();
         for (int k = 1; k < kTemplateCandidatesEffort1; ++k) {
           set_template(k);
           const double bits = template_bits();
           if (bits < best_bits) best_template = k, best_bits = bits;
         }
-        coded = best_template == 0;
       }
     }
+    bilevel_symbols(best_pred);
     set_template(best_template);
-    if (!coded) bilevel_codes(best_pred);
+    bilevel_contexts();
     std::vector<std::uint8_t> best = bilevel_form(bilevel_plan(best_runs));
     bilevel_on_ = false;
     return best;
   }
 
-  // The estimated bits of the symbols of bilevel_codes' prediction (without
+  // The estimated bits of the symbols of bilevel_symbols' prediction (without
   // runs) in the contexts of the template at hand, and of its level tables
   // and template bytes: bilevel_plan's estimate less the parts that do not
   // depend on the template, from counts alone (effort 1).
@@ -1207,10 +1218,7 @@ private:
         std::uint8_t w, n, nw;
         around(v, r, c, std::uint8_t(0), w, n, nw);
         int tmpl[core::kTemplatePixels];
-        for (int t = 0; t < core::kTemplatePixels; ++t) {
-          const int y = r - template_dy_[t], x = c + template_dx_[t];
-          tmpl[t] = y >= 0 && x >= 0 ? v[std::size_t(y) * w_ + x] : template_dy_[t] == 0 ? w : n;  // spec §6.8's edge
-        }
+        template_pixels(v, r, c, w, n, tmpl);
         for (int j = 0; j < bit_planes_; ++j) {
           const int x = core::bilevel_pattern((w >> j) & 1, (n >> j) & 1, (nw >> j) & 1, (tmpl[0] >> j) & 1, (tmpl[1] >> j) & 1);
           ++count[std::size_t(j) * core::kBilevelContexts + std::size_t(x)][(sym_[i] >> j) & 1];
@@ -1246,40 +1254,50 @@ private:
     return rows;
   }
 
-  // Each pixel's symbols (bit j of its index xor bit j's prediction, spec
-  // §6.8) as one word, its residual code, in sym_ and zero_, each bit's
-  // context in bilevel_ctx_, and the zero rows.
-  void bilevel_codes(std::uint8_t pred) {
+  // Each pixel's symbols (bit j of its index xor bit j's prediction `pred`,
+  // spec §6.8) as one word, its residual code, in sym_ and zero_, and the
+  // zero rows.
+  void bilevel_symbols(std::uint8_t pred) {
     core::PlaneParams& pp = params_.plane[0];
     pp = core::PlaneParams{};
     pp.pred = pred;
     pp.range = {0, 1, 0};
     zero_.assign(plane_, 1);
+    each_index(pixels_.data(), [&](std::size_t i, int, int, int w, int n, int nw) {
+      std::uint32_t symbols = 0;
+      for (int j = 0; j < bit_planes_; ++j) {
+        const int bit = ((pixels_[i] >> j) & 1) ^ core::predict(pred, (w >> j) & 1, (n >> j) & 1, (nw >> j) & 1, 0, 1);
+        symbols |= std::uint32_t(bit) << j;
+      }
+      sym_[i] = symbols;
+      zero_[i] = std::uint8_t(symbols == 0);
+    });
+    mark_zero_rows();
+  }
+
+  // Each bit's context (spec §6.8) under the template at hand, in bilevel_ctx_.
+  void bilevel_contexts() {
     bilevel_ctx_.resize(plane_ * core::kMaxBitPlanes);
     const std::uint8_t* v = pixels_.data();
+    each_index(v, [&](std::size_t i, int r, int c, int w, int n, int nw) {
+      int tmpl[core::kTemplatePixels];
+      template_pixels(v, r, c, w, n, tmpl);
+      for (int j = 0; j < bit_planes_; ++j)
+        bilevel_ctx_[i * core::kMaxBitPlanes + j] = std::uint8_t(
+            core::bilevel_pattern((w >> j) & 1, (n >> j) & 1, (nw >> j) & 1, (tmpl[0] >> j) & 1, (tmpl[1] >> j) & 1));
+    });
+  }
+
+  // f(i, r, c, w, n, nw) for each pixel of the index plane v, its W, N and
+  // NW after the edge rules (index 0 for the first pixel, spec §6.8).
+  template <class F>
+  void each_index(const std::uint8_t* v, F&& f) const {
     for (int r = 0; r < h_; ++r)
       for (int c = 0; c < w_; ++c) {
-        const std::size_t i = std::size_t(r) * w_ + c;
-        std::uint8_t w8, n8, nw8;
-        around(v, r, c, std::uint8_t(0), w8, n8, nw8);
-        const int w = w8, n = n8, nw = nw8;
-        int tmpl[core::kTemplatePixels];
-        for (int t = 0; t < core::kTemplatePixels; ++t) {
-          const int y = r - template_dy_[t], x = c + template_dx_[t];
-          tmpl[t] = y >= 0 && x >= 0 ? v[std::size_t(y) * w_ + x] : template_dy_[t] == 0 ? w : n;  // spec §6.8's edge
-        }
-        std::uint32_t symbols = 0;
-        for (int j = 0; j < bit_planes_; ++j) {
-          const int wj = (w >> j) & 1, nj = (n >> j) & 1, nwj = (nw >> j) & 1;
-          const int bit = ((v[i] >> j) & 1) ^ core::predict(pred, wj, nj, nwj, 0, 1);
-          symbols |= std::uint32_t(bit) << j;
-          bilevel_ctx_[i * core::kMaxBitPlanes + j] =
-              std::uint8_t(core::bilevel_pattern(wj, nj, nwj, (tmpl[0] >> j) & 1, (tmpl[1] >> j) & 1));
-        }
-        sym_[i] = symbols;
-        zero_[i] = std::uint8_t(symbols == 0);
+        std::uint8_t w, n, nw;
+        around(v, r, c, std::uint8_t(0), w, n, nw);
+        f(std::size_t(r) * w_ + c, r, c, int(w), int(n), int(nw));
       }
-    mark_zero_rows();
   }
 
   // The level (spec §4.3) that codes n0 zeros and n1 ones in the fewest
@@ -1296,7 +1314,7 @@ private:
     return best;
   }
 
-  // The values of a bilevel form (bilevel_codes' symbols, bit by bit, and in
+  // The values of a bilevel form (bilevel_symbols' symbols, bit by bit, and in
   // `run_mode` zero runs' lengths) row by row, each context's counts, the
   // level that codes them in the fewest bits, and the estimated bits of the
   // whole: symbols, run lengths, tables, template and each coded row's rANS
@@ -1354,7 +1372,7 @@ private:
     return plan;
   }
 
-  // The bilevel tile of `plan` (of bilevel_codes' symbols): binary symbols
+  // The bilevel tile of `plan` (of bilevel_symbols' symbols): binary symbols
   // in 32 contexts per bit, run lengths in the run context (spec §6.8); with
   // templates (version 13) the template before the level tables.
   std::vector<std::uint8_t> bilevel_form(const BilevelPlan& plan) {
@@ -1388,8 +1406,8 @@ private:
         [&](std::vector<std::uint8_t>& out, int) {
           if (!default_template())
             for (int t = 0; t < core::kTemplatePixels; ++t) {
-              out.push_back(std::uint8_t(template_dy_[t]));
-              out.push_back(std::uint8_t(std::int8_t(template_dx_[t])));
+              out.push_back(std::uint8_t(params_.template_dy[t]));
+              out.push_back(std::uint8_t(std::int8_t(params_.template_dx[t])));
             }
           for (int j = 0; j < bit_planes_; ++j) {
             encoder::LsbWriter bits(out);
@@ -1928,9 +1946,7 @@ private:
   bool mirror_may_pay_ = false; // choose_transform_and_predictors: NE predicts better (encode)
   bool predictors_chosen_ = false;  // encode chose them before encode_coded
   int bit_planes_ = 0;  // a palette tile's index plane that bilevel forms apply to: the bits of its indices (1 for two colours)
-  std::vector<std::uint8_t> bilevel_ctx_;  // bilevel_codes: each pixel's context per bit (pixel * kMaxBitPlanes + bit)
-  int template_dy_[core::kTemplatePixels] = {core::default_template_dy(0), core::default_template_dy(1)};
-  int template_dx_[core::kTemplatePixels] = {core::default_template_dx(0), core::default_template_dx(1)};
+  std::vector<std::uint8_t> bilevel_ctx_;  // bilevel_contexts: each pixel's context per bit (pixel * kMaxBitPlanes + bit)
   bool bilevel_on_ = false;   // the coded form at hand is bilevel (assemble)
   bool copies_on_ = false;  // the coded form at hand has the copies of copy_at_
   std::vector<CopyRef> copy_at_;  // per pixel: the copy that starts there (len 0: none)

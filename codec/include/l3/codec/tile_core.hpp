@@ -774,18 +774,30 @@ L3_HD int template_index(const CodedTileParams& t, int i, bool inside, int at, i
   return inside ? at : t.template_dy[i] == 0 ? w : n;
 }
 
+// Whether a bilevel plane's template is WW and NN, which plane byte bit 6
+// leaves out (spec §4.3): only another template needs its bytes.
+L3_HD bool default_template(const CodedTileParams& t) {
+  for (int i = 0; i < kTemplatePixels; ++i)
+    if (t.template_dy[i] != default_template_dy(i) || t.template_dx[i] != default_template_dx(i)) return false;
+  return true;
+}
+
 // A bilevel plane's pixel (spec §6.8): bit j of its index is the prediction
 // from bit j of W, N, NW, xor the symbol read in the context of bit j of W,
 // N, NW and the template pixels' indices a and b; no symbol is read in a run
 // (`zero`). The symbols as bits of one word are the pixel's residual code
-// (§6.4). An index past the palette marks the lane failed (§4.4).
-template <std::uint8_t kPred>
+// (§6.4). kBits: the bits per index where the caller fixes them at compile
+// time, 0 for t.bilevel_bits. An index past the palette is not checked here:
+// every decoder checks the indices it keeps (§6.8; the CPU once per tile,
+// the GPU as it looks up each index's colour).
+template <std::uint8_t kPred, int kBits = 0>
 L3_HD void bilevel_pixel(const CodedTileParams& t, LaneState& s, int w, int n, int nw, int a, int b, bool zero,
                          int& index, int& code) {
   const std::uint8_t pred_id = t.plane[0].pred;
+  const int bits = kBits ? kBits : t.bilevel_bits;
   index = 0;
   code = 0;
-  for (int j = 0; j < t.bilevel_bits; ++j) {
+  for (int j = 0; j < bits; ++j) {
     const int wj = (w >> j) & 1, nj = (n >> j) & 1, nwj = (nw >> j) & 1;
     const int pred = predict_fixed<kPred>(pred_id, wj, nj, nwj, 0, 1);
     const int x = bilevel_pattern(wj, nj, nwj, (a >> j) & 1, (b >> j) & 1);
@@ -793,7 +805,6 @@ L3_HD void bilevel_pixel(const CodedTileParams& t, LaneState& s, int w, int n, i
     index |= (pred ^ bit) << j;
     code |= bit << j;
   }
-  if (std::uint32_t(index) >= t.palette_size) s.error = true;
 }
 
 // Zero runs (spec §6.4), before the samples of pixel c: returns whether the
