@@ -462,10 +462,17 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
 
 // Tiles whose planes share a predictor (most of them: the encoder prefers
 // that) take a path with the predictor fixed at compile time; kFlags:
-// kCorrected for tiles with residual corrections, else 0.
+// kCorrected for tiles with residual corrections, else 0. Built with
+// L3_CPU_FIXED_PREDICTORS=0 (CMake option), every tile takes the per-plane path.
+#ifndef L3_CPU_FIXED_PREDICTORS
+#define L3_CPU_FIXED_PREDICTORS 1
+#endif
 template <int CH, std::uint8_t kFlags>
 int decode_coded_by_shared_predictor(const std::uint8_t* tile, const CodedTileParams& t, const TileOutput& o,
                               const std::uint8_t* read_end) {
+#if !L3_CPU_FIXED_PREDICTORS
+  return decode_coded_rows<CH, kFlags ? kPredPerPlaneCorrected : core::kPredPerPlane>(tile, t, o, read_end);
+#else
   switch (core::shared_predictor(t)) {
     case core::kPredMED: return decode_coded_rows<CH, core::kPredMED | kFlags>(tile, t, o, read_end);
     case core::kPredW: return decode_coded_rows<CH, core::kPredW | kFlags>(tile, t, o, read_end);
@@ -476,6 +483,7 @@ int decode_coded_by_shared_predictor(const std::uint8_t* tile, const CodedTilePa
     default:
       return decode_coded_rows<CH, kFlags ? kPredPerPlaneCorrected : core::kPredPerPlane>(tile, t, o, read_end);
   }
+#endif
 }
 
 template <int CH>
