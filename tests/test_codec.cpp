@@ -1167,18 +1167,19 @@ TEST_CASE("spec/vectors/codec: valid vectors decode to their pixels, invalid one
   CHECK(invalid >= 30);
 }
 
-TEST_CASE("cpu_decode_path: avx512 on a CPU with AVX-512 unless L3_FORCE_SCALAR is set, else scalar") {
+TEST_CASE("cpu_decode_path: avx512 on a CPU with AVX-512, else avx2 on one with AVX2, unless L3_FORCE_SCALAR is set, else scalar") {
   const std::string path = l3::cpu_decode_path();
-  bool avx512 = false;
+  bool avx512 = false, avx2 = false;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512cd");
+  avx2 = __builtin_cpu_supports("avx2");
 #endif
   const char* force = std::getenv("L3_FORCE_SCALAR");
-  if (force != nullptr && std::string(force) != "0") avx512 = false;
+  if (force != nullptr && std::string(force) != "0") avx512 = avx2 = false;
   MESSAGE("cpu_decode_path: " << path);
-  CHECK(path == (avx512 ? "avx512" : "scalar"));
+  CHECK(path == (avx512 ? "avx512" : avx2 ? "avx2" : "scalar"));
 }
 
 TEST_CASE("caller errors") {

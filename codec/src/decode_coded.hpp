@@ -36,10 +36,12 @@ struct AnsSlots {
 // This thread's table, filled for tile `t`.
 const AnsSlots& ans_slots(const core::CodedTileParams& t);
 
-// Whether coded tiles decode their passes 1 and 2 across AVX-512 lanes
-// (decode_lanes.hpp): the CPU has AVX-512 F/BW/VL/DQ/CD and
-// L3_FORCE_SCALAR is unset or "0". Decided once.
-bool decode_lanes_enabled();
+// Which lanes coded tiles decode their passes 1 and 2 across
+// (decode_lanes.hpp): AVX-512 where the CPU has F/BW/VL/DQ/CD, else AVX2,
+// else none (the scalar loops); none with L3_FORCE_SCALAR set to anything
+// but "0". Decided once.
+enum class DecodeLanes { none, avx2, avx512 };
+DecodeLanes decode_lanes();
 
 // Decodes parsed coded tile `t` (CH coded planes: 1 in a palette tile) into
 // `o`; returns a core::Status. read_end: where the readable bytes around the

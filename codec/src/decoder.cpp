@@ -31,17 +31,18 @@ struct UnusedSlots {
 };
 }  // namespace
 
-bool decode_lanes_enabled() {
-  static const bool enabled = [] {
+DecodeLanes decode_lanes() {
+  static const DecodeLanes lanes = [] {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    return !force_scalar() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512cd");
-#else
-    return false;
+    if (force_scalar()) return DecodeLanes::none;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd"))
+      return DecodeLanes::avx512;
+    if (__builtin_cpu_supports("avx2")) return DecodeLanes::avx2;
 #endif
+    return DecodeLanes::none;
   }();
-  return enabled;
+  return lanes;
 }
 
 const AnsSlots& ans_slots(const core::CodedTileParams& t) {
@@ -290,6 +291,12 @@ void decode_region(std::span<const std::uint8_t> encoded, const Rect& region, co
   decode_into(img, region, out, options);
 }
 
-const char* cpu_decode_path() { return detail::decode_lanes_enabled() ? "avx512" : "scalar"; }
+const char* cpu_decode_path() {
+  switch (detail::decode_lanes()) {
+    case detail::DecodeLanes::avx512: return "avx512";
+    case detail::DecodeLanes::avx2: return "avx2";
+    default: return "scalar";
+  }
+}
 
 }  // namespace l3

@@ -203,9 +203,10 @@ void decode_region(std::span<const std::uint8_t> encoded, const Rect& region,
                    const MutableImageView& out, const DecodeOptions& options = {});
 
 // The CPU decoder's path for coded tiles on this machine: "avx512" (their
-// rows' codes and values across AVX-512 lanes) or "scalar" (no AVX-512, a
-// build without it, or the environment variable L3_FORCE_SCALAR set to a
-// value other than "0", read once). Both decode the same pixels.
+// rows' codes and values across AVX-512 lanes), "avx2" (across AVX2 lanes,
+// on a CPU without AVX-512) or "scalar" (neither, a build for another CPU
+// family, or the environment variable L3_FORCE_SCALAR set to a value other
+// than "0", read once). All decode the same pixels.
 const char* cpu_decode_path();
 
 }  // namespace l3
