@@ -60,15 +60,17 @@ inline constexpr int kLaneRows = 32;  // a tile's rows at most: the lanes of eve
 // zero row among them (the scalar loops skip them; tiles with zero rows
 // were 6% slower on graphics across the lanes, spec §12), each starting
 // kRowReach bytes before read_end (no load needs a bounds test), on a CPU
-// with lanes (detail::decode_lanes()); with AVX2 lanes, tiles of 3 or 4
-// planes only (1-plane tiles, mostly palette indices, decoded 4-30% slower
-// across AVX2 lanes than in the scalar loops, spec §12). Other tiles take
-// the scalar loops.
+// with lanes (detail::decode_lanes()); with AVX2 lanes, tiles of at least
+// kAvx2LanePlanes planes (1-plane tiles measured 0.70-1.41x per image across
+// AVX2 lanes, slower on masks and text, spec §12). Other tiles take the
+// scalar loops.
+inline constexpr int kAvx2LanePlanes = 3;
 template <int CH>
 inline bool lanes_eligible(const CodedTileParams& t, const LaneState* lanes, const std::uint8_t* read_end, int rows) {
   // Tiles with pixel copies (spec §6.6) take the scalar loops.
   const detail::DecodeLanes isa = detail::decode_lanes();
-  if (isa == detail::DecodeLanes::none || (isa == detail::DecodeLanes::avx2 && CH < 3) || t.copies) return false;
+  if (isa == detail::DecodeLanes::none || (isa == detail::DecodeLanes::avx2 && CH < kAvx2LanePlanes) || t.copies)
+    return false;
   for (int r = 0; r < rows; ++r)
     if (core::is_zero_row(t, r) || read_end - lanes[r].br.p < kRowReach<CH>) return false;
   return true;
@@ -111,21 +113,6 @@ inline void reader_at(core::BitReader& br, const std::uint8_t* tile, std::uint32
   }
 }
 
-// core::ans_raw_bits and core::ans_value(t, 0) per token, padded to 32 for
-// two-register permutes.
-struct TokenTables {
-  alignas(64) std::int32_t raw[32];
-  alignas(64) std::int32_t base[32];
-};
-inline constexpr TokenTables kTokenTables = [] {
-  TokenTables m{};
-  for (int i = 0; i < core::kAnsTokens; ++i) {
-    m.raw[i] = core::ans_raw_bits(i);
-    m.base[i] = std::int32_t(core::ans_value(i, 0));
-  }
-  return m;
-}();
-
 // The lanes for each instruction set: its operations, then the algorithm,
 // every function built for its target.
 namespace lanes_avx512 {
@@ -152,7 +139,7 @@ namespace lanes_avx2 {
 template <int CH>
 inline void lanes_values(const std::uint8_t* tile, const CodedTileParams& t, LaneState* lanes, LaneScratch& x, int cols,
                          int rows_used) {
-  if constexpr (CH >= 3)  // AVX2 lanes take 3 and 4 planes only (lanes_eligible)
+  if constexpr (CH >= kAvx2LanePlanes)  // no other tile reaches the AVX2 lanes (lanes_eligible)
     if (detail::decode_lanes() == detail::DecodeLanes::avx2)
       return lanes_avx2::lanes_values<CH>(tile, t, lanes, x, cols, rows_used);
   lanes_avx512::lanes_values<CH>(tile, t, lanes, x, cols, rows_used);

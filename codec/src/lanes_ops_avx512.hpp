@@ -88,6 +88,21 @@ struct Table16 {
 L3_LANES_TARGET inline Table16 table16(const std::int32_t* e) { return {_mm512_loadu_si512(e)}; }
 L3_LANES_TARGET inline V lookup(const Table16& t, V i) { return _mm512_permutexvar_epi32(i, t.t); }
 
+// core::ans_raw_bits and core::ans_value(t, 0) per token, padded to 32 for
+// two-register permutes.
+struct TokenTables {
+  alignas(64) std::int32_t raw[32];
+  alignas(64) std::int32_t base[32];
+};
+inline constexpr TokenTables kTokenTables = [] {
+  TokenTables m{};
+  for (int i = 0; i < core::kAnsTokens; ++i) {
+    m.raw[i] = core::ans_raw_bits(i);
+    m.base[i] = std::int32_t(core::ans_value(i, 0));
+  }
+  return m;
+}();
+
 // ans_raw_bits and ans_value(t, 0) of each lane's token (0-31), by permutes
 // of kTokenTables.
 struct TokenLookup {
