@@ -62,10 +62,7 @@ inline void bilevel_edge(const core::CodedTileParams& t, core::LaneState& s, Bil
     unw = c > 0 ? b.code[r - 1][c - 1] : un;
   }
   int tmpl[core::kTemplatePixels];
-  for (int i = 0; i < core::kTemplatePixels; ++i) {
-    const bool inside = core::template_inside(t, i, r, c);
-    tmpl[i] = core::template_index(t, i, inside, inside ? b.value[r - t.template_dy[i]][c + t.template_dx[i]] : 0, w, n);
-  }
+  core::template_indices(t, r, c, w, n, [&](int y, int x) { return b.value[y][x]; }, tmpl);
   int value, code;
   core::decode_pixel<1, kPred>(t, s, &w, &n, &nw, &uw, &un, &unw, c, &value, &code, tmpl[0], tmpl[1]);
   b.value[r][c] = std::uint8_t(value);

@@ -1138,11 +1138,7 @@ private:
   // The indices of the template pixels of pixel (r, c) of the index plane
   // v, whose W and N are w and n: the decoders' rule (spec §6.8).
   void template_pixels(const std::uint8_t* v, int r, int c, int w, int n, int* tmpl) const {
-    for (int t = 0; t < core::kTemplatePixels; ++t) {
-      const bool inside = core::template_inside(params_, t, r, c);
-      const int at = inside ? v[std::size_t(r - params_.template_dy[t]) * w_ + (c + params_.template_dx[t])] : 0;
-      tmpl[t] = core::template_index(params_, t, inside, at, w, n);
-    }
+    core::template_indices(params_, r, c, w, n, [&](int y, int x) { return v[std::size_t(y) * w_ + x]; }, tmpl);
   }
 
   // The smallest bilevel form of a palette tile's index plane (the pixels

@@ -773,6 +773,18 @@ L3_HD bool template_inside(const CodedTileParams& t, int i, int r, int c) {
 L3_HD int template_index(const CodedTileParams& t, int i, bool inside, int at, int w, int n) {
   return inside ? at : t.template_dy[i] == 0 ? w : n;
 }
+// The indices of pixel (r, c)'s template pixels into tmpl (spec §6.8), whose
+// W and N are w and n. index_at(y, x) reads the index plane at row y, column
+// x of the tile; it is called only inside the tile and only for indices
+// already decoded (dy > 0, or dx < 0 in the same row), so each decoder and
+// the encoder pass their own storage (a plane, rows, a ring).
+template <class IndexAt>
+L3_HD void template_indices(const CodedTileParams& t, int r, int c, int w, int n, IndexAt index_at, int* tmpl) {
+  for (int i = 0; i < kTemplatePixels; ++i) {
+    const bool inside = template_inside(t, i, r, c);
+    tmpl[i] = template_index(t, i, inside, inside ? int(index_at(r - t.template_dy[i], c + t.template_dx[i])) : 0, w, n);
+  }
+}
 
 // Whether a bilevel plane's template is WW and NN, which plane byte bit 6
 // leaves out (spec §4.3): only another template needs its bytes.

@@ -325,11 +325,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
         // the ring (written at earlier steps), or W / N outside the tile.
         int tmpl[core::kTemplatePixels] = {0, 0};
         if (CH == 1 && t.bilevel)
-          for (int i = 0; i < core::kTemplatePixels; ++i) {
-            const bool inside = core::template_inside(t, i, l, c);
-            const int at = inside ? int(stage[stage_at(l - t.template_dy[i], c + t.template_dx[i])]) : 0;
-            tmpl[i] = core::template_index(t, i, inside, at, nb.w[0], nb.n[0]);
-          }
+          core::template_indices(t, l, c, nb.w[0], nb.n[0], [&](int y, int x) { return stage[stage_at(y, x)]; }, tmpl);
         core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code, tmpl[0], tmpl[1]);
         // In a tile with copies or templates every pixel goes to the ring,
         // and is checked (a copy may carry it into the output), as the CPU
