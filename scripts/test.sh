@@ -3,10 +3,11 @@
 #   1. Release build with warnings as errors, with the CUDA targets compiled by
 #      nvcc for sm_90 when nvcc exists; all ctest suites (GPU tests
 #      skip without a device and are reported as not run);
-#   2. the suites under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   2. the suites under AddressSanitizer + UndefinedBehaviorSanitizer (clang,
+#      with the libFuzzer targets);
 #   3. the tests labelled tsan (the reader's pipeline) under ThreadSanitizer;
 #   4. the Python package: pip install . and pytest (scripts/test_python.sh);
-#   5. each libFuzzer target for FUZZ_SECONDS (default 60);
+#   5. each libFuzzer target for FUZZ_SECONDS (default 60), from stage 2's build;
 # and prints one summary. Idempotent; run as root on Debian 12.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -73,15 +74,21 @@ stage "tests" run_ctest "$root/build-ci" -LE tsan
 # The sanitizer build was the slowest stage (426 s at -O2 on 2 cores): -Og halves
 # its code generation (CLI11 and nlohmann-json instantiations under ASan+UBSan)
 # for ~6 s more test time; -g1 line tables are enough for reports.
-# XXH_NO_INLINE_HINTS: at -Og GCC refuses xxhash.h's always_inline (XXH_INLINE_ALL).
-# (Not -O1: there GCC 12 raises a false -Wstringop-overflow in libstdc++.)
+# XXH_NO_INLINE_HINTS: at -Og a compiler may refuse xxhash.h's always_inline
+# (XXH_INLINE_ALL).
 # L3_CPU_FIXED_PREDICTORS=OFF here and under TSan: the CPU decoder's per-plane
 # row loop alone (the Release build tests the per-predictor copies); the four
 # decode_coded_<N>.cpp were 663 of the ASan build's 1,804 CPU seconds.
-stage "build (ASan+UBSan)" build "$root/build-ci-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DL3_CUDA=OFF \
+# clang with L3_FUZZ=ON: the same build holds the libFuzzer targets, which the
+# fuzzer stage runs from it (L3_FUZZ_BUILD_DIR) instead of compiling the
+# libraries a third time; the suites then also build clean under a second
+# compiler's -Werror.
+asan_dir="$root/build-ci-asan"
+stage "build (ASan+UBSan, clang, with the fuzzers)" build "$asan_dir" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DL3_CUDA=OFF \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-Og -g1 -DNDEBUG -DXXH_NO_INLINE_HINTS" -DL3_BUILD_BENCH=OFF \
-  -DL3_SANITIZE=address,undefined -DL3_CPU_FIXED_PREDICTORS=OFF
-stage "tests under ASan+UBSan" run_ctest "$root/build-ci-asan" -LE "tsan|gpu"
+  -DL3_SANITIZE=address,undefined -DL3_CPU_FIXED_PREDICTORS=OFF -DL3_FUZZ=ON
+stage "tests under ASan+UBSan" run_ctest "$asan_dir" -LE "tsan|gpu"
 # ThreadSanitizer: only the tests labelled tsan (the reader's pipeline).
 tsan_targets="$(grep -hoE 'l3_add_test\(([a-z_0-9]+)[^)]*LABELS "[^"]*tsan' "$root"/tests/*.cmake | sed -E 's/l3_add_test\(([a-z_0-9]+).*/\1/')"
 if [[ -n "$tsan_targets" ]]; then
@@ -101,7 +108,7 @@ run_pytest() {  # the Python suite; adds pytest's counts to the totals
 }
 stage "Python package (pip install ., pytest)" run_pytest
 if [[ -x "$root/tests/fuzz/run_fuzzers.sh" && "$fuzz_seconds" -gt 0 ]]; then
-  stage "fuzzers (${fuzz_seconds} s each)" "$root/tests/fuzz/run_fuzzers.sh" "$fuzz_seconds"
+  stage "fuzzers (${fuzz_seconds} s each)" env L3_FUZZ_BUILD_DIR="$asan_dir" "$root/tests/fuzz/run_fuzzers.sh" "$fuzz_seconds"
 fi
 
 echo; echo "==== summary"

@@ -67,7 +67,8 @@ TEST_CASE("class folders: convert then extract gives back every source pixel") {
 
   run = l3pack(dir, "extract " + quoted(dir / "ds") + " " + quoted(dir / "back"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
-  for (const auto& [key, label] : expected) {
+  for (const auto& entry : expected) {
+    const std::string& key = entry.first;  // a name, not a structured binding: clang 14 cannot capture those
     CAPTURE(key);
     fs::path back = dir / "back" / key;
     if (back.extension() != ".png") back += ".png";  // b.jpg -> b.jpg.png (extract keeps the key's extension)

@@ -62,7 +62,9 @@ private:
 
 TEST_CASE("batch mode: the emulated GPU batch backend yields the CPU pipeline's batches byte for byte") {
   auto ds = l3test::synth_dataset("batch_emu_configs");
-  for (const auto& [what, o] : l3test::backend_configs()) {
+  for (const auto& config : l3test::backend_configs()) {
+    const std::string& what = config.first;  // not a structured binding: clang 14 cannot capture those
+    const l3::ReaderOptions& o = config.second;
     CAPTURE(what);
     for (std::uint64_t epoch : {0u, 1u}) {
       CAPTURE(epoch);
