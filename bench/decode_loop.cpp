@@ -10,7 +10,8 @@
 //                                                   plane contexts; without version 8's corrections;
 //                                                   without version 9's compact tables),
 //                                                   check each stream decodes to the image, write DIR/N.l3i
-//   decode_loop decode ROUNDS STREAM...             print the summed fastest decode seconds and bytes
+//   decode_loop decode ROUNDS STREAM...             print the summed fastest decode seconds, bytes and
+//                                                   l3::cpu_decode_path() (L3_MAX_ISA picks another)
 // Encode once with one build, then decode the same streams with each build, alternating, e.g.
 //   cd bench/corpus && ../../build/bench/decode_loop encode /tmp/s photos/*.png jpeg_photos/*.png
 //   for i in 1 2 3; do A/decode_loop decode 7 /tmp/s/*.l3i; B/decode_loop decode 7 /tmp/s/*.l3i; done
@@ -108,7 +109,7 @@ int decode_all(int argc, char** argv) {
     }
     total += best;
   }
-  std::printf("%.5f s  %zu bytes  %d streams\n", total, bytes, argc - 3);
+  std::printf("%.5f s  %zu bytes  %d streams  path %s\n", total, bytes, argc - 3, l3::cpu_decode_path());
   return 0;
 }
 

@@ -6,10 +6,14 @@ target_link_libraries(gen_codec_vectors PRIVATE l3_codec l3_warnings)
 l3_add_test(test_codec
   ${CMAKE_CURRENT_SOURCE_DIR}/test_codec.cpp
   LIBS l3_codec l3_imageio)
-# Again with the CPU decoder's AVX-512 lanes off (codec/src/decode_lanes.hpp):
-# both paths run in CI wherever the machine has AVX-512.
+# Again with the CPU decoder's lanes off (codec/src/decode_lanes.hpp): the
+# lanes and the scalar loops both run in CI wherever the machine has AVX2;
+# the lane-path check once more capped at AVX2 (test_cuda_emu_avx2 runs the
+# AVX2 lanes' tests).
 add_test(NAME test_codec_scalar COMMAND test_codec --no-intro=true)
 set_tests_properties(test_codec_scalar PROPERTIES ENVIRONMENT L3_FORCE_SCALAR=1)
+add_test(NAME test_codec_decode_path_avx2 COMMAND test_codec --no-intro=true --test-case=cpu_decode_path*)
+set_tests_properties(test_codec_decode_path_avx2 PROPERTIES ENVIRONMENT L3_MAX_ISA=avx2)
 
 # The committed vectors must be exactly what the generator writes.
 add_test(NAME codec_vectors_up_to_date

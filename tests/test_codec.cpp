@@ -1167,7 +1167,7 @@ TEST_CASE("spec/vectors/codec: valid vectors decode to their pixels, invalid one
   CHECK(invalid >= 30);
 }
 
-TEST_CASE("cpu_decode_path: avx512 on a CPU with AVX-512, else avx2 on one with AVX2, unless L3_FORCE_SCALAR is set, else scalar") {
+TEST_CASE("cpu_decode_path: avx512 on a CPU with AVX-512, else avx2 on one with AVX2, capped by L3_MAX_ISA and L3_FORCE_SCALAR, else scalar") {
   const std::string path = l3::cpu_decode_path();
   bool avx512 = false, avx2 = false;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -1177,7 +1177,10 @@ TEST_CASE("cpu_decode_path: avx512 on a CPU with AVX-512, else avx2 on one with 
   avx2 = __builtin_cpu_supports("avx2");
 #endif
   const char* force = std::getenv("L3_FORCE_SCALAR");
-  if (force != nullptr && std::string(force) != "0") avx512 = avx2 = false;
+  const char* cap = std::getenv("L3_MAX_ISA");
+  if ((force != nullptr && std::string(force) != "0") || (cap != nullptr && std::string(cap) == "scalar"))
+    avx512 = avx2 = false;
+  if (cap != nullptr && std::string(cap) == "avx2") avx512 = false;
   MESSAGE("cpu_decode_path: " << path);
   CHECK(path == (avx512 ? "avx512" : avx2 ? "avx2" : "scalar"));
 }

@@ -818,8 +818,9 @@ TEST_CASE("emulated wavefront equals l3::decode on residual corrections (spec/co
 
 TEST_CASE("tiles up to 256x32 of 1-4 planes, Rice- and entropy-coded (the CPU decoder's AVX-512 lanes): same pixels and status as the emulation") {
   // l3::decode takes decode_lanes.hpp's passes 1 and 2 for the coded tiles
-  // of these images where l3::cpu_decode_path() is "avx512" (ctest runs
-  // this suite again with L3_FORCE_SCALAR=1 for the scalar loops): whole
+  // of these images where l3::cpu_decode_path() is "avx512" or "avx2" (ctest
+  // runs this suite again with L3_MAX_ISA=avx2 for the AVX2 lanes on an
+  // AVX-512 machine, and with L3_FORCE_SCALAR=1 for the scalar loops): whole
   // tiles and the partial ones at the right and bottom; gray, gray + alpha,
   // RGB and RGBA planes, palette tiles (the stripes and discs), constant
   // planes (opaque alpha).

@@ -38,8 +38,8 @@ const AnsSlots& ans_slots(const core::CodedTileParams& t);
 
 // Which lanes coded tiles decode their passes 1 and 2 across
 // (decode_lanes.hpp): AVX-512 where the CPU has F/BW/VL/DQ/CD, else AVX2,
-// else none (the scalar loops); none with L3_FORCE_SCALAR set to anything
-// but "0". Decided once.
+// else none (the scalar loops), capped by L3_MAX_ISA and L3_FORCE_SCALAR
+// (l3/common/cpu_features.hpp). Decided once.
 enum class DecodeLanes { none, avx2, avx512 };
 DecodeLanes decode_lanes();
 

@@ -32,16 +32,9 @@ struct UnusedSlots {
 }  // namespace
 
 DecodeLanes decode_lanes() {
-  static const DecodeLanes lanes = [] {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (force_scalar()) return DecodeLanes::none;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd"))
-      return DecodeLanes::avx512;
-    if (__builtin_cpu_supports("avx2")) return DecodeLanes::avx2;
-#endif
-    return DecodeLanes::none;
-  }();
+  static const DecodeLanes lanes = avx512_enabled() ? DecodeLanes::avx512
+                                   : avx2_enabled() ? DecodeLanes::avx2
+                                                    : DecodeLanes::none;
   return lanes;
 }
 

@@ -204,9 +204,10 @@ void decode_region(std::span<const std::uint8_t> encoded, const Rect& region,
 
 // The CPU decoder's path for coded tiles on this machine: "avx512" (their
 // rows' codes and values across AVX-512 lanes), "avx2" (across AVX2 lanes,
-// on a CPU without AVX-512) or "scalar" (neither, a build for another CPU
-// family, or the environment variable L3_FORCE_SCALAR set to a value other
-// than "0", read once). All decode the same pixels.
+// on a CPU without AVX-512 or with L3_MAX_ISA=avx2) or "scalar" (neither, a
+// build for another CPU family, L3_MAX_ISA=scalar, or L3_FORCE_SCALAR set to
+// a value other than "0"; the environment is read once). All decode the same
+// pixels.
 const char* cpu_decode_path();
 
 }  // namespace l3
