@@ -362,7 +362,10 @@ int main(int argc, char** argv) {
   v.valid("valid-gray-alpha-20x9", ga, encode(ga));
   v.valid("valid-rgb-33x17", rgb, encode(rgb));
   v.valid("valid-rgba-18x10", rgba, encode(rgba));
-  v.valid("valid-rgb-runs-40x16", flat, encode(flat));
+  // flat has at most 16 colours a tile: at effort 1 its tiles would take
+  // their palette form alone (spec §12); effort 2 keeps the unindexed RGB
+  // tiles with runs these vectors are about.
+  v.valid("valid-rgb-runs-40x16", flat, encode(flat, 16, 8, false, false, false, false, 2));
   v.valid("valid-rgb-raw-16x8", noise, encode(noise));
   v.valid("valid-rgb-constant-20x10", constant, encode(constant));
   v.valid("valid-rgb-1x1", one, encode(one));
@@ -464,7 +467,7 @@ int main(int argc, char** argv) {
     set_tile_size(b, ct, tile_size(b, ct) - 1);
     set_tile_size(b, ct + 1, tile_size(b, ct + 1) + 1);
   });
-  const Bytes flat_bytes = encode(flat);
+  const Bytes flat_bytes = encode(flat, 16, 8, false, false, false, false, 2);  // unindexed (see above)
   const std::uint32_t rt = first_tile(flat_bytes);
   v.mutate("run-k-11", flat_bytes, errc::corrupt_tile, [&](Bytes& b) {
     const std::size_t t = tile_offset(b, rt);
@@ -634,13 +637,14 @@ int main(int argc, char** argv) {
     auto expect = [](bool ok, const char* what) {
       if (!ok) { std::fprintf(stderr, "zero rows: %s expected\n", what); std::exit(1); }
     };
-    const Bytes rice_bytes = encode(flat, 16, 8, false, true);
+    // Effort 2 for flat and gray_zero: unindexed tiles (see flat above).
+    const Bytes rice_bytes = encode(flat, 16, 8, false, true, false, false, 2);
     const ZeroRows rice = zero_rows_in(rice_bytes);
     expect(rice_bytes[4] == l3::core::kVersionZeroRows && rice.rice > 0 && rice.last > 0 && rice.ans + rice.palette == 0,
            "version 4, Rice tiles with zero last rows");
     v.valid("valid-rgb-zero-rows-40x16", flat, rice_bytes);
     const Image gray_zero = make_image(37, 19, 1, 12);
-    const Bytes gray_zero_bytes = encode(gray_zero, 16, 8, false, true);
+    const Bytes gray_zero_bytes = encode(gray_zero, 16, 8, false, true, false, false, 2);
     const ZeroRows g = zero_rows_in(gray_zero_bytes);
     expect(g.rice > 0 && g.first > 0 && g.last > 0, "gray Rice tiles with zero first and last rows");
     v.valid("valid-gray-zero-first-last-37x19", gray_zero, gray_zero_bytes);
@@ -660,7 +664,7 @@ int main(int argc, char** argv) {
 
     // Zero-row bitmaps (version 10, spec §4.3): the same images with them
     // (and version 9's compact tables), where a bitmap is the smaller table.
-    const Bytes rice_masked = encode(flat, 16, 8, false, true, false, false, 1, false, false, true, true);
+    const Bytes rice_masked = encode(flat, 16, 8, false, true, false, false, 2, false, false, true, true);
     const MaskedTile m = first_masked_tile(rice_masked);
     expect(rice_masked[4] == l3::core::kVersionRowMasks && m.index != ~0u && rice_masked.size() < rice_bytes.size(),
            "version 10, a Rice tile with a zero-row bitmap, smaller");
