@@ -816,7 +816,7 @@ TEST_CASE("emulated wavefront equals l3::decode on residual corrections (spec/co
   CHECK(check_vectors([](const std::string& name) { return name.find("corrections") != std::string::npos; }) >= 9);
 }
 
-TEST_CASE("tiles up to 256x32 of 1-4 planes, Rice- and entropy-coded (the CPU decoder's AVX-512 lanes): same pixels and status as the emulation") {
+TEST_CASE("tiles up to 256x32 of 1-4 planes, Rice- and entropy-coded (the CPU decoder's lanes): same pixels and status as the emulation") {
   // l3::decode takes decode_lanes.hpp's passes 1 and 2 for the coded tiles
   // of these images where l3::cpu_decode_path() is "avx512" or "avx2" (ctest
   // runs this suite again with L3_MAX_ISA=avx2 for the AVX2 lanes on an
