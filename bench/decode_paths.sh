@@ -33,7 +33,7 @@ done
   for p in "${paths[@]}"; do printf ' L3_MAX_ISA=%s -> %s;' "$p" "${ran[$p]}"; done
   printf '\n\n| stream |'; for p in "${paths[@]}"; do printf ' %s ms |' "$p"; done; printf '\n|---|'
   for p in "${paths[@]}"; do printf -- '---:|'; done; printf '\n'
-} 
+}
 i=0
 for image in "$@"; do
   s="$work/$i.l3i"

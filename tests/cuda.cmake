@@ -8,7 +8,7 @@ set_tests_properties(test_cuda_emu_scalar PROPERTIES ENVIRONMENT L3_FORCE_SCALAR
 # (codec/src/lanes_ops_avx2.hpp) would otherwise never run; elsewhere this
 # repeats part of the first run. The cases whose streams are chosen for the
 # lanes (every tile shape and plane count, Rice and rANS), damaged streams'
-# statuses and the sample photos: 38 of the suite's 75 s under ASan+UBSan.
+# statuses and the sample photos: about half the suite's time under ASan+UBSan.
 add_test(NAME test_cuda_emu_avx2
   COMMAND test_cuda_emu --no-intro=true "--test-case=tiles up to 256x32*,corrupted streams*,*the sample photos")
 set_tests_properties(test_cuda_emu_avx2 PROPERTIES ENVIRONMENT L3_MAX_ISA=avx2 LABELS cuda)

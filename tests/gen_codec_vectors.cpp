@@ -365,7 +365,8 @@ int main(int argc, char** argv) {
   // flat has at most 16 colours a tile: at effort 1 its tiles would take
   // their palette form alone (spec §12); effort 2 keeps the unindexed RGB
   // tiles with runs these vectors are about.
-  v.valid("valid-rgb-runs-40x16", flat, encode(flat, 16, 8, false, false, false, false, 2));
+  const Bytes flat_bytes = encode(flat, 16, 8, false, false, false, false, 2);
+  v.valid("valid-rgb-runs-40x16", flat, flat_bytes);
   v.valid("valid-rgb-raw-16x8", noise, encode(noise));
   v.valid("valid-rgb-constant-20x10", constant, encode(constant));
   v.valid("valid-rgb-1x1", one, encode(one));
@@ -467,7 +468,6 @@ int main(int argc, char** argv) {
     set_tile_size(b, ct, tile_size(b, ct) - 1);
     set_tile_size(b, ct + 1, tile_size(b, ct + 1) + 1);
   });
-  const Bytes flat_bytes = encode(flat, 16, 8, false, false, false, false, 2);  // unindexed (see above)
   const std::uint32_t rt = first_tile(flat_bytes);
   v.mutate("run-k-11", flat_bytes, errc::corrupt_tile, [&](Bytes& b) {
     const std::size_t t = tile_offset(b, rt);

@@ -167,7 +167,7 @@ private:
     params_.width = w_;
     params_.height = h_;
     params_.channels = ch_;
-    if (std::vector<std::uint8_t> indexed = indexed_only_tile(); !indexed.empty()) return indexed;
+    if (std::vector<std::uint8_t> indexed = indexed_only_tile(); !indexed.empty()) return or_raw(std::move(indexed));
     std::vector<std::uint8_t> coded;
     if (effort_ >= 2 && ch_ >= 3) {
       // Density: code the tile under every transform (each with the
@@ -203,13 +203,16 @@ private:
       std::vector<std::uint8_t> copied = copy_tile(unindexed, coded.size());
       if (!copied.empty() && copies_pay(copied.size(), unindexed) && copied.size() < coded.size()) coded = std::move(copied);
     }
-    const std::size_t raw_size = 1 + pixels_.size();
-    if (coded.size() >= raw_size) return raw_tile();
-    return coded;
+    return or_raw(std::move(coded));
+  }
+
+  // `coded`, or the raw tile where that is no larger (spec §4.2).
+  std::vector<std::uint8_t> or_raw(std::vector<std::uint8_t> coded) const {
+    return coded.size() >= 1 + pixels_.size() ? raw_tile() : coded;
   }
 
   // Effort 1, a tile of at most kIndexedOnlyColours colours: its palette
-  // form alone, or raw, without coding the unindexed form (nor seeking pixel
+  // form alone (encode_coded falls back to raw), without coding the unindexed form (nor seeking pixel
   // copies, which need it) to compare. On graphics (all) the unindexed form
   // was the smaller in 117 of 1,334 such tiles, by 684 bytes in all (0.012%
   // of the class; photos (all) 0.016%), and coding it was a third of the
@@ -218,9 +221,7 @@ private:
   // palette form (gray with dense values).
   std::vector<std::uint8_t> indexed_only_tile() {
     if (effort_ != 1 || !allow_palette_ || !few_colours() || colours_.size() > kIndexedOnlyColours) return {};
-    std::vector<std::uint8_t> indexed = palette_tile();
-    if (!indexed.empty() && indexed.size() >= 1 + pixels_.size()) return raw_tile();
-    return indexed;
+    return palette_tile();
   }
   static constexpr std::size_t kIndexedOnlyColours = 16;
 

@@ -87,7 +87,7 @@ namespace {
 #endif
 
 // The horizontal pass has a hand-written AVX2 twin (horizontal_pass_avx2),
-// taken when the CPU has AVX2 and L3_FORCE_SCALAR is unset (avx2_enabled()).
+// taken when the CPU has AVX2 and L3_MAX_ISA / L3_FORCE_SCALAR allow it (avx2_enabled()).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define L3_XF_HAVE_AVX2 1
 #define L3_XF_AVX2 __attribute__((target("avx2")))

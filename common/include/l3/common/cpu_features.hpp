@@ -29,9 +29,6 @@ inline IsaCap isa_cap() {
   return cap;
 }
 
-// Whether every vector path is off (L3_FORCE_SCALAR, or L3_MAX_ISA=scalar).
-inline bool force_scalar() { return isa_cap() == IsaCap::scalar; }
-
 // Whether the CPU runs AVX2 code and the cap allows it.
 inline bool avx2_enabled() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
