@@ -9,6 +9,7 @@
 // vector and checks the outcome; regenerating must give the same files.
 #include <cstdio>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -97,6 +98,10 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
         }
         if (pattern == 21)  // gray lines of period 8 along x + 3y (two colours)
           v = (x + 3 * y) % 8 < 3 ? 20 : 235;
+        if (pattern == 22) {  // exact ramps of slopes below 1 (a synthetic gradient), a falling one among them
+          const double slope_x[3] = {0.37, 0.0, -0.23}, slope_y[3] = {0.11, 2.0 / 7.0, 0.19};
+          v = int(std::floor(40.5 + 60.0 * k + slope_x[k % 3] * x + slope_y[k % 3] * y + (k == 2 ? 30 : 0)));
+        }
         im.px[(std::size_t(y) * w + x) * c + k] = std::uint8_t(v & 255);
       }
   if (pattern == 10 || pattern == 12) {
@@ -122,12 +127,12 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
 // (§4.3, version 10), without bilevel planes unless `bilevel` (§6.8, version
 // 11), without NW predictors and mirrored tiles unless `diagonals` (§4.7,
 // version 12), with version 11's bilevel planes unless `templates` (§6.8,
-// version 13): the vectors of §4.3-§4.4 keep the byte layout their
+// version 13), without ramps unless `ramps` (§6.9, version 14): the vectors of §4.3-§4.4 keep the byte layout their
 // mutations assume.
 Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false,
              bool copies = false, bool pixel_copies = false, int effort = 1, bool plane_contexts = false,
              bool corrections = false, bool compact = false, bool row_masks = false, bool bilevel = false,
-             bool diagonals = false, bool templates = false) {
+             bool diagonals = false, bool templates = false, bool ramps = false) {
   l3::EncodeOptions o;
   o.effort = effort;
   o.tile_width = tw;
@@ -143,6 +148,7 @@ Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool 
   o.bilevel = bilevel;
   o.diagonals = diagonals;
   o.bilevel_templates = templates;
+  o.ramps = ramps;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -373,7 +379,7 @@ int main(int argc, char** argv) {
   {
     l3::EncodeOptions rice;
     rice.entropy_coding = false;
-    rice.plane_contexts = rice.corrections = rice.diagonals = false;  // its bytes as written in version 2
+    rice.plane_contexts = rice.corrections = rice.diagonals = rice.ramps = false;  // its bytes as written in version 2
     v.valid("valid-rgb-default-tiles-33x17", rgb, l3::encode(l3::ImageView{rgb.px.data(), rgb.w, rgb.h, rgb.c, 0}, rice));
   }
   // Version 2's constant planes (spec §4.3): opaque alpha, gray stored as RGB.
@@ -393,7 +399,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-14", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
+  v.mutate("version-15", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -800,6 +806,56 @@ int main(int argc, char** argv) {
     v.mutate("template-without-bilevel", nw, errc::corrupt_tile, [&](Bytes& b) {
       b[4] = l3::core::kVersionBitPlanes;
       b[nw_plane] = std::uint8_t(b[nw_plane] | l3::core::kPlaneTemplate);
+    });
+  }
+  {
+    // Ramps (version 14, spec §6.9): planes that are rounded affine functions
+    // of the position, in 32 x 8 tiles (clipped ones on the right and at the
+    // bottom): most planes ramped, whose rows are then zero rows.
+    auto expect = [](bool ok, const char* what) { expect_or_exit(ok, "ramps", what); };
+    const Image ramp = make_image(80, 20, 3, 22);
+    const Bytes ramped = encode(ramp, 32, 8, true, true, false, false, 1, true, true, true, true, true, true, true, true);
+    const Bytes plain = encode(ramp, 32, 8, true, true, false, false, 1, true, true, true, true, true, true, true, false);
+    std::size_t ramp_plane = 0;  // tile 0's first plane byte, a ramp's
+    std::uint32_t ramped_planes = 0;
+    each_coded_tile(ramped, [&](std::uint32_t i, std::size_t t, int w, int h, const l3::ImageInfo& info) {
+      l3::core::CodedTileParams p;
+      if (l3::core::parse_coded_tile(ramped.data() + t, tile_size(ramped, i), w, h, int(info.channels),
+                                     int(info.version), p) != l3::core::kOk)
+        return false;
+      for (int k = 0; k < p.channels; ++k) ramped_planes += p.plane[k].ramp;
+      if (i == 0 && p.plane[0].ramp && (ramped[t] & 3) == l3::core::kTileCoded) ramp_plane = t + 1;
+      return false;
+    });
+    expect(ramped[4] == l3::core::kVersionRamps && ramp_plane != 0 && ramped_planes >= 2 * tile_count(ramped) &&
+               ramped.size() < plain.size() && plain[4] < l3::core::kVersionRamps,
+           "version 14, most planes ramped, smaller; version 13 or lower without");
+    v.valid("valid-rgb-ramps-80x20", ramp, ramped);
+    // The ramp's fields: after the plane byte and its corrections, if any.
+    const std::size_t ramp_fields = ramp_plane + 1 + ((ramped[ramp_plane] & l3::core::kPlaneCorrections) ? 4 : 0);
+    const Image gray_ramp = make_image(40, 12, 1, 22);
+    v.valid("valid-gray-ramps-40x12",
+            gray_ramp, encode(gray_ramp, 16, 4, false, true, false, false, 1, true, true, true, true, true, true, true, true));
+    // Before version 14 plane byte bit 7 is reserved.
+    v.mutate("ramp-in-v13", ramped, errc::reserved_bits_set, [](Bytes& b) { b[4] = l3::core::kVersionBitPlanes; });
+    // The ramp's 12 bytes cut short: the tile ends inside them.
+    v.mutate("ramp-truncated", ramped, errc::truncated, [&](Bytes& b) {
+      const std::size_t t = tile_offset(b, 0);
+      b.erase(b.begin() + std::ptrdiff_t(ramp_fields + 5), b.begin() + std::ptrdiff_t(tile_offset(b, 1)));
+      set_tile_size(b, 0, std::uint32_t(ramp_fields + 5 - t));
+    });
+    // A ramp whose offset moves the samples past 255 (spec §5.2).
+    v.mutate("ramp-pixel-out-of-range", ramped, errc::corrupt_tile,
+             [&](Bytes& b) { b[ramp_fields + 3] = std::uint8_t(b[ramp_fields + 3] + 0x80); });
+    // Ramps belong to coded planes of tiles without palette and copies.
+    v.mutate("ramp-on-constant-plane", ramped, errc::corrupt_tile, [&](Bytes& b) {
+      b[ramp_plane] = std::uint8_t(l3::core::kPlaneConstant | l3::core::kPlaneRamp);
+    });
+    v.mutate("ramp-in-palette-tile", few_bytes, errc::corrupt_tile, [&](Bytes& b) {
+      b[4] = l3::core::kVersionRamps;
+      const std::size_t t = tile_offset(b, 0);  // 5 colours of 3 bytes, none constant (as checked above)
+      const std::size_t plane_byte = t + 3 + 5 * 3;
+      b[plane_byte] = std::uint8_t(b[plane_byte] | l3::core::kPlaneRamp);
     });
   }
   {

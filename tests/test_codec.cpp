@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -673,7 +674,8 @@ TEST_CASE("diagonals (v12): NW predictor and mirrored tiles; round trips, crops 
   small_tiles.tile_height = 8;
   int mirrored_streams = 0, nw_streams = 0;
   for (const Image& im : images)
-    for (const l3::EncodeOptions& on : {l3::EncodeOptions{}, rice, dense, small_tiles}) {
+    for (l3::EncodeOptions on : {l3::EncodeOptions{}, rice, dense, small_tiles}) {
+      on.ramps = false;  // diagonals alone (some of these tiles are ramps, spec §6.9)
       l3::EncodeOptions off = on;
       off.diagonals = false;
       const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
@@ -702,15 +704,80 @@ TEST_CASE("diagonals (v12): NW predictor and mirrored tiles; round trips, crops 
   CHECK(nw_streams >= 16);        // 20 when written
   // The ramp along x + y (its samples wrap at 256): at most 0.6 of the bytes (0.56 when written).
   const Image ramp = diagonal(1024, 256, 3, false, 99);
-  l3::EncodeOptions off;
+  l3::EncodeOptions on, off;
+  on.ramps = off.ramps = false;
   off.diagonals = false;
-  const Bytes with = l3::encode(ramp.view(), {}), without = l3::encode(ramp.view(), off);
+  const Bytes with = l3::encode(ramp.view(), on), without = l3::encode(ramp.view(), off);
   MESSAGE("ramp 1024 x 256: " << with.size() << " bytes, " << without.size() << " without diagonals");
   CHECK(with.size() * 10 <= without.size() * 6);
   // Effort 0 (one transform and predictor) writes neither.
   l3::EncodeOptions fast;
   fast.effort = 0;
   CHECK(l3::read_info(l3::encode(ramp.view(), fast)).version <= 11);
+}
+
+Image ramps(std::uint32_t w, std::uint32_t h, std::uint32_t c, bool noise, std::uint32_t seed) {
+  Image im{w, h, c, Bytes(std::size_t(w) * h * c)};
+  l3::test::fill_ramps(im.px.data(), w, h, c, noise, seed);
+  return im;
+}
+
+TEST_CASE("ramps (v14): a plane that is a rounded affine function of the position costs its ramp; round trips, crops, threads") {
+  std::vector<Image> images;
+  for (std::uint32_t c = 1; c <= 4; ++c) images.push_back(ramps(300, 130, c, false, c));
+  images.push_back(ramps(300, 130, 3, true, 7));
+  l3::EncodeOptions rice, dense, small_tiles;
+  rice.entropy_coding = false;
+  dense.effort = 2;
+  small_tiles.tile_width = 32;
+  small_tiles.tile_height = 8;
+  int ramped_streams = 0, smaller_streams = 0;
+  for (const Image& im : images)
+    for (const l3::EncodeOptions& on : {l3::EncodeOptions{}, rice, dense, small_tiles}) {
+      l3::EncodeOptions off = on;
+      off.ramps = false;
+      const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
+      CAPTURE(im.c);
+      CAPTURE(on.effort);
+      CAPTURE(on.entropy_coding);
+      CAPTURE(on.tile_width);
+      CHECK(l3::read_info(without).version <= 13);  // readable by version 13 decoders
+      CHECK(l3::test::planes_with_ramps(without) == 0);
+      const int n = l3::test::planes_with_ramps(with);
+      CHECK(n > 0);
+      CHECK(l3::read_info(with).version == 14);
+      CHECK(with.size() <= without.size());
+      ramped_streams += n > 0;
+      smaller_streams += with.size() < without.size();
+      CHECK(decode(with) == im.px);
+      CHECK(decode(with, 4) == im.px);
+      check_crops(with, im, {{37, 11, 101, 50}, {0, 0, 1, 1}, {0, 0, im.w, 2}, {255, 30, 1, 5}, {256, 30, 1, 5},
+                             {150, 5, 7, 3}, {290, 100, 10, 30}, {100, 62, 57, 68}, {31, 7, 2, 2}});
+    }
+  MESSAGE("ramps in " << ramped_streams << " of 20 streams, smaller in " << smaller_streams);
+  CHECK(ramped_streams == 20);
+  CHECK(smaller_streams >= 16);  // the exact ramps' 16 at least
+  // The corpus's gradient (bench/make_corpus.py): every plane of every tile
+  // ramped exactly, a quarter of the bytes without ramps (0.26 when written).
+  Image gradient{1024, 768, 3, Bytes(std::size_t(1024) * 768 * 3)};
+  for (std::uint32_t y = 0; y < 768; ++y)
+    for (std::uint32_t x = 0; x < 1024; ++x) {
+      std::uint8_t* px = &gradient.px[(std::size_t(y) * 1024 + x) * 3];
+      px[0] = std::uint8_t(std::nearbyint(x / 1023.0 * 255));
+      px[1] = std::uint8_t(std::nearbyint(y / 767.0 * 255));
+      px[2] = std::uint8_t(std::nearbyint((x + y) / double(1023 + 767) * 255));
+    }
+  l3::EncodeOptions off;
+  off.ramps = false;
+  const Bytes with = l3::encode(gradient.view(), {}), without = l3::encode(gradient.view(), off);
+  MESSAGE("gradient 1024 x 768: " << with.size() << " bytes, " << without.size() << " without ramps");
+  CHECK(l3::test::planes_with_ramps(with) == 3 * 4 * 24);
+  CHECK(with.size() * 10 <= without.size() * 3);
+  CHECK(decode(with) == gradient.px);
+  // Effort 0 (one transform and predictor) writes none; nor does a photo.
+  l3::EncodeOptions fast;
+  fast.effort = 0;
+  CHECK(l3::test::planes_with_ramps(l3::encode(gradient.view(), fast)) == 0);
 }
 
 TEST_CASE("tile copies (v5): a tile equal to an earlier one costs its table entry; round trips, crops, threads") {

@@ -59,6 +59,15 @@ inline int planes_with_corrections(const std::vector<std::uint8_t>& enc) {
   return n;
 }
 
+// How many coded planes of a stream's tiles have a ramp (version 14, spec
+// §6.9).
+inline int planes_with_ramps(const std::vector<std::uint8_t>& enc) {
+  int n = 0;
+  for (const auto& [tile, t] : coded_tiles(enc))
+    for (int p = 0; p < t.channels; ++p) n += t.plane[p].ramp;
+  return n;
+}
+
 // How many coded tiles of a stream have a bilevel plane (version 11, spec
 // §6.8), and how many of those run in run mode.
 struct BilevelTiles {

@@ -162,6 +162,7 @@ std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th,
   o.bilevel = newest >= l3::core::kVersionBilevel;
   o.diagonals = newest >= l3::core::kVersionMirror;
   o.bilevel_templates = newest >= l3::core::kVersionBitPlanes;
+  o.ramps = newest >= l3::core::kVersionRamps;
   return l3::encode(im.view(), o);
 }
 
@@ -670,6 +671,39 @@ TEST_CASE("emulated wavefront equals l3::decode on mirrored tiles and NW planes 
   const int rejected = damaged_same_status_as_decode(streams, rng, 150);
   MESSAGE(rejected << " of 150 damaged streams with mirrored tiles or NW planes rejected");
   CHECK(rejected > 50);
+}
+
+TEST_CASE("emulated wavefront equals l3::decode on ramps (spec/codec.md §6.9, version 14)") {
+  // A lane adds its pixel's ramps on the way to the inverse transform
+  // (ramped_pixel): whole, cropped, mirrored (the decoded tile's columns),
+  // in an HWC and a CHW batch, and damaged (the same status as l3::decode).
+  std::mt19937 rng(714);
+  int ramped = 0;
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<Img> images;
+  for (const bool noise : {false, true})
+    for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+      Img im{170, 75, ch, Pixels(std::size_t(170) * 75 * ch)};
+      l3::test::fill_ramps(im.px.data(), im.w, im.h, ch, noise, 60 + ch);
+      for (const auto& [tw, th, effort] : {std::tuple{64u, 32u, 1}, std::tuple{256u, 32u, 2}, std::tuple{32u, 7u, 1}}) {
+        const auto e = enc(im, tw, th, effort);
+        const int n = l3::test::planes_with_ramps(e);
+        ramped += n > 0;
+        check_same(e, std::string(noise ? "noisy ramps " : "ramps ") + shape(im, tw, th));
+        check_random_crops(e, im, rng, 6);
+        if (n > 0) streams.push_back(e), images.push_back(im);
+      }
+    }
+  MESSAGE(ramped << " of 24 streams have ramps");
+  CHECK(ramped >= 14);  // 16 when written
+  std::vector<l3::Rect> rects;
+  for (std::size_t i = 0; i < streams.size(); ++i)
+    rects.push_back({std::uint32_t(i * 7 % 60), std::uint32_t(i % 5), 100 - std::uint32_t(i % 9), 60});
+  for (auto layout : {l3::cuda::Layout::hwc, l3::cuda::Layout::chw}) check_batch_of_crops(streams, images, rects, layout);
+  CHECK(check_vectors([](const std::string& name) { return name.find("ramp") != std::string::npos; }) >= 7);
+  const int rejected = damaged_same_status_as_decode(streams, rng, 150);
+  MESSAGE(rejected << " of 150 damaged streams with ramps rejected");
+  CHECK(rejected > 30);
 }
 
 TEST_CASE("emulated wavefront equals l3::decode on bit planes and templates (spec/codec.md §6.8, version 13)") {

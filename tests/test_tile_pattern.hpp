@@ -115,6 +115,26 @@ inline void fill_diagonal(std::uint8_t* px, std::uint32_t w, std::uint32_t h, st
     }
 }
 
+// Rounded affine planes, what ramps (spec/codec.md §6.9, version 14) are
+// for: channel c rises or falls along x and y at slopes below 1 (one of them
+// flat along x), as synthetic gradients do, rounded to the nearest integer
+// in integer arithmetic (slopes in 1/4096); with `noise`, about one sample in
+// 200 (seeded from the position) off by one.
+inline void fill_ramps(std::uint8_t* px, std::uint32_t w, std::uint32_t h, std::uint32_t ch, bool noise,
+                       std::uint32_t seed) {
+  const int sx[4] = {1021, 0, -583, 127}, sy[4] = {0, 1362, 583, -1679};  // slopes * 4096
+  for (std::uint32_t y = 0; y < h; ++y)
+    for (std::uint32_t x = 0; x < w; ++x)
+      for (std::uint32_t c = 0; c < ch; ++c) {
+        const long long start = (20 + 40 * long(c)) * 4096ll + (sx[c] < 0 ? -sx[c] * long(w) : 0) +
+                                (sy[c] < 0 ? -sy[c] * long(h) : 0);
+        const long long v = (start + sx[c] * long(x) + sy[c] * long(y) + 2048) / 4096;
+        const bool bump = noise && mix64((std::uint64_t(y) << 32 | x) ^ (std::uint64_t(seed) << 20) ^ c) % 200 == 0;
+        const long long s = v + (bump ? 1 : 0);
+        *px++ = std::uint8_t(s < 0 ? 0 : s > 255 ? 255 : s);
+      }
+}
+
 // Ordered dithers, what bit planes and templates (spec/codec.md §6.8,
 // version 13) are for: each channel a slow ramp (a different slope per
 // channel, shifted by `seed`) dithered to 0 or 255 by the 8 x 8 Bayer

@@ -261,11 +261,27 @@ L3_DECODE_INLINE void reconstruct_group(const PredictConsts& k, bool first, Code
 // palette (`palette`: its colours as words) in a palette tile, else the
 // inverse transform. False when a value maps to no pixel. kLanes: the row
 // comes from the AVX-512 lanes (planes_to_pixels).
+// In a tile with ramps (version 14, spec §6.9) the values of row r get
+// their ramps first (ramped_row), a copy: the prediction of the next row
+// reads the values without them.
+template <int CH>
+__attribute__((noinline)) const V4* ramped_row(const CodedTileParams& t, const V4* vals, int r, int x0, int x1, V4* ramped) {
+  for (int p = 0; p < CH; ++p) {
+    const core::PlaneParams& pp = t.plane[p];
+    for (int c = x0; c < x1; ++c) ramped[c][p] = vals[c][p] + (pp.ramp ? core::ramp_at(pp, r, c) : 0);
+  }
+  return ramped;
+}
+
 template <int CH, bool kLanes = false>
-L3_DECODE_INLINE bool row_pixels(const CodedTileParams& t, const std::uint32_t* palette, const V4* vals, int x0, int x1,
-                                 std::uint8_t* out) {
+L3_DECODE_INLINE bool row_pixels(const CodedTileParams& t, const std::uint32_t* palette, const V4* vals, int r, int x0,
+                                 int x1, std::uint8_t* out) {
   if constexpr (CH == 1)
     if (t.palette_size) return indices_to_pixels(palette, t, vals, x0, x1, out);
+  if (t.ramps) {
+    V4 ramped[1 << core::kMaxTileWidthLog2];
+    return row_to_pixels<CH, kLanes>(t.transform, ramped_row<CH>(t, vals, r, x0, x1, ramped), x0, x1, out);
+  }
   return row_to_pixels<CH, kLanes>(t.transform, vals, x0, x1, out);
 }
 
@@ -282,7 +298,7 @@ L3_DECODE_CLONES int rows_to_pixels(const CodedTileParams& t, const std::uint32_
                                     LaneState* lanes, const TileOutput& o, bool full) {
   for (int r = o.y0; r < o.y1; ++r) {
     std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
-    if (!row_pixels<CH, (CH >= 3)>(t, palette, rows[r].v, o.x0, o.x1, out)) return core::kCorruptTile;
+    if (!row_pixels<CH, (CH >= 3)>(t, palette, rows[r].v, r, o.x0, o.x1, out)) return core::kCorruptTile;
   }
   for (int r = 0; r < o.y1; ++r) {
     if (const int status = row_end_status(lanes[r], t.row_length[r], full); status != core::kOk) return status;
@@ -336,14 +352,14 @@ L3_DECODE_CLONES int group_pixels(const CodedTileParams& t, const std::uint32_t*
     const V4* vals = val[(r + 1) % kRing] + 1;
     if (r >= o.y0) {
       std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
-      if (!row_pixels<CH>(t, palette, vals, o.x0, o.x1, out)) return core::kCorruptTile;
+      if (!row_pixels<CH>(t, palette, vals, r, o.x0, o.x1, out)) return core::kCorruptTile;
     }
     if (t.copies) {
       // A tile with copies checks every pixel it decodes, also outside a
       // crop: a copy may carry one into it (spec §6.6).
       std::uint8_t scratch[(1 << core::kMaxTileWidthLog2) * core::kMaxChannels];
       const int x1 = r >= o.y0 ? o.x0 : o.x1;
-      if (x1 > 0 && !row_pixels<CH>(t, palette, vals, 0, x1, scratch)) return core::kCorruptTile;
+      if (x1 > 0 && !row_pixels<CH>(t, palette, vals, r, 0, x1, scratch)) return core::kCorruptTile;
     }
     if (const int status = row_end_status(lane[i], t.row_length[r], full); status != core::kOk) return status;
   }

@@ -52,7 +52,7 @@ void check_image(const ImageView& image) {
 }
 
 // The lowest format version that has what an encoded tile uses (spec §11):
-// 13 when it has a bilevel plane of more than two colours or with a template
+// 14 when a plane has a ramp (§6.9), else 13 when it has a bilevel plane of more than two colours or with a template
 // (§6.8), else 12 when it is mirrored (kind 3, §4.7) or a plane is predicted
 // by NW (§6.1), else 11 when it has a bilevel plane (§6.8), else 10 when its row-length table
 // has a zero-row bitmap (§4.3), else 9 when it is entropy-coded with compact tables (`compact`, §4.5), else 8
@@ -67,13 +67,14 @@ std::uint8_t tile_version(const std::vector<std::uint8_t>& tile, const core::Til
   core::CodedTileParams t;
   // Every tile the encoder writes parses (the round-trip tests and fuzzer
   // decode them); were one not to, the newest version is the safe answer.
-  const int parse_as = compact ? core::kVersionBitPlanes : core::kVersionCorrections;
+  const int parse_as = compact ? core::kVersionRamps : core::kVersionCorrections;
   core::RowTable rows;
   if (core::parse_coded_tile(tile.data(), std::uint32_t(tile.size()), int(r.width), int(r.height), int(channels),
                              parse_as, t) != core::kOk ||
       core::parse_coded_header(tile.data(), std::uint32_t(tile.size()), int(r.width), int(r.height), int(channels),
                                parse_as, t, rows) != core::kOk)
     return core::kVersion;
+  if (t.ramps) return core::kVersionRamps;
   if (t.bilevel && (t.bilevel_bits > 1 || !core::default_template(t)))
     return core::kVersionBitPlanes;
   if ((tile[0] & 3) == core::kTileMirrored) return core::kVersionMirror;

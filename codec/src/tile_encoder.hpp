@@ -93,7 +93,8 @@ public:
         plane_contexts_(o.plane_contexts && o.effort >= 1), corrections_(o.corrections && o.effort >= 1),
         compact_tables_(o.compact_tables), row_masks_(o.zero_rows && o.row_masks && o.compact_tables),
         bilevel_(o.bilevel && ans_ && o.compact_tables), templates_(bilevel_ && o.bilevel_templates),
-        diagonals_(o.diagonals && o.effort >= 1 && o.compact_tables) {
+        diagonals_(o.diagonals && o.effort >= 1 && o.compact_tables),
+        ramps_(o.ramps && o.effort >= 1 && o.compact_tables) {
     const std::size_t stride = img.stride ? img.stride : std::size_t(img.width) * img.channels;
     pixels_.resize(std::size_t(w_) * h_ * ch_);
     for (int y = 0; y < h_; ++y)
@@ -292,6 +293,7 @@ private:
     TileEncoder index_encoder(ImageView{index.data(), std::uint32_t(w_), std::uint32_t(h_), 1, 0},
                               Rect{0, 0, std::uint32_t(w_), std::uint32_t(h_)}, options_);
     index_encoder.allow_palette_ = false;  // indices are not indexed again
+    index_encoder.ramps_ = false;          // nor ramped (spec §4.3)
     index_encoder.allow_mirror_ = false;   // the palette tile is mirrored as a whole, or not
     index_encoder.few_colours_ = 1;        // at most 256 indices
     // Bit planes of 3-16 colours at effort 1 only where each bit is a
@@ -413,6 +415,173 @@ private:
     }
     for (int p = 0; p < ch_; ++p) params_.plane[p].range = core::plane_range(transform, p);
     mark_constant_planes();
+    for (int p = 0; p < ch_; ++p) params_.plane[p].ramp = false;
+    if (ramps_)
+      for (int p = 0; p < ch_; ++p)
+        if (!params_.plane[p].constant) try_ramp(p);
+  }
+
+  // ---- Ramps (spec §6.9, version 14) ----------------------------------------
+
+  // Whether plane p may be a rounded affine function of (r, c), as smooth
+  // synthetic gradients are: such a plane's second differences are -1..1
+  // (a sample off by one, noise, makes them 2 or 3 around it). Tested on
+  // three rows and three columns, which photos fail at once.
+  bool ramp_like(const int* v) const {
+    int rough = (3 * (w_ + h_)) / 64;  // second differences of 2 or 3 allowed
+    auto smooth = [&](std::size_t at, std::size_t step, int n) {
+      for (int i = 2; i < n; ++i) {
+        const int d2 = core::iabs(v[at + i * step] - 2 * v[at + (i - 1) * step] + v[at + (i - 2) * step]);
+        if (d2 > 3 || (d2 > 1 && --rough < 0)) return false;
+      }
+      return true;
+    };
+    for (int r : {0, h_ / 2, h_ - 1})
+      if (!smooth(std::size_t(r) * w_, 1, w_)) return false;
+    for (int c : {0, w_ / 2, w_ - 1})
+      if (!smooth(std::size_t(c), std::size_t(w_), h_)) return false;
+    return true;
+  }
+
+  // Narrows [lo, hi] to the slopes b for which some a gives floor(a + b * i)
+  // = s(i) for i < n (eliminating a, Fourier-Motzkin: for i < j,
+  // s(j) - s(i) - 1 < b (j - i) < s(j) - s(i) + 1). The ends of the runs of
+  // equal values bind; the pixels inside a run add nothing.
+  template <class S>
+  static void narrow_slope(S&& s, int n, double& lo, double& hi) {
+    std::vector<int> ends;
+    for (int i = 0; i < n; ++i)
+      if (i == 0 || i == n - 1 || s(i) != s(i - 1) || s(i) != s(i + 1)) ends.push_back(i);
+    for (std::size_t a = 0; a < ends.size(); ++a)
+      for (std::size_t b = a + 1; b < ends.size(); ++b) {
+        const int i = ends[a], j = ends[b];
+        const double d = double(s(j) - s(i)), len = double(j - i);
+        lo = std::max(lo, (d - 1) / len);
+        hi = std::min(hi, (d + 1) / len);
+      }
+  }
+
+  // The ramp of plane p (fields of params_.plane[p]) that fits its values
+  // best: the slopes inside the intervals that rows 0, h/2 and h - 1 and
+  // every column allow (each alone), refined, and the offset inside every pixel's interval
+  // where one exists (an exact fit: every value minus its ramp is 0).
+  void fit_ramp(int p) {
+    const int* v = &value_[pat(p, 0, 0)];
+    double bx_lo = -128, bx_hi = 128, by_lo = -128, by_hi = 128;
+    for (int r : {0, h_ / 2, h_ - 1}) narrow_slope([&](int i) { return v[std::size_t(r) * w_ + i]; }, w_, bx_lo, bx_hi);
+    if (h_ > 1)
+      for (int c = 0; c < w_; ++c) narrow_slope([&](int i) { return v[std::size_t(i) * w_ + c]; }, h_, by_lo, by_hi);
+    else
+      by_lo = by_hi = 0;
+    constexpr double kOne = double(1 << core::kRampFractionBits);
+    auto fixed = [&](double x) { return std::int32_t(std::clamp(std::llround(x * kOne), -(1ll << 30), 1ll << 30)); };
+    core::PlaneParams& pp = params_.plane[p];
+    pp.ramp_dx = fixed((bx_lo + bx_hi) / 2);
+    pp.ramp_dy = fixed((by_lo + by_hi) / 2);
+    if (pp.ramp_dx == 0 && pp.ramp_dy == 0) return;  // flat: no ramp (try_ramp)
+    // Each row's (column's) intervals alone leave the slopes loose where the
+    // tile is short: each slope is then moved, the other fixed, to where the
+    // offset's interval is widest (or least empty), a convex function of it.
+    refine_ramp_slope(v, pp.ramp_dy, pp.ramp_dx, fixed(by_lo) - 1024, fixed(by_hi) + 1024, true);
+    refine_ramp_slope(v, pp.ramp_dx, pp.ramp_dy, fixed(bx_lo) - 1024, fixed(bx_hi) + 1024, false);
+    refine_ramp_slope(v, pp.ramp_dy, pp.ramp_dx, fixed(by_lo) - 1024, fixed(by_hi) + 1024, true);
+    // floor((A + s) / 2^24) = v for A in [v * 2^24 - s, (v + 1) * 2^24 - s).
+    std::int64_t lo = std::numeric_limits<std::int64_t>::min(), hi = std::numeric_limits<std::int64_t>::max();
+    for (int r = 0; r < h_; ++r)
+      for (int c = 0; c < w_; ++c) {
+        const std::int64_t s = std::int64_t(pp.ramp_dx) * c + std::int64_t(pp.ramp_dy) * r;
+        const std::int64_t at = std::int64_t(v[std::size_t(r) * w_ + c]) * std::int64_t(kOne) - s;
+        lo = std::max(lo, at);
+        hi = std::min(hi, at + std::int64_t(kOne) - 1);
+      }
+    constexpr std::int64_t kUnit = std::int64_t(1) << core::kRampOffsetShift;
+    std::int64_t offset = (lo + hi) / 2 / kUnit;  // the middle, where no exact fit exists
+    if (lo <= hi && (lo + kUnit - 1) / kUnit * kUnit <= hi) offset = lo >= 0 ? (lo + kUnit - 1) / kUnit : -((-lo) / kUnit);
+    pp.ramp_offset = std::int32_t(std::clamp<std::int64_t>(offset, INT32_MIN, INT32_MAX));
+  }
+
+  // Sets `slope` (dy with `along_rows`, else dx) in [from, to] to where the
+  // interval of offsets A with floor((A + dx c + dy r) / 2^24) = v for every
+  // pixel is widest: with the other slope fixed, each row (column) bounds A
+  // by its largest lower and smallest upper end, and the interval's
+  // emptiness, the largest lower end minus the smallest upper one, is convex
+  // in the slope (a ternary search on integers).
+  void refine_ramp_slope(const int* v, std::int32_t& slope, std::int32_t other, std::int64_t from, std::int64_t to,
+                         bool along_rows) const {
+    constexpr std::int64_t kOne = std::int64_t(1) << core::kRampFractionBits;
+    const int lines = along_rows ? h_ : w_;
+    if (lines < 2) return;
+    std::vector<std::int64_t> lower(std::size_t(lines), std::numeric_limits<std::int64_t>::min()),
+        upper(std::size_t(lines), std::numeric_limits<std::int64_t>::max());
+    for (int r = 0; r < h_; ++r)
+      for (int c = 0; c < w_; ++c) {
+        const int line = along_rows ? r : c;
+        const std::int64_t at = std::int64_t(v[std::size_t(r) * w_ + c]) * kOne - std::int64_t(other) * (along_rows ? c : r);
+        lower[line] = std::max(lower[line], at);
+        upper[line] = std::min(upper[line], at + kOne - 1);
+      }
+    auto empty = [&](std::int64_t s) {
+      std::int64_t lo = std::numeric_limits<std::int64_t>::min(), hi = std::numeric_limits<std::int64_t>::max();
+      for (int i = 0; i < lines; ++i) {
+        lo = std::max(lo, lower[i] - s * i);
+        hi = std::min(hi, upper[i] - s * i);
+      }
+      return lo - hi;
+    };
+    std::int64_t a = std::max<std::int64_t>(from, -(1ll << 30)), b = std::min<std::int64_t>(to, 1ll << 30);
+    while (b - a > 2) {
+      const std::int64_t m1 = a + (b - a) / 3, m2 = b - (b - a) / 3;
+      if (empty(m1) <= empty(m2)) b = m2;
+      else a = m1;
+    }
+    std::int64_t best = a;
+    for (std::int64_t x = a + 1; x <= b; ++x)
+      if (empty(x) < empty(best)) best = x;
+    slope = std::int32_t(best);
+  }
+
+  // Plane p with a ramp where its estimate, with the ramp's 12 bytes, is
+  // lower than without (spec §6.9): its values become the differences from
+  // the ramp, its range ramped_range's.
+  void try_ramp(int p) {
+    int* v = &value_[pat(p, 0, 0)];
+    if (w_ < 4 || !ramp_like(v)) return;
+    fit_ramp(p);
+    core::PlaneParams& pp = params_.plane[p];
+    if (pp.ramp_dx == 0 && pp.ramp_dy == 0) return;  // a constant ramp only moves the values
+    PlaneCosts plain{};
+    plane_costs(p, core::kPredCount, plain);
+    const std::vector<int> kept(v, v + plane_);
+    const core::PlaneRange range = pp.range;
+    // The differences must lie in ramped_range (their residuals' codes stay
+    // <= 1023, spec §7.2).
+    bool inside = true;
+    for (int r = 0; r < h_; ++r)
+      for (int c = 0; c < w_; ++c) {
+        int& x = v[std::size_t(r) * w_ + c];
+        x -= core::ramp_at(pp, r, c);
+        inside &= x >= -255 && x <= 255;
+      }
+    pp.range = core::ramped_range();
+    if (!inside) {
+      std::copy(kept.begin(), kept.end(), v);
+      pp.range = range;
+      return;
+    }
+    PlaneCosts ramped{};
+    plane_costs(p, core::kPredCount, ramped);
+    constexpr std::uint64_t kRampCost = 12 * 8 * 8;  // its bytes, in the estimate's eighths
+    const auto best = [](const PlaneCosts& c) { return *std::min_element(c.begin(), c.begin() + core::kPredCount); };
+    // An exact fit (every difference the same) makes every row a zero row,
+    // which the estimate, blind to the first row's cost, undervalues.
+    bool exact = true;
+    for (std::size_t i = 1; exact && i < plane_; ++i) exact = v[i] == v[0];
+    if ((exact && best(plain) > 0) || best(ramped) + kRampCost < best(plain)) {
+      pp.ramp = true;
+      return;
+    }
+    std::copy(kept.begin(), kept.end(), v);
+    pp.range = range;
   }
 
   template <std::uint8_t kTransform, int kCh>
@@ -1596,6 +1765,10 @@ private:
     // text, chessboards) has few bytes for copies to save: not searched at
     // effort 1.
     if (effort_ < 2 && std::min(best_bytes, beat) * 32 < plane_) return {};
+    // Copies repeat pixels; a ramped plane's values are not its pixels' (and
+    // the format has no copies in a tile with ramps, spec §4.3).
+    for (int p = 0; p < ch_; ++p)
+      if (params_.plane[p].ramp) return {};
     build_chains();
     // The bytes the copies must save: their share of best_bytes (copies_pay),
     // and at least down to `beat` (another form's size).
@@ -1844,9 +2017,13 @@ private:
       }
       out.push_back(std::uint8_t(pp.pred | (pp.previous_code ? core::kPlaneContextOfPrevious : 0) |
                                  (pp.corrected ? core::kPlaneCorrections : 0) | (bilevel_on_ ? core::kPlaneBilevel : 0) |
+                                 (pp.ramp ? core::kPlaneRamp : 0) |
                                  (bilevel_on_ && !default_template() ? core::kPlaneTemplate : 0)));
       if (pp.corrected)  // u32 LE (spec §4.3)
         for (int b = 0; b < 32; b += 8) out.push_back(std::uint8_t(pp.corrections >> b));
+      if (pp.ramp)  // three i32 LE (spec §4.3, §6.9)
+        for (const std::int32_t f : {pp.ramp_offset, pp.ramp_dx, pp.ramp_dy})
+          for (int b = 0; b < 32; b += 8) out.push_back(std::uint8_t(std::uint32_t(f) >> b));
       plane_params(out, p);
     }
     if (params_.run_mode) run_params(out);
@@ -1956,6 +2133,7 @@ private:
   bool bilevel_;         // EncodeOptions::bilevel (spec §6.8, version 11), with ans_ and compact tables
   bool templates_;       // EncodeOptions::bilevel_templates (spec §6.8, version 13), with bilevel_
   bool diagonals_;       // EncodeOptions::diagonals (spec §4.7, §6.1, version 12), at effort >= 1, with compact tables
+  bool ramps_;           // EncodeOptions::ramps (spec §6.9, version 14), at effort >= 1, with compact tables; off in palette tiles
   bool allow_mirror_ = true;    // this tile may be mirrored (not a mirrored or an index tile's encoder)
   bool mirror_may_pay_ = false; // choose_transform_and_predictors: NE predicts better (encode)
   bool predictors_chosen_ = false;  // encode chose them before encode_coded

@@ -141,6 +141,13 @@ struct EncodeOptions {
   // version 12 read. Needs compact_tables (a version 12 stream's tables are
   // version 9's).
   bool diagonals = true;
+  // Ramps (spec/codec.md §6.9, version 14): a plane that is a rounded affine
+  // function of the pixel's position (smooth synthetic gradients) is coded
+  // as its differences from that ramp, where the estimate says so; effort 1
+  // and 2, not in palette tiles nor with pixel copies. The stream is version
+  // 14 when a tile has one. false: none, a stream that decoders older than
+  // version 14 read. Needs compact_tables.
+  bool ramps = true;
 };
 
 // The one spelling of the entropy setting for users (l3pack --entropy, the

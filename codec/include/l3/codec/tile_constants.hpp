@@ -17,10 +17,10 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 13;  // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 14;  // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
-// The encoder writes the lowest version its tiles need (spec §11): 13 with a
-// bilevel plane of more than two colours or with a template, else 12 with a
+// The encoder writes the lowest version its tiles need (spec §11): 14 with a
+// plane ramp, else 13 with a bilevel plane of more than two colours or with a template, else 12 with a
 // mirrored tile or a plane predicted by NW, else 11 with a bilevel plane, else 10 with a
 // row-length table that marks zero rows in a bitmap, else 9 with an
 // entropy-coded tile whose tables are compact, else 8 with
@@ -37,6 +37,7 @@ inline constexpr std::uint8_t kVersionRowMasks = 10;
 inline constexpr std::uint8_t kVersionBilevel = 11;
 inline constexpr std::uint8_t kVersionMirror = 12;
 inline constexpr std::uint8_t kVersionBitPlanes = 13;
+inline constexpr std::uint8_t kVersionRamps = 14;
 inline constexpr std::uint32_t kMaxChannels = 4;
 inline constexpr std::uint32_t kMaxTileHeight = 32;     // one CUDA lane per row
 inline constexpr std::uint32_t kMinTileWidthLog2 = 4;   // 16
@@ -143,6 +144,14 @@ inline constexpr int kBilevelLevelBits = 5;
 inline constexpr int kMaxBitPlanes = 4;
 // Plane byte bit 6 (version 13): a bilevel plane's template follows.
 inline constexpr std::uint8_t kPlaneTemplate = 0x40;
+// Plane byte bit 7 (version 14, spec §4.3, §6.9): a **ramp**, three i32
+// after the plane byte (and its corrections), is added to the plane's
+// decoded values: value + floor((offset * 2^8 + dx * c + dy * r) / 2^24),
+// the plane's values then coded as differences from it (smooth synthetic
+// gradients, whose first rows and columns no neighbour predicts).
+inline constexpr std::uint8_t kPlaneRamp = 0x80;
+inline constexpr int kRampFractionBits = 24;  // dx, dy: 2^-24 per pixel
+inline constexpr int kRampOffsetShift = 8;    // offset: 2^-16
 inline constexpr int kTemplatePixels = 2;
 inline constexpr int kTemplateMaxUp = 31;
 inline constexpr int kTemplateReach = 63;

@@ -163,6 +163,11 @@ struct PlaneParams {
   // `corrected` with a branch, the same way for the whole tile.
   bool corrected;
   std::uint32_t corrections;
+  // A ramp (plane byte bit 7, version 14, spec §6.9): ramp_at() is added to
+  // each decoded value on the way to the pixel; prediction, contexts, runs
+  // and the range of §6.1 (ramped_range) see the values without it.
+  bool ramp;
+  std::int32_t ramp_offset, ramp_dx, ramp_dy;
   std::uint8_t k[kBuckets];
   PlaneRange range;
   // k[bucket_of(a)] for every activity a < 256, expanded once per tile so the
@@ -230,6 +235,22 @@ L3_HD void expand_k_table(PlaneParams& pp) {
   }
 }
 
+// ---- Ramps (spec §6.9, version 14) -------------------------------------------
+
+// The ramp of plane pp at pixel (r, c): floor((offset * 2^8 + dx * c + dy *
+// r) / 2^24), in 64 bits (every i32 field valid; the result is below 2^17 in
+// magnitude).
+L3_HD int ramp_at(const PlaneParams& pp, int r, int c) {
+  const std::int64_t x = std::int64_t(pp.ramp_offset) * (std::int64_t(1) << kRampOffsetShift) +
+                         std::int64_t(pp.ramp_dx) * c + std::int64_t(pp.ramp_dy) * r;
+  return int(x >> kRampFractionBits);  // arithmetic: floor
+}
+
+// The range of §6.1 (the gradient's clamp) and the midpoint of §6.3 of a
+// ramped plane, whatever its transform: values differ from their ramp by
+// little, and residuals inside this range keep codes <= 1023 (§7.2).
+L3_HD PlaneRange ramped_range() { return {-255, 255, 0}; }
+
 // Rice parameter for a sample of plane pp with neighbourhood activity a.
 L3_HD int k_for_activity(const PlaneParams& pp, int a) { return pp.k_of_activity[a < kActivityTable - 1 ? a : kActivityTable - 1]; }
 
@@ -270,6 +291,8 @@ struct CodedTileParams {
   int template_dy[kTemplatePixels], template_dx[kTemplatePixels];
   std::uint16_t bilevel_one[kMaxBitPlanes][kBilevelContexts];
   std::uint16_t ans_cum[kAnsAllContexts][kAnsCumSize];
+  // Version 14 (spec §6.9): a plane has a ramp (PlaneParams::ramp).
+  bool ramps;
   PlaneParams plane[kMaxChannels];
   // Byte offset of each row's stream inside the tile, and its length.
   std::uint32_t row_offset[kMaxTileHeight];
@@ -281,6 +304,14 @@ struct CodedTileParams {
 // one per row r < height - 1 that zero_mask leaves out (version 10: bit r
 // set marks row r a zero row, 0 bytes long; 0 in earlier versions); row r
 // is `base + delta` bytes long; the first row starts at rows_at.
+// A pixel's plane values with their ramps added (spec §6.9), in place: what
+// the inverse transform (§5) reads in a tile with ramps.
+template <int CH>
+L3_HD void add_ramps(const CodedTileParams& t, int r, int c, int* v) {
+  for (int p = 0; p < CH; ++p)
+    if (t.plane[p].ramp) v[p] += ramp_at(t.plane[p], r, c);
+}
+
 struct RowTable {
   std::uint32_t packed_at, rows_at, nbits;
   std::uint32_t zero_mask;
@@ -343,6 +374,7 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
   t.copies = (mode & kModeCopies) != 0;
   t.bilevel = false;
   t.bilevel_bits = 0;
+  t.ramps = false;
   const bool compact = version >= kVersionCompactTables;  // the frequency tables' form (§4.5)
   if ((t.copies && version < kVersionPixelCopies) || (palette && version < 2) || (t.ans && version < kVersionAns))
     return kReservedBits;
@@ -389,7 +421,12 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
     // Bit 6 (version 13): a bilevel plane's template follows its plane byte.
     const bool templated = (pb & kPlaneTemplate) != 0 && version >= kVersionBitPlanes;
     if (templated) pb = std::uint8_t(pb & ~kPlaneTemplate);
+    // Bit 7 (version 14): a ramp, three i32 after the corrections (spec
+    // §4.3, §6.9), for coded planes of tiles without palette and copies.
+    const bool ramp = (pb & kPlaneRamp) != 0 && version >= kVersionRamps;
+    if (ramp) pb = std::uint8_t(pb & ~kPlaneRamp);
     if (pb >> 3) return kReservedBits;
+    if (ramp && (bilevel || t.palette_size || t.copies || pb == kPlaneConstant)) return kCorruptTile;
     if (templated && !bilevel) return kCorruptTile;
     const std::uint32_t max_colours = version >= kVersionBitPlanes ? 1u << kMaxBitPlanes : 2u;
     if (bilevel && (t.palette_size < 2 || t.palette_size > max_colours || !t.ans || t.copies || corrected ||
@@ -410,7 +447,20 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
         if (((entries >> (kCorrectionBits * g)) & 3u) == 3u) return kCorruptTile;  // bias 3: not a bias
       pp.corrections = entries;
     }
-    pp.range = plane_range(t.transform, p);
+    pp.ramp = ramp;
+    pp.ramp_offset = pp.ramp_dx = pp.ramp_dy = 0;
+    if (ramp) {
+      if (size - pos < 12) return kTruncated;
+      std::int32_t f[3];
+      for (int i = 0; i < 3; ++i, pos += 4)
+        f[i] = std::int32_t(std::uint32_t(tile[pos]) | std::uint32_t(tile[pos + 1]) << 8 |
+                            std::uint32_t(tile[pos + 2]) << 16 | std::uint32_t(tile[pos + 3]) << 24);
+      pp.ramp_offset = f[0];
+      pp.ramp_dx = f[1];
+      pp.ramp_dy = f[2];
+      t.ramps = true;
+    }
+    pp.range = ramp ? ramped_range() : plane_range(t.transform, p);
     pp.constant = version >= 2 && pb == kPlaneConstant;
     if (bilevel) {
       // Bits of indices, each 0 or 1, the first pixel predicted 0; from

@@ -260,6 +260,19 @@ template <int CH> L3_WF_HDI void apply_edges_select(int r, int c, core::Neighbou
   }
 }
 
+// Pixel (r, c)'s samples from its plane values: their ramps added in a tile
+// with ramps (spec/codec.md §6.9, version 14; `val` stays without them, as
+// the next pixels' neighbours), then the inverse transform. False when no
+// 8-bit pixel results.
+template <int CH>
+L3_WF_HDI bool ramped_pixel(const core::CodedTileParams& t, int r, int c, const int* val, std::uint8_t* px) {
+  if (!t.ramps) return core::inverse_transform(t.transform, CH, val, px);
+  int ramped[CH];
+  for (int p = 0; p < CH; ++p) ramped[p] = val[p];
+  core::add_ramps<CH>(t, r, c, ramped);
+  return core::inverse_transform(t.transform, CH, ramped, px);
+}
+
 // A coded tile as a wavefront (spec/cuda.md §2): lane r owns tile row r; at
 // step s lane r decodes pixel (r, c = s - r) when 0 <= c < x1. N and NW come
 // from lane r - 1 by shuffles (one per plane for values, one for codes): after
@@ -343,11 +356,11 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
               ok = core::palette_word(task.tile, t, val[0], word);
               *slot = ring_indices ? std::uint32_t(val[0]) : word;
             } else {
-              ok = core::inverse_transform(t.transform, CH, val, px);
+              ok = ramped_pixel<CH>(t, l, c, val, px);
               *slot = pack_pixel<CH>(px);
             }
           } else {
-            ok = core::inverse_transform(t.transform, CH, val, px);
+            ok = ramped_pixel<CH>(t, l, c, val, px);
             *slot = pack_pixel<CH>(px);
           }
           if (!ok) bad[l] = 1;
