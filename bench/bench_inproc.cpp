@@ -10,7 +10,7 @@
 // on this one thread): on a shared or virtual machine, time the core was lent elsewhere drops out.
 //
 // Usage: bench_inproc [--min-time S] [--cpu-time] [--no-png9] [--rice-only] [--no-pixel-copies] [--no-plane-contexts]
-//                     [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--no-bit-planes] [--effort N] [--entropy MODE]
+//                     [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--no-bit-planes] [--no-ramps] [--effort N] [--entropy MODE]
 //                     IMAGE...
 // --no-png9 skips PNG level 9 (its columns read 0): the slowest part, not a denominator.
 // --rice-only encodes l3 without entropy-coded tiles (EncodeOptions::entropy_coding = false:
@@ -19,7 +19,7 @@
 // false); --no-plane-contexts without version 7's plane contexts (EncodeOptions::plane_contexts =
 // false); --no-corrections without version 8's residual corrections (EncodeOptions::corrections =
 // false); --no-bit-planes without version 13's bit planes and templates (EncodeOptions::
-// bilevel_templates = false); --effort N encodes at effort N (EncodeOptions::effort, default 1); --entropy MODE sets
+// bilevel_templates = false); --no-ramps without version 14's ramps (EncodeOptions::ramps = false); --effort N encodes at effort N (EncodeOptions::effort, default 1); --entropy MODE sets
 // the entropy setting as l3pack's --entropy does (auto, off, max or a percentage).
 #include <algorithm>
 #include <limits>
@@ -113,6 +113,8 @@ int main(int argc, char** argv) {
       eo.diagonals = false;
     } else if (a == "--no-bit-planes") {
       eo.bilevel_templates = false;
+    } else if (a == "--no-ramps") {
+      eo.ramps = false;
     } else if (a == "--effort" && i + 1 < argc) {
       eo.effort = std::atoi(argv[++i]);
     } else if (a == "--entropy" && i + 1 < argc) {
@@ -123,7 +125,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_inproc [--min-time S] [--cpu-time] [--no-png9] [--rice-only] [--no-pixel-copies] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--no-bit-planes] [--effort N] [--entropy MODE] IMAGE...\n");
+      std::printf("usage: bench_inproc [--min-time S] [--cpu-time] [--no-png9] [--rice-only] [--no-pixel-copies] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--no-bit-planes] [--no-ramps] [--effort N] [--entropy MODE] IMAGE...\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "bench_inproc: unknown option %s\n", a.c_str());
@@ -134,7 +136,7 @@ int main(int argc, char** argv) {
   }
   if (files.empty()) {
     std::fprintf(stderr, "bench_inproc: no images (usage: bench_inproc [--min-time S] [--cpu-time] [--no-png9] [--rice-only] "
-                         "[--no-pixel-copies] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--no-bit-planes] [--effort N] [--entropy MODE] IMAGE...)\n");
+                         "[--no-pixel-copies] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--no-bit-planes] [--no-ramps] [--effort N] [--entropy MODE] IMAGE...)\n");
     return 2;
   }
   std::printf("file\traw\tpng6\tpng6_enc_s\tpng6_dec_s\tpng9\tpng9_enc_s\tpng9_dec_s\tl3\tl3_enc_s\tl3_dec_s\n");

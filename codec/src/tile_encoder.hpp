@@ -416,9 +416,62 @@ private:
     for (int p = 0; p < ch_; ++p) params_.plane[p].range = core::plane_range(transform, p);
     mark_constant_planes();
     for (int p = 0; p < ch_; ++p) params_.plane[p].ramp = false;
-    if (ramps_)
+    // Ramps are sought in the untransformed planes only: a ramp's colour
+    // differences are ramps too, and its planes under no transform code to
+    // nothing (the transform estimate then takes that), while the
+    // transforms' rounding (YCoCg-R's halves) would cost the fits exactness.
+    if (ramps_ && transform == core::kTransformNone)
       for (int p = 0; p < ch_; ++p)
-        if (!params_.plane[p].constant) try_ramp(p);
+        if (!params_.plane[p].constant) apply_ramp(p);
+  }
+
+  // A plane's ramp, fitted once per tile (try_ramp) and applied again each
+  // time the untransformed planes are made (transform_planes).
+  struct RampChoice {
+    bool tried = false, taken = false;
+    std::int32_t offset = 0, dx = 0, dy = 0;
+  };
+  void apply_ramp(int p) {
+    RampChoice& choice = ramp_choice_[std::size_t(p)];
+    core::PlaneParams& pp = params_.plane[p];
+    if (!choice.tried) {
+      choice.tried = true;
+      choice.taken = try_ramp(p);
+      choice.offset = pp.ramp_offset;
+      choice.dx = pp.ramp_dx;
+      choice.dy = pp.ramp_dy;
+      return;
+    }
+    if (!choice.taken) return;
+    pp.ramp_offset = choice.offset;
+    pp.ramp_dx = choice.dx;
+    pp.ramp_dy = choice.dy;
+    subtract_ramp(p);
+    pp.ramp = true;
+  }
+
+  // Plane p's values minus its ramp, its range ramped_range's. Returns
+  // whether every difference lies in that range (their residuals' codes then
+  // stay <= 1023, spec §7.2).
+  bool subtract_ramp(int p, int* off = nullptr) {
+    int* v = &value_[pat(p, 0, 0)];
+    core::PlaneParams& pp = params_.plane[p];
+    bool inside = true;
+    int differ = 0;  // differences other than the first pixel's
+    for (int r = 0; r < h_; ++r) {
+      // floor((offset * 2^8 + dx * c + dy * r) / 2^24), as ramp_at, a column at a time.
+      std::int64_t x = std::int64_t(pp.ramp_offset) * (std::int64_t(1) << core::kRampOffsetShift) +
+                       std::int64_t(pp.ramp_dy) * r;
+      int* row = v + std::size_t(r) * w_;
+      for (int c = 0; c < w_; ++c, x += pp.ramp_dx) {
+        row[c] -= int(x >> core::kRampFractionBits);
+        inside &= row[c] >= -255 && row[c] <= 255;
+        differ += row[c] != v[0];
+      }
+    }
+    pp.range = core::ramped_range();
+    if (off) *off = differ;
+    return inside;
   }
 
   // ---- Ramps (spec §6.9, version 14) ----------------------------------------
@@ -434,6 +487,11 @@ private:
         const int d2 = core::iabs(v[at + i * step] - 2 * v[at + (i - 1) * step] + v[at + (i - 2) * step]);
         if (d2 > 3 || (d2 > 1 && --rough < 0)) return false;
       }
+      // A rounded line keeps within 1 of its chord; a curve (a radial
+      // gradient, a photo's sky) leaves it.
+      const long first = v[at], span = long(v[at + std::size_t(n - 1) * step]) - first;
+      for (int i = 1; i + 1 < n; ++i)
+        if (std::labs((long(v[at + i * step]) - first) * (n - 1) - span * i) > 2l * (n - 1)) return false;
       return true;
     };
     for (int r : {0, h_ / 2, h_ - 1})
@@ -449,12 +507,19 @@ private:
   // equal values bind; the pixels inside a run add nothing.
   template <class S>
   static void narrow_slope(S&& s, int n, double& lo, double& hi) {
-    std::vector<int> ends;
-    for (int i = 0; i < n; ++i)
-      if (i == 0 || i == n - 1 || s(i) != s(i - 1) || s(i) != s(i + 1)) ends.push_back(i);
-    for (std::size_t a = 0; a < ends.size(); ++a)
-      for (std::size_t b = a + 1; b < ends.size(); ++b) {
-        const int i = ends[a], j = ends[b];
+    // The first and the last kEnds run ends: the pairs furthest apart bind
+    // most (refine_ramp_slope makes the slope exact inside the interval).
+    constexpr int kEnds = 6;
+    int first[kEnds], last[kEnds], nf = 0, nl = 0;
+    auto is_end = [&](int i) { return i == 0 || i == n - 1 || s(i) != s(i - 1) || s(i) != s(i + 1); };
+    for (int i = 0; i < n && nf < kEnds; ++i)
+      if (is_end(i)) first[nf++] = i;
+    for (int i = n - 1; i >= 0 && nl < kEnds; --i)
+      if (is_end(i)) last[nl++] = i;
+    for (int a = 0; a < nf; ++a)
+      for (int b = 0; b < nl; ++b) {
+        const int i = first[a], j = last[b];
+        if (j <= i) continue;
         const double d = double(s(j) - s(i)), len = double(j - i);
         lo = std::max(lo, (d - 1) / len);
         hi = std::min(hi, (d + 1) / len);
@@ -463,14 +528,14 @@ private:
 
   // The ramp of plane p (fields of params_.plane[p]) that fits its values
   // best: the slopes inside the intervals that rows 0, h/2 and h - 1 and
-  // every column allow (each alone), refined, and the offset inside every pixel's interval
+  // every 8th column allow (each alone), refined, and the offset inside every pixel's interval
   // where one exists (an exact fit: every value minus its ramp is 0).
-  void fit_ramp(int p) {
+  bool fit_ramp(int p) {
     const int* v = &value_[pat(p, 0, 0)];
     double bx_lo = -128, bx_hi = 128, by_lo = -128, by_hi = 128;
     for (int r : {0, h_ / 2, h_ - 1}) narrow_slope([&](int i) { return v[std::size_t(r) * w_ + i]; }, w_, bx_lo, bx_hi);
     if (h_ > 1)
-      for (int c = 0; c < w_; ++c) narrow_slope([&](int i) { return v[std::size_t(i) * w_ + c]; }, h_, by_lo, by_hi);
+      for (int c = 0; c < w_; c += 8) narrow_slope([&](int i) { return v[std::size_t(i) * w_ + c]; }, h_, by_lo, by_hi);
     else
       by_lo = by_hi = 0;
     constexpr double kOne = double(1 << core::kRampFractionBits);
@@ -478,7 +543,7 @@ private:
     core::PlaneParams& pp = params_.plane[p];
     pp.ramp_dx = fixed((bx_lo + bx_hi) / 2);
     pp.ramp_dy = fixed((by_lo + by_hi) / 2);
-    if (pp.ramp_dx == 0 && pp.ramp_dy == 0) return;  // flat: no ramp (try_ramp)
+    if (pp.ramp_dx == 0 && pp.ramp_dy == 0) return false;  // flat: a constant ramp only moves the values
     // Each row's (column's) intervals alone leave the slopes loose where the
     // tile is short: each slope is then moved, the other fixed, to where the
     // offset's interval is widest (or least empty), a convex function of it.
@@ -498,6 +563,7 @@ private:
     std::int64_t offset = (lo + hi) / 2 / kUnit;  // the middle, where no exact fit exists
     if (lo <= hi && (lo + kUnit - 1) / kUnit * kUnit <= hi) offset = lo >= 0 ? (lo + kUnit - 1) / kUnit : -((-lo) / kUnit);
     pp.ramp_offset = std::int32_t(std::clamp<std::int64_t>(offset, INT32_MIN, INT32_MAX));
+    return pp.ramp_dx != 0 || pp.ramp_dy != 0;
   }
 
   // Sets `slope` (dy with `along_rows`, else dx) in [from, to] to where the
@@ -540,48 +606,41 @@ private:
     slope = std::int32_t(best);
   }
 
-  // Plane p with a ramp where its estimate, with the ramp's 12 bytes, is
-  // lower than without (spec §6.9): its values become the differences from
-  // the ramp, its range ramped_range's.
-  void try_ramp(int p) {
+  // Plane p with a ramp where it fits exactly or its estimate, with the
+  // ramp's 12 bytes, is lower than without (spec §6.9): its values become the
+  // differences from the ramp, its range ramped_range's. Returns whether
+  // the ramp was taken.
+  bool try_ramp(int p) {
     int* v = &value_[pat(p, 0, 0)];
-    if (w_ < 4 || !ramp_like(v)) return;
-    fit_ramp(p);
+    if (w_ < 4 || !ramp_like(v)) return false;
     core::PlaneParams& pp = params_.plane[p];
-    if (pp.ramp_dx == 0 && pp.ramp_dy == 0) return;  // a constant ramp only moves the values
-    PlaneCosts plain{};
-    plane_costs(p, core::kPredCount, plain);
+    if (!fit_ramp(p)) return false;
     const std::vector<int> kept(v, v + plane_);
     const core::PlaneRange range = pp.range;
-    // The differences must lie in ramped_range (their residuals' codes stay
-    // <= 1023, spec §7.2).
-    bool inside = true;
-    for (int r = 0; r < h_; ++r)
-      for (int c = 0; c < w_; ++c) {
-        int& x = v[std::size_t(r) * w_ + c];
-        x -= core::ramp_at(pp, r, c);
-        inside &= x >= -255 && x <= 255;
-      }
-    pp.range = core::ramped_range();
-    if (!inside) {
-      std::copy(kept.begin(), kept.end(), v);
+    // Only a near fit is weighed: at most one difference in 64 other than
+    // the first (a ramp with a little noise); an exact one (every row a zero
+    // row, which the estimate, blind to the first row's cost, undervalues)
+    // is taken wherever the plane costs anything.
+    int off = 0;
+    if (subtract_ramp(p, &off) && std::size_t(off) * 64 <= plane_) {
+      PlaneCosts plain{}, ramped{};
+      if (off > 0) plane_costs(p, core::kPredCount, ramped);
+      const std::vector<int> differences(v, v + plane_);
+      std::copy(kept.begin(), kept.end(), v);  // the plane's own values, for a moment
       pp.range = range;
-      return;
-    }
-    PlaneCosts ramped{};
-    plane_costs(p, core::kPredCount, ramped);
-    constexpr std::uint64_t kRampCost = 12 * 8 * 8;  // its bytes, in the estimate's eighths
-    const auto best = [](const PlaneCosts& c) { return *std::min_element(c.begin(), c.begin() + core::kPredCount); };
-    // An exact fit (every difference the same) makes every row a zero row,
-    // which the estimate, blind to the first row's cost, undervalues.
-    bool exact = true;
-    for (std::size_t i = 1; exact && i < plane_; ++i) exact = v[i] == v[0];
-    if ((exact && best(plain) > 0) || best(ramped) + kRampCost < best(plain)) {
-      pp.ramp = true;
-      return;
+      plane_costs(p, core::kPredCount, plain);
+      std::copy(differences.begin(), differences.end(), v);
+      pp.range = core::ramped_range();
+      constexpr std::uint64_t kRampCost = 12 * 8 * 8;  // its bytes, in the estimate's eighths
+      const auto best = [](const PlaneCosts& c) { return *std::min_element(c.begin(), c.begin() + core::kPredCount); };
+      if ((off == 0 && best(plain) > 0) || (off > 0 && best(ramped) + kRampCost < best(plain))) {
+        pp.ramp = true;
+        return true;
+      }
     }
     std::copy(kept.begin(), kept.end(), v);
     pp.range = range;
+    return false;
   }
 
   template <std::uint8_t kTransform, int kCh>
@@ -2133,6 +2192,7 @@ private:
   bool bilevel_;         // EncodeOptions::bilevel (spec §6.8, version 11), with ans_ and compact tables
   bool templates_;       // EncodeOptions::bilevel_templates (spec §6.8, version 13), with bilevel_
   bool diagonals_;       // EncodeOptions::diagonals (spec §4.7, §6.1, version 12), at effort >= 1, with compact tables
+  std::array<RampChoice, core::kMaxChannels> ramp_choice_{};  // apply_ramp
   bool ramps_;           // EncodeOptions::ramps (spec §6.9, version 14), at effort >= 1, with compact tables; off in palette tiles
   bool allow_mirror_ = true;    // this tile may be mirrored (not a mirrored or an index tile's encoder)
   bool mirror_may_pay_ = false; // choose_transform_and_predictors: NE predicts better (encode)

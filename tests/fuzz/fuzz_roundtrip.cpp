@@ -55,6 +55,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint8_t seed = src.empty() ? 0 : src[0];
     l3::test::fill_ordered_dither(px.data(), width, height, channels, seed);
   }
+  if (mode & 0x40) {
+    // Rounded affine planes, a little noise: ramps (version 14, spec/codec.md §6.9).
+    const std::uint8_t seed = src.empty() ? 0 : src[0];
+    l3::test::fill_ramps(px.data(), width, height, channels, (mode & 0x80) != 0, seed);
+  }
   const l3::ImageView view{px.data(), width, height, channels, 0};
   const std::vector<std::uint8_t> enc = l3::encode(view, opt);
   L3_FUZZ_CHECK(l3::encode(view, opt) == enc);
