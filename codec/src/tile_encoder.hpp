@@ -459,12 +459,9 @@ private:
     bool inside = true;
     int differ = 0;  // differences other than the first pixel's
     for (int r = 0; r < h_; ++r) {
-      // floor((offset * 2^8 + dx * c + dy * r) / 2^24), as ramp_at, a column at a time.
-      std::int64_t x = std::int64_t(pp.ramp_offset) * (std::int64_t(1) << core::kRampOffsetShift) +
-                       std::int64_t(pp.ramp_dy) * r;
       int* row = v + std::size_t(r) * w_;
-      for (int c = 0; c < w_; ++c, x += pp.ramp_dx) {
-        row[c] -= int(x >> core::kRampFractionBits);
+      for (int c = 0; c < w_; ++c) {
+        row[c] -= core::ramp_at(pp, r, c);
         inside &= row[c] >= -255 && row[c] <= 255;
         differ += row[c] != v[0];
       }
@@ -615,32 +612,26 @@ private:
     if (w_ < 4 || !ramp_like(v)) return false;
     core::PlaneParams& pp = params_.plane[p];
     if (!fit_ramp(p)) return false;
-    const std::vector<int> kept(v, v + plane_);
-    const core::PlaneRange range = pp.range;
     // Only a near fit is weighed: at most one difference in 64 other than
     // the first (a ramp with a little noise); an exact one (every row a zero
     // row, which the estimate, blind to the first row's cost, undervalues)
     // is taken wherever the plane costs anything.
+    const std::vector<int> kept(v, v + plane_);
+    const core::PlaneRange range = pp.range;
     int off = 0;
-    if (subtract_ramp(p, &off) && std::size_t(off) * 64 <= plane_) {
-      PlaneCosts plain{}, ramped{};
-      if (off > 0) plane_costs(p, core::kPredCount, ramped);
-      const std::vector<int> differences(v, v + plane_);
-      std::copy(kept.begin(), kept.end(), v);  // the plane's own values, for a moment
-      pp.range = range;
-      plane_costs(p, core::kPredCount, plain);
-      std::copy(differences.begin(), differences.end(), v);
-      pp.range = core::ramped_range();
-      constexpr std::uint64_t kRampCost = 12 * 8 * 8;  // its bytes, in the estimate's eighths
-      const auto best = [](const PlaneCosts& c) { return *std::min_element(c.begin(), c.begin() + core::kPredCount); };
-      if ((off == 0 && best(plain) > 0) || (off > 0 && best(ramped) + kRampCost < best(plain))) {
-        pp.ramp = true;
-        return true;
-      }
-    }
-    std::copy(kept.begin(), kept.end(), v);
+    const bool near = subtract_ramp(p, &off) && std::size_t(off) * 64 <= plane_;
+    PlaneCosts ramped{}, plain{};
+    if (near && off > 0) plane_costs(p, core::kPredCount, ramped);
+    std::copy(kept.begin(), kept.end(), v);  // the plane's own values again
     pp.range = range;
-    return false;
+    if (!near) return false;
+    plane_costs(p, core::kPredCount, plain);
+    constexpr std::uint64_t kRampCost = 12 * 8 * 8;  // its bytes, in the estimate's eighths
+    const auto best = [](const PlaneCosts& c) { return *std::min_element(c.begin(), c.begin() + core::kPredCount); };
+    if (!((off == 0 && best(plain) > 0) || (off > 0 && best(ramped) + kRampCost < best(plain)))) return false;
+    subtract_ramp(p);
+    pp.ramp = true;
+    return true;
   }
 
   template <std::uint8_t kTransform, int kCh>
@@ -2078,11 +2069,12 @@ private:
                                  (pp.corrected ? core::kPlaneCorrections : 0) | (bilevel_on_ ? core::kPlaneBilevel : 0) |
                                  (pp.ramp ? core::kPlaneRamp : 0) |
                                  (bilevel_on_ && !default_template() ? core::kPlaneTemplate : 0)));
-      if (pp.corrected)  // u32 LE (spec §4.3)
-        for (int b = 0; b < 32; b += 8) out.push_back(std::uint8_t(pp.corrections >> b));
+      auto append_le32 = [&](std::uint32_t x) {
+        for (int b = 0; b < 32; b += 8) out.push_back(std::uint8_t(x >> b));
+      };
+      if (pp.corrected) append_le32(pp.corrections);  // u32 LE (spec §4.3)
       if (pp.ramp)  // three i32 LE (spec §4.3, §6.9)
-        for (const std::int32_t f : {pp.ramp_offset, pp.ramp_dx, pp.ramp_dy})
-          for (int b = 0; b < 32; b += 8) out.push_back(std::uint8_t(std::uint32_t(f) >> b));
+        for (const std::int32_t f : {pp.ramp_offset, pp.ramp_dx, pp.ramp_dy}) append_le32(std::uint32_t(f));
       plane_params(out, p);
     }
     if (params_.run_mode) run_params(out);

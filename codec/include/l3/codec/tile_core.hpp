@@ -349,6 +349,11 @@ L3_HD int parse_bilevel_entry(const std::uint8_t* tile, std::uint32_t size, bool
   return kOk;
 }
 
+// The little-endian u32 at q, byte by byte (tile header fields are not aligned).
+L3_HD std::uint32_t load_le32(const std::uint8_t* q) {
+  return std::uint32_t(q[0]) | std::uint32_t(q[1]) << 8 | std::uint32_t(q[2]) << 16 | std::uint32_t(q[3]) << 24;
+}
+
 // Reads the coded tile header (after the mode byte) up to the row-length
 // table: every field validated, the table's bytes inside [0, size). With
 // expand_k, also fills each plane's k_of_activity (the GPU fills it with
@@ -439,8 +444,7 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
     pp.corrections = 0;
     if (corrected) {
       if (size - pos < 4) return kTruncated;
-      const std::uint32_t entries = std::uint32_t(tile[pos]) | std::uint32_t(tile[pos + 1]) << 8 |
-                                    std::uint32_t(tile[pos + 2]) << 16 | std::uint32_t(tile[pos + 3]) << 24;
+      const std::uint32_t entries = load_le32(tile + pos);
       pos += 4;
       if (entries >> (kCorrectionBits * kCorrectionClasses)) return kReservedBits;
       for (int g = 0; g < kCorrectionClasses; ++g)
@@ -451,13 +455,10 @@ L3_HD int parse_coded_header(const std::uint8_t* tile, std::uint32_t size, int w
     pp.ramp_offset = pp.ramp_dx = pp.ramp_dy = 0;
     if (ramp) {
       if (size - pos < 12) return kTruncated;
-      std::int32_t f[3];
-      for (int i = 0; i < 3; ++i, pos += 4)
-        f[i] = std::int32_t(std::uint32_t(tile[pos]) | std::uint32_t(tile[pos + 1]) << 8 |
-                            std::uint32_t(tile[pos + 2]) << 16 | std::uint32_t(tile[pos + 3]) << 24);
-      pp.ramp_offset = f[0];
-      pp.ramp_dx = f[1];
-      pp.ramp_dy = f[2];
+      pp.ramp_offset = std::int32_t(load_le32(tile + pos));
+      pp.ramp_dx = std::int32_t(load_le32(tile + pos + 4));
+      pp.ramp_dy = std::int32_t(load_le32(tile + pos + 8));
+      pos += 12;
       t.ramps = true;
     }
     pp.range = ramp ? ramped_range() : plane_range(t.transform, p);
