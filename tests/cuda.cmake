@@ -19,12 +19,12 @@ if(L3_HAVE_CUDA AND TARGET l3_cuda)
   set_tests_properties(test_cuda_gpu PROPERTIES SKIP_REGULAR_EXPRESSION "L3_GPU_SKIPPED")
 endif()
 
-# The decode kernel's per-lane state stays in registers on sm_90 (no stack
+# The decode and patch kernels' per-lane state stays in registers on sm_90 (no stack
 # frame, no spills): a static check with nvcc, no GPU needed.
 if(L3_HAVE_CUDA AND NOT L3_CUDA_FIXED_PREDICTORS)
   add_test(NAME cuda_kernel_resources
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda_kernel_resources.sh ${CMAKE_CUDA_COMPILER} ${PROJECT_SOURCE_DIR}
-            cuda/src/batch_decoder.cu decode_kernel)
+            cuda/src/batch_decoder.cu decode_kernel,patch_kernel)
   set_tests_properties(cuda_kernel_resources PROPERTIES LABELS "cuda")
 endif()
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "l3/codec/codec.hpp"
+#include "l3/codec/codec_layout.hpp"
 #include "l3/codec/tile_core.hpp"
 #include "test_tile_pattern.hpp"
 
@@ -132,7 +133,7 @@ Image make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern)
 Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool ans = false, bool zero_rows = false,
              bool copies = false, bool pixel_copies = false, int effort = 1, bool plane_contexts = false,
              bool corrections = false, bool compact = false, bool row_masks = false, bool bilevel = false,
-             bool diagonals = false, bool templates = false, bool ramps = false) {
+             bool diagonals = false, bool templates = false, bool ramps = false, bool symbols = false) {
   l3::EncodeOptions o;
   o.effort = effort;
   o.tile_width = tw;
@@ -149,6 +150,7 @@ Bytes encode(const Image& im, std::uint32_t tw = 16, std::uint32_t th = 8, bool 
   o.diagonals = diagonals;
   o.bilevel_templates = templates;
   o.ramps = ramps;
+  o.symbols = symbols;
   o.entropy_min_saving_percent = 0;  // rANS tiles wherever smaller: the vectors exercise them
   return l3::encode(l3::ImageView{im.px.data(), im.w, im.h, im.c, 0}, o);
 }
@@ -399,7 +401,7 @@ int main(int argc, char** argv) {
   const Bytes base = encode(rgb);
   v.mutate("bad-magic", base, errc::bad_magic, [](Bytes& b) { b[0] = 'X'; });
   v.mutate("version-0", base, errc::unsupported_version, [](Bytes& b) { b[4] = 0; });
-  v.mutate("version-15", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
+  v.mutate("version-16", base, errc::unsupported_version, [](Bytes& b) { b[4] = l3::core::kVersion + 1; });
   {
     // A version 1 stream (spec §11): the same tiles without constant planes
     // decode as before; a constant plane in one is [corrupt_tile].
@@ -857,6 +859,78 @@ int main(int argc, char** argv) {
       const std::size_t plane_byte = t + 3 + 5 * 3;
       b[plane_byte] = std::uint8_t(b[plane_byte] | l3::core::kPlaneRamp);
     });
+  }
+  {
+    // Symbols (version 15, spec §3.4): three 6 x 8 glyphs of noise-like
+    // pixels, none of them the background, each placed four times on a white
+    // page: the page's tiles keep only the background, a dictionary holds the
+    // glyphs once and twelve patches place them.
+    auto expect = [](bool ok, const char* what) { expect_or_exit(ok, "symbols", what); };
+    auto page = [](std::uint32_t c) {
+      Image im{96, 30, c, Bytes(std::size_t(96) * 30 * c, 255)};
+      Bytes glyphs(std::size_t(18) * 8 * c);
+      std::uint32_t state = 23;
+      for (std::uint8_t& g : glyphs) g = std::uint8_t((state = state * 1103515245u + 12345u) >> 24);
+      for (int k = 0; k < 12; ++k) {
+        const std::uint32_t g = std::uint32_t(k % 3), x = 3 + std::uint32_t(k % 6) * 15 + g,
+                            y = 2 + std::uint32_t(k / 6) * 14 + std::uint32_t(k % 2) * 3;
+        for (std::uint32_t r = 0; r < 8; ++r)
+          for (std::uint32_t i = 0; i < 6 * c; ++i)
+            im.px[(std::size_t(y + r) * 96 + x) * c + i] =
+                std::uint8_t(glyphs[(std::size_t(r) * 18 + g * 6) * c + i] % 200);
+      }
+      return im;
+    };
+    auto symbols = [](const Image& im, bool on) {
+      return encode(im, 32, 8, true, true, true, true, 1, true, true, true, true, true, true, true, true, on);
+    };
+    const Image gray_page = page(1), rgb_page = page(3);
+    const Bytes gray_symbols = symbols(gray_page, true), rgb_symbols = symbols(rgb_page, true);
+    const Bytes gray_plain = symbols(gray_page, false);
+    const l3::ImageLayout lay = l3::parse_layout(gray_symbols);
+    const l3::core::SymbolSection& sec = lay.symbols;
+    expect(gray_symbols[4] == l3::core::kVersionSymbols && rgb_symbols[4] == l3::core::kVersionSymbols &&
+               sec.symbol_count == 3 && sec.patch_count == 12 && gray_symbols.size() < gray_plain.size() &&
+               gray_plain[4] < l3::core::kVersionSymbols,
+           "version 15 with 3 symbols and 12 patches, smaller; version 14 or lower without");
+    v.valid("valid-gray-symbols-96x30", gray_page, gray_symbols);
+    v.valid("valid-rgb-symbols-96x30", rgb_page, rgb_symbols);
+    // The dictionary's own checksum (spec §2) covers its bytes: resealing the
+    // image's alone leaves a flipped dictionary byte detected.
+    auto reseal_dictionary = [&](Bytes& b) {
+      Bytes d(b.begin() + std::ptrdiff_t(sec.dict_offset), b.begin() + std::ptrdiff_t(sec.dict_offset + sec.dict_size));
+      reseal(d);
+      std::copy(d.begin(), d.end(), b.begin() + std::ptrdiff_t(sec.dict_offset));
+    };
+    // Header flags bit 0 is reserved before version 15.
+    v.mutate("symbols-in-v14", gray_symbols, errc::reserved_bits_set, [](Bytes& b) { b[4] = l3::core::kVersionRamps; });
+    v.mutate("symbols-truncated", gray_symbols, errc::truncated, [](Bytes& b) { b.pop_back(); });
+    v.mutate("bytes-after-patches", gray_symbols, errc::corrupt_symbols, [](Bytes& b) { b.push_back(0); });
+    v.mutate("no-patches", gray_symbols, errc::corrupt_symbols, [&](Bytes& b) {
+      const std::size_t count = sec.patches_offset - 4;
+      b.resize(sec.patches_offset);
+      std::fill(b.begin() + std::ptrdiff_t(count), b.end(), 0);
+    });
+    // Symbol 0 at x = 251: its 6 columns pass the dictionary's 256.
+    v.mutate("symbol-outside-dictionary", gray_symbols, errc::corrupt_symbols,
+             [&](Bytes& b) { b[sec.table_offset] = 251; });
+    // The first patch's dx (its third varint, one byte here) made -1: the
+    // glyph's first column left of the image.
+    v.mutate("patch-outside-image", gray_symbols, errc::corrupt_symbols, [&](Bytes& b) {
+      const std::size_t dx = sec.patches_offset + 2;
+      expect(b[sec.patches_offset] < 0x80 && b[dx - 1] < 0x80 && b[dx] < 0x80, "one-byte varints in patch 0");
+      b[dx] = 1;  // zigzag(-1)
+    });
+    v.mutate("dictionary-channels", gray_symbols, errc::corrupt_symbols,
+             [&](Bytes& b) { b[sec.dict_offset + 5] = 3; reseal_dictionary(b); });
+    // A dictionary with symbols of its own (flag and version 15).
+    v.mutate("nested-symbols", gray_symbols, errc::corrupt_symbols, [&](Bytes& b) {
+      b[sec.dict_offset + 4] = l3::core::kVersionSymbols;
+      b[sec.dict_offset + 7] |= l3::core::kHeaderFlagSymbols;
+      reseal_dictionary(b);
+    });
+    v.mutate("dictionary-checksum", gray_symbols, errc::checksum_mismatch,
+             [&](Bytes& b) { b[sec.dict_offset + sec.dict_size - 1] ^= 1; });
   }
   {
     // Tile copies (version 5, spec §3.3): a 56 x 20 image, periodic with the

@@ -41,6 +41,19 @@ inline std::vector<std::pair<const std::uint8_t*, l3::core::CodedTileParams>> co
   return out;
 }
 
+// Where the stream's tiles end: its symbol section's first byte (§3.4,
+// version 15), or its size where it has none.
+inline std::size_t tiles_end(const std::vector<std::uint8_t>& enc) {
+  const l3::ImageInfo info = l3::read_info(enc);
+  std::size_t at = l3::core::kHeaderSize + 4 * std::size_t(info.tiles_x) * info.tiles_y;
+  for (std::uint32_t i = 0; i < info.tiles_x * info.tiles_y; ++i) {
+    std::uint32_t entry;
+    std::memcpy(&entry, &enc[l3::core::kHeaderSize + 4 * std::size_t(i)], 4);
+    at += l3::core::payload_size(entry, info.version);
+  }
+  return at;
+}
+
 // How many coded planes of a stream's tiles have the plane context of the
 // plane before (version 7, spec §6.2).
 inline int planes_with_previous_code(const std::vector<std::uint8_t>& enc) {

@@ -17,6 +17,7 @@
 #include "l3/codec/codec.hpp"
 #include "l3/cuda/emulation.hpp"
 #include "l3/imageio/image_io.hpp"
+#include "l3/codec/symbols.hpp"
 #include "l3/codec/tile_core.hpp"
 #include "test_coded_tiles.hpp"
 #include "test_tile_pattern.hpp"
@@ -163,6 +164,7 @@ std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th,
   o.diagonals = newest >= l3::core::kVersionMirror;
   o.bilevel_templates = newest >= l3::core::kVersionBitPlanes;
   o.ramps = newest >= l3::core::kVersionRamps;
+  o.symbols = newest >= l3::core::kVersionSymbols;
   return l3::encode(im.view(), o);
 }
 
@@ -704,6 +706,64 @@ TEST_CASE("emulated wavefront equals l3::decode on ramps (spec/codec.md §6.9, v
   const int rejected = damaged_same_status_as_decode(streams, rng, 150);
   MESSAGE(rejected << " of 150 damaged streams with ramps rejected");
   CHECK(rejected > 30);
+}
+
+TEST_CASE("emulated wavefront equals l3::decode on symbols (spec/codec.md §3.4, version 15)") {
+  // The dictionary decodes as one more image of the batch and a warp a
+  // page places its patches (patch_image) after the tiles: whole, cropped,
+  // in HWC and CHW batches beside images without symbols, and damaged
+  // anywhere or in the section itself (the same status as l3::decode).
+  std::mt19937 rng(715);
+  int with_symbols = 0;
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<Img> images;
+  for (std::uint32_t ch = 1; ch <= 4; ++ch) {
+    Img im{300, 140, ch, Pixels(std::size_t(300) * 140 * ch)};
+    l3::test::fill_symbol_page(im.px.data(), im.w, im.h, ch, 70 + ch);
+    for (const auto& [tw, th, effort] : {std::tuple{64u, 32u, 1}, std::tuple{256u, 32u, 2}, std::tuple{32u, 7u, 1}}) {
+      const auto e = enc(im, tw, th, effort);
+      const bool has = l3::read_info(e).symbol_patches > 0;
+      with_symbols += has;
+      check_same(e, "symbol page " + shape(im, tw, th));
+      check_random_crops(e, im, rng, 6);
+      if (has) streams.push_back(e), images.push_back(im);
+    }
+    // Without symbols, in the same batch.
+    Img other{97, 45, ch, Pixels(std::size_t(97) * 45 * ch)};
+    l3::test::fill_ramps(other.px.data(), other.w, other.h, ch, true, ch);
+    streams.push_back(enc(other, 32, 7)), images.push_back(other);
+  }
+  MESSAGE(with_symbols << " of 12 streams have symbols");
+  CHECK(with_symbols >= 10);  // 12 when written
+  check_whole_batch(streams);
+  std::vector<l3::Rect> rects;
+  for (std::size_t i = 0; i < streams.size(); ++i)
+    rects.push_back({std::uint32_t(i * 7 % 40), std::uint32_t(i % 5), images[i].w - 40, images[i].h - 5});
+  for (auto layout : {l3::cuda::Layout::hwc, l3::cuda::Layout::chw}) check_batch_of_crops(streams, images, rects, layout);
+  CHECK(check_vectors([](const std::string& name) {
+          return name.find("symbol") != std::string::npos || name.find("patch") != std::string::npos ||
+                 name.find("dictionary") != std::string::npos;
+        }) >= 11);
+  const int rejected = damaged_same_status_as_decode(streams, rng, 150);
+  MESSAGE(rejected << " of 150 damaged streams with symbols rejected");
+  CHECK(rejected > 30);
+  l3::DecodeOptions dopt;
+  dopt.verify_checksum = false;
+  l3::cuda::BatchOptions bopt;
+  bopt.verify_checksum = false;
+  int section_rejected = 0, section_total = 0;
+  for (const auto& e : streams) {
+    const std::size_t from = l3::test::tiles_end(e);
+    for (std::size_t at = from; at < e.size(); at += 1 + (e.size() - from) / 64, ++section_total) {
+      auto damaged = e;
+      damaged[at] ^= std::uint8_t(1u << (at % 8));
+      const auto [want, mismatch] = same_status_as_decode(damaged, dopt, bopt);
+      CHECK(!mismatch);
+      section_rejected += want != l3::errc::ok;
+    }
+  }
+  MESSAGE(section_rejected << " of " << section_total << " flips in the symbol section rejected");
+  CHECK(section_rejected > section_total / 4);
 }
 
 TEST_CASE("emulated wavefront equals l3::decode on bit planes and templates (spec/codec.md §6.8, version 13)") {

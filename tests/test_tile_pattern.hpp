@@ -160,4 +160,27 @@ inline void fill_ordered_dither(std::uint8_t* px, std::uint32_t w, std::uint32_t
       }
 }
 
+// A page of symbols, what symbols (spec/codec.md §3.4, version 15) are for: a
+// background colour (per channel 230 + channel) and 12 seeded glyphs (4 to 14
+// x 6 to 16 pixels of values below 200, each one solid block) placed at about
+// one per 1000 pixels of the page, at seeded positions (rarely where pixel
+// copies reach); a glyph placed over another leaves a union of its own.
+inline void fill_symbol_page(std::uint8_t* px, std::uint32_t w, std::uint32_t h, std::uint32_t ch,
+                             std::uint32_t seed) {
+  for (std::uint64_t i = 0; i < std::uint64_t{w} * h * ch; ++i) px[i] = std::uint8_t(230 + i % ch);
+  const std::uint64_t placements = std::uint64_t{w} * h / 1000;
+  for (std::uint64_t i = 0; i < placements; ++i) {
+    const std::uint64_t r = mix64(i * 0x9e3779b97f4a7c15ull + seed);
+    const std::uint32_t g = std::uint32_t(r % 12), gw = 4 + std::uint32_t(mix64(g + seed) % 11),
+                        gh = 6 + std::uint32_t(mix64(g + 100 + seed) % 11);
+    if (gw > w || gh > h) continue;
+    const std::uint32_t x0 = std::uint32_t((r >> 8) % (w - gw + 1)), y0 = std::uint32_t((r >> 32) % (h - gh + 1));
+    for (std::uint32_t y = 0; y < gh; ++y)
+      for (std::uint32_t x = 0; x < gw; ++x)
+        for (std::uint32_t c = 0; c < ch; ++c)
+          px[((std::uint64_t{y0} + y) * w + x0 + x) * ch + c] =
+              std::uint8_t(mix64((std::uint64_t{g} << 40) + (y << 20) + (x << 4) + c + seed) % 200);
+  }
+}
+
 }  // namespace l3::test

@@ -245,6 +245,43 @@ void decode_into(const detail::ParsedImage& img, const Rect& region, const Mutab
   run_parallel(std::uint32_t(copied.size()), options.threads, [&](std::uint32_t k) { return copy_job(copied[k]); });
 }
 
+// spec §3.4: after the tiles, the dictionary (decoded whole) and every patch,
+// in order, clipped to `region` (whose pixels `out` holds).
+void apply_symbols(const detail::ParsedImage& img, const Rect& region, const MutableImageView& out,
+                   const DecodeOptions& options) {
+  const core::SymbolSection& sec = img.symbols;
+  const std::span<const std::uint8_t> dict_bytes = img.bytes.subspan(sec.dict_offset, sec.dict_size);
+  std::vector<std::uint8_t> dict;
+  try {
+    // The image's tile offsets are no longer needed: the dictionary's replace them.
+    const detail::ParsedImage d = detail::parse_image(dict_bytes, options.limits, true);
+    dict.resize(d.info.decoded_size());
+    const MutableImageView view{dict.data(), d.info.width, d.info.height, d.info.channels, 0};
+    decode_into(d, Rect{0, 0, d.info.width, d.info.height}, view, options);
+  } catch (const Error& e) {
+    throw with_context(e, "symbol dictionary");
+  }
+  const int channels = int(img.info.channels);
+  const std::size_t stride = out.stride ? out.stride : std::size_t(out.width) * out.channels;
+  const std::uint8_t* table = img.bytes.data() + sec.table_offset;
+  core::PatchReader reader{img.bytes.data() + sec.patches_offset, img.bytes.data() + img.bytes.size()};
+  for (std::uint32_t k = 0; k < sec.patch_count; ++k) {
+    core::Patch p{};
+    reader.next(p);  // validated by parse_image
+    const core::SymbolRect s = core::symbol_at(table, p.symbol);
+    core::copy_patch(dict.data(), std::uint64_t{sec.dict_width} * channels, channels, s, p, region.x, region.y,
+                     region.width, region.height, out.data, std::int64_t(stride), channels, 1, 0, 1);
+  }
+}
+
+// The tiles, then the symbols (spec §3.4): a tile's error is reported before
+// the dictionary's.
+void decode_image(const detail::ParsedImage& img, const Rect& region, const MutableImageView& out,
+                  const DecodeOptions& options) {
+  decode_into(img, region, out, options);
+  if (img.has_symbols()) apply_symbols(img, region, out, options);
+}
+
 }  // namespace
 
 ImageInfo read_info(std::span<const std::uint8_t> encoded, const Limits& limits) {
@@ -254,7 +291,10 @@ ImageInfo read_info(std::span<const std::uint8_t> encoded, const Limits& limits)
 namespace {
 detail::ParsedImage parse_for_decode(std::span<const std::uint8_t> encoded, const DecodeOptions& options) {
   detail::ParsedImage img = detail::parse_image(encoded, options.limits, true);
-  if (options.verify_checksum) detail::verify_checksum(encoded);
+  if (options.verify_checksum) {
+    detail::verify_checksum(encoded);
+    if (img.has_symbols()) detail::verify_checksum(encoded.subspan(img.symbols.dict_offset, img.symbols.dict_size));
+  }
   return img;
 }
 }  // namespace
@@ -262,14 +302,14 @@ detail::ParsedImage parse_for_decode(std::span<const std::uint8_t> encoded, cons
 void decode(std::span<const std::uint8_t> encoded, const MutableImageView& out, const DecodeOptions& options) {
   const detail::ParsedImage img = parse_for_decode(encoded, options);
   check_output(out, img.info.width, img.info.height, img.info.channels);
-  decode_into(img, Rect{0, 0, img.info.width, img.info.height}, out, options);
+  decode_image(img, Rect{0, 0, img.info.width, img.info.height}, out, options);
 }
 
 std::vector<std::uint8_t> decode(std::span<const std::uint8_t> encoded, ImageInfo* info, const DecodeOptions& options) {
   const detail::ParsedImage img = parse_for_decode(encoded, options);
   std::vector<std::uint8_t> pixels(img.info.decoded_size());
   MutableImageView out{pixels.data(), img.info.width, img.info.height, img.info.channels, 0};
-  decode_into(img, Rect{0, 0, img.info.width, img.info.height}, out, options);
+  decode_image(img, Rect{0, 0, img.info.width, img.info.height}, out, options);
   if (info) *info = img.info;
   return pixels;
 }
@@ -281,7 +321,7 @@ void decode_region(std::span<const std::uint8_t> encoded, const Rect& region, co
       region.width > img.info.width - region.x || region.height > img.info.height - region.y)
     throw_error(errc::out_of_range, "region outside the image");
   check_output(out, region.width, region.height, img.info.channels);
-  decode_into(img, region, out, options);
+  decode_image(img, region, out, options);
 }
 
 const char* cpu_decode_path() {

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include "l3/codec/codec.hpp"
 #include "l3/codec/tile_core.hpp"
 #include "l3/common/parallel.hpp"
+#include "symbol_finder.hpp"
 #include "tile_encoder.hpp"
 
 #define XXH_INLINE_ALL
@@ -165,9 +167,8 @@ std::uint32_t tile_height_for(const ImageView& image, const EncodeOptions& optio
   return best;
 }
 
-}  // namespace
-
-std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& options) {
+// The header, tile table and tiles (spec §2, §3) of `image`.
+std::vector<std::uint8_t> encode_tiles(const ImageView& image, const EncodeOptions& options) {
   check_image(image);
   const std::uint32_t tw_log2 = tile_width_log2(options.tile_width);
   const std::uint32_t th = tile_height_for(image, options);
@@ -215,6 +216,35 @@ std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& op
   for (const auto& t : tiles) out.insert(out.end(), t.begin(), t.end());
   detail::seal(out);
   return out;
+}
+
+// Symbols (spec §3.4): the image's repeated blocks in a dictionary, placed by
+// patches, and the rest in tiles of the image with the patches erased; kept
+// when smaller than `plain`, the stream without symbols.
+std::vector<std::uint8_t> with_symbols(const ImageView& image, const EncodeOptions& options,
+                                       std::vector<std::uint8_t> plain) {
+  const std::optional<encoder::SymbolPlan> plan = encoder::find_symbols(image);
+  if (!plan || plan->patches.empty()) return plain;
+  const ImageView erased{plan->erased.data(), image.width, image.height, image.channels, 0};
+  std::vector<std::uint8_t> out = encode_tiles(erased, options);
+  if (out.size() >= plain.size()) return plain;
+  const ImageView dictionary{plan->dictionary.data(), plan->dict_width, plan->dict_height, image.channels, 0};
+  const std::vector<std::uint8_t> dictionary_stream = encode_tiles(dictionary, options);
+  out[4] = core::kVersionSymbols;
+  out[7] |= core::kHeaderFlagSymbols;
+  encoder::append_symbol_section(out, *plan, dictionary_stream);
+  detail::seal(out);
+  return out.size() < plain.size() ? out : plain;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& options) {
+  std::vector<std::uint8_t> plain = encode_tiles(image, options);
+  // A stream's version sets its tiles' syntax (§11): the tiles must read as
+  // version 15's, whose entropy-coded tiles have compact tables.
+  if (!options.symbols || options.effort < 1 || !options.compact_tables) return plain;
+  return with_symbols(image, options, std::move(plain));
 }
 
 void set_entropy_mode(EncodeOptions& options, std::string_view mode) {

@@ -38,7 +38,11 @@ ImageInfo parse_header(std::span<const std::uint8_t> b, const Limits& limits, st
   info.version = b[4];
   info.channels = b[5];
   info.bit_depth = b[6];
-  if (b[7] != 0 || b[18] != 0 || b[19] != 0) throw_error(errc::reserved_bits_set, "reserved header byte is not zero");
+  // Flags (spec §2): bit 0 symbols (§3.4) from version 15; the others reserved.
+  const std::uint8_t known_flags = info.version >= core::kVersionSymbols ? core::kHeaderFlagSymbols : 0;
+  if ((b[7] & ~known_flags) != 0 || b[18] != 0 || b[19] != 0)
+    throw_error(errc::reserved_bits_set, "reserved header byte is not zero");
+  info.symbol_patches = 0;
   if (info.channels < 1 || info.channels > core::kMaxChannels)
     throw_error(errc::corrupt_header, "channel count " + std::to_string(info.channels));
   if (info.bit_depth != 8) throw_error(errc::unsupported, "bit depth " + std::to_string(info.bit_depth) + " (only 8 is supported)");
@@ -75,9 +79,71 @@ void check_tile_copy(std::span<const std::uint8_t> bytes, const ParsedImage& img
   if (!img.grid.same_shape(i, j)) fail(" of another size");
 }
 
-}  // namespace
+[[noreturn]] void fail_symbols(const std::string& why) { throw_error(errc::corrupt_symbols, "symbols: " + why); }
 
-ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limits, bool with_table) {
+std::uint16_t load_u16(const std::uint8_t* p) { return std::uint16_t(p[0] | p[1] << 8); }
+
+ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limits, bool with_table, bool nested);
+
+// spec §3.4: the symbol section from `at` (the end of the tiles) to the
+// stream's end: the dictionary (a whole stream of the same channels, without
+// symbols), the symbol table and every patch, each checked here once.
+core::SymbolSection parse_symbols(std::span<const std::uint8_t> bytes, std::uint64_t at, const ImageInfo& info,
+                                  const Limits& limits) {
+  core::SymbolSection sec;
+  auto need = [&](std::uint64_t n, const char* what) {
+    if (bytes.size() - at < n) throw_error(errc::truncated, std::string("stream ends inside the symbols' ") + what);
+  };
+  need(4, "dictionary size");
+  sec.dict_size = load_u32(&bytes[at]);
+  sec.dict_offset = at + 4;
+  need(4 + sec.dict_size, "dictionary");
+  const std::span<const std::uint8_t> dict = bytes.subspan(sec.dict_offset, sec.dict_size);
+  ParsedImage d;
+  try {
+    d = parse_image(dict, limits, false, true);
+  } catch (const Error& e) {
+    throw with_context(e, "symbol dictionary");
+  }
+  if (d.info.channels != info.channels) fail_symbols("dictionary of " + std::to_string(d.info.channels) + " channels");
+  sec.dict_width = d.info.width;
+  sec.dict_height = d.info.height;
+  at = sec.dict_offset + sec.dict_size;
+  need(2, "symbol count");
+  sec.symbol_count = load_u16(&bytes[at]);
+  if (sec.symbol_count == 0) fail_symbols("no symbols");
+  sec.table_offset = at + 2;
+  need(2 + std::uint64_t{core::kSymbolEntryBytes} * sec.symbol_count, "symbol table");
+  for (std::uint32_t s = 0; s < sec.symbol_count; ++s) {
+    const core::SymbolRect r = core::symbol_at(&bytes[sec.table_offset], s);
+    if (r.x + r.width > sec.dict_width || r.y + r.height > sec.dict_height)
+      fail_symbols("symbol " + std::to_string(s) + " outside the dictionary");
+  }
+  at = sec.table_offset + std::uint64_t{core::kSymbolEntryBytes} * sec.symbol_count;
+  need(4, "patch count");
+  sec.patch_count = load_u32(&bytes[at]);
+  if (sec.patch_count == 0) fail_symbols("no patches");
+  sec.patches_offset = at + 4;
+  core::PatchReader reader{bytes.data() + sec.patches_offset, bytes.data() + bytes.size()};
+  const std::uint64_t pixels = std::uint64_t{info.width} * info.height;
+  std::uint64_t area = 0;
+  for (std::uint32_t k = 0; k < sec.patch_count; ++k) {
+    core::Patch p{};
+    core::SymbolRect r{};
+    const int st = reader.next(p);
+    if (st == core::kTruncated) throw_error(errc::truncated, "stream ends inside patch " + std::to_string(k));
+    if (st != core::kOk) fail_symbols("patch " + std::to_string(k) + ": a varint over 32 bits");
+    if (core::check_patch(sec, &bytes[sec.table_offset], p, info.width, info.height, r) != core::kOk)
+      fail_symbols("patch " + std::to_string(k) + " outside the image or its symbol table");
+    area += std::uint64_t{r.width} * r.height;
+    if (area > pixels) fail_symbols("patches cover more than the image's pixels");
+  }
+  if (reader.p != bytes.data() + bytes.size())
+    fail_symbols(std::to_string(bytes.data() + bytes.size() - reader.p) + " bytes after the last patch");
+  return sec;
+}
+
+ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limits, bool with_table, bool nested) {
   ParsedImage img;
   img.info = parse_header(bytes, limits, img.tile_width_log2);
   img.bytes = bytes;
@@ -107,9 +173,22 @@ ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limit
     img.tile_offset = std::span<const std::uint64_t>(offsets.data(), tiles + 1);
   }
   if (total > bytes.size()) throw_error(errc::truncated, "stream ends inside tile data (" + std::to_string(bytes.size()) + " of " + std::to_string(total) + " bytes)");
+  img.info.encoded_size = bytes.size();
+  if (bytes[7] & core::kHeaderFlagSymbols) {
+    // A dictionary's own symbols would nest dictionaries (spec §3.4).
+    if (nested) fail_symbols("a dictionary with symbols of its own");
+    img.symbols = parse_symbols(bytes, total, img.info, limits);
+    img.info.symbol_patches = img.symbols.patch_count;
+    return img;
+  }
   if (total < bytes.size()) throw_error(errc::corrupt_tile_table, std::to_string(bytes.size() - total) + " bytes after the last tile");
-  img.info.encoded_size = total;
   return img;
+}
+
+}  // namespace
+
+ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limits, bool with_table) {
+  return parse_image(bytes, limits, with_table, false);
 }
 
 std::uint32_t ParsedImage::bytes_tile(std::uint32_t i) const {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "l3/codec/codec.hpp"
+#include "l3/codec/symbols.hpp"
 #include "l3/codec/tile_core.hpp"
 
 namespace l3::detail {
@@ -22,6 +23,10 @@ struct ParsedImage {
   // call (no allocation in steady state), and stays valid until that thread
   // parses the next image.
   std::span<const std::uint64_t> tile_offset;
+  // The symbol section (spec §3.4, version 15), validated; patch_count 0 when
+  // the stream has none.
+  core::SymbolSection symbols;
+  bool has_symbols() const { return symbols.patch_count != 0; }
 
   // The bytes tile i decodes from: its own, or a copy's source's (§3.3).
   struct TileBytes {

@@ -13,9 +13,14 @@ ImageLayout parse_layout(std::span<const std::uint8_t> encoded, const Limits& li
   out.tile_width_log2 = img.tile_width_log2;
   out.table_offset = core::kHeaderSize;
   out.payload_offset = core::kHeaderSize + 4 * std::uint64_t{img.tile_count()};
+  out.symbols = img.symbols;
   return out;
 }
 
-void verify_checksum(std::span<const std::uint8_t> encoded) { detail::verify_checksum(encoded); }
+void verify_checksum(std::span<const std::uint8_t> encoded, const ImageLayout& layout) {
+  detail::verify_checksum(encoded);
+  if (layout.symbols.patch_count)
+    detail::verify_checksum(encoded.subspan(layout.symbols.dict_offset, layout.symbols.dict_size));
+}
 
 }  // namespace l3

@@ -20,6 +20,7 @@ const char* errc_name(errc e) noexcept {
     case errc::checksum_mismatch: return "checksum mismatch";
     case errc::corrupt_index: return "corrupt index";
     case errc::corrupt_manifest: return "corrupt manifest";
+    case errc::corrupt_symbols: return "corrupt symbols";
     case errc::io_error: return "I/O error";
     case errc::out_of_memory: return "out of memory";
     case errc::device_error: return "device error";

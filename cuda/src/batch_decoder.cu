@@ -1,7 +1,8 @@
 // Device side of the batch decoder: the scans (Thrust, on the caller's
 // stream, scratch from the decoder's arena), the gather kernel, the decode
 // kernel (one warp per tile, the wavefront of l3/cuda/wavefront.hpp with the
-// CudaWarp policy) and the status finalize kernel. Built for sm_80 and sm_90:
+// CudaWarp policy), the patch kernel (symbols, one warp per image) and the
+// status finalize kernel. Built for sm_80 and sm_90:
 // this translation unit is also the CI check that the shared tile core
 // compiles as device code for both.
 #include <cub/device/device_scan.cuh>
@@ -49,6 +50,17 @@ __global__ void __launch_bounds__(kDecodeThreads, 5) decode_kernel(BatchView vie
     atomicMin(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
   };
   wavefront::decode_job(warp, view, job, scratch[warp_in_block], keys, atomic_min);
+}
+
+__global__ void __launch_bounds__(kDecodeThreads) patch_kernel(BatchView view, std::uint32_t images,
+                                                             std::uint64_t* keys) {
+  const std::uint32_t m = blockIdx.x * kWarpsPerBlock + threadIdx.x / wavefront::kWarpSize;
+  if (m >= images) return;  // whole warps only
+  wavefront::CudaWarp warp{int(threadIdx.x) % wavefront::kWarpSize};
+  auto atomic_min = [](std::uint64_t* p, std::uint64_t v) {
+    atomicMin(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+  };
+  wavefront::patch_image(warp, view, m, keys, atomic_min);
 }
 
 __global__ void finalize_kernel(const std::uint64_t* keys, std::int32_t* status, std::uint32_t images) {
@@ -103,6 +115,13 @@ cudaError_t launch_decode(const BatchView& view, std::uint32_t jobs, std::uint64
   if (jobs == 0) return cudaSuccess;
   const auto blocks = static_cast<std::uint32_t>((std::uint64_t{jobs} + kWarpsPerBlock - 1) / kWarpsPerBlock);
   decode_kernel<<<blocks, kDecodeThreads, 0, stream>>>(view, jobs, d_keys);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_patch(const BatchView& view, std::uint32_t images, std::uint64_t* d_keys, cudaStream_t stream) {
+  if (images == 0) return cudaSuccess;
+  const auto blocks = static_cast<std::uint32_t>((std::uint64_t{images} + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  patch_kernel<<<blocks, kDecodeThreads, 0, stream>>>(view, images, d_keys);
   return cudaGetLastError();
 }
 

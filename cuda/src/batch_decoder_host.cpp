@@ -136,7 +136,7 @@ void stage_inputs(std::span<const HostImage> images, const std::vector<std::uint
 }  // namespace
 
 struct BatchDecoder::Impl {
-  DeviceBuffer d_input, d_meta, d_work, d_output;
+  DeviceBuffer d_input, d_meta, d_work, d_output, d_dictionaries;
   PinnedBuffer h_stage, h_status;
   cudaEvent_t staged = nullptr;  // the last copies out of h_stage are done
   cudaEvent_t done = nullptr;    // the last decode (and its status copy) is done
@@ -159,6 +159,7 @@ struct BatchDecoder::Impl {
     d_meta.release();
     d_work.release();
     d_output.release();
+    d_dictionaries.release();
     h_stage.release();
     h_status.release();
     cudaEventDestroy(staged);
@@ -194,12 +195,14 @@ struct BatchDecoder::Impl {
     staged_pending = false;
   }
 
-  void grow(std::uint32_t images, std::uint64_t input_bytes, std::uint32_t tiles, std::uint64_t output_bytes,
-            Stream stream, bool may_grow) {
+  // `entries`: the batch's images and their symbol dictionaries (plan.hpp);
+  // `images`: the caller's.
+  void grow(std::uint32_t entries, std::uint32_t images, std::uint64_t input_bytes, std::uint32_t tiles,
+            std::uint64_t output_bytes, std::uint64_t dictionary_bytes, Stream stream, bool may_grow) {
     std::size_t scratch = 0;
-    check(detail::scan_scratch_bytes(images, tiles, scratch), "cub scan size");
-    const MetaLayout meta(images);
-    const WorkLayout work(images, tiles, scratch);
+    check(detail::scan_scratch_bytes(entries, tiles, scratch), "cub scan size");
+    const MetaLayout meta(entries);
+    const WorkLayout work(entries, tiles, scratch);
     if (may_grow && (h_status.cap < std::uint64_t(images) * 4) && done_pending)
       check(cudaEventSynchronize(done), "cudaEventSynchronize");  // h_status is the target of a pending copy
     h_stage.ensure(meta.total + input_bytes, may_grow);
@@ -208,11 +211,12 @@ struct BatchDecoder::Impl {
     d_input.ensure(std::max<std::uint64_t>(1, input_bytes), stream, may_grow);
     d_work.ensure(work.total, stream, may_grow);
     if (output_bytes) d_output.ensure(output_bytes, stream, may_grow);
+    if (dictionary_bytes) d_dictionaries.ensure(dictionary_bytes, stream, may_grow);
   }
 
   // Everything after the descriptors are known: upload, scans, kernels.
   BatchResult run(detail::Plan& plan, std::uint64_t input_bytes, Stream stream, DeviceOutput output, bool captured) {
-    const std::uint32_t n = static_cast<std::uint32_t>(plan.desc.size());
+    const std::uint32_t n = plan.entry_count(), images = plan.image_count();
     std::uint8_t* out = output.d_data;
     if (out) {
       if (output.capacity < plan.output_bytes)
@@ -261,6 +265,8 @@ struct BatchDecoder::Impl {
           "exclusive_scan (image counts)");
     wavefront::BatchView view{};
     view.output = out;
+    view.output_bytes = plan.output_bytes;
+    view.scratch = static_cast<std::uint8_t*>(d_dictionaries.p);
     view.images = d_meta.at<wavefront::ImageDesc>(meta.desc);
     view.first = d_first;
     view.image_count = n;
@@ -270,8 +276,9 @@ struct BatchDecoder::Impl {
                                plan.total_tiles, d_scratch, work.scratch_bytes, stream),
           "tile gather and exclusive_scan");
     check(detail::launch_decode(view, plan.total_jobs, d_keys, stream), "decode kernel");
-    check(detail::launch_finalize(d_keys, d_status, n, stream), "finalize kernel");
-    check(cudaMemcpyAsync(h_status.p, d_status, n * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream),
+    if (plan.patched_images) check(detail::launch_patch(view, images, d_keys, stream), "patch kernel");
+    check(detail::launch_finalize(d_keys, d_status, images, stream), "finalize kernel");
+    check(cudaMemcpyAsync(h_status.p, d_status, images * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream),
           "cudaMemcpyAsync");
     // Under capture an event recorded here could not be waited on outside
     // the graph: the caller orders its replays itself.
@@ -282,7 +289,7 @@ struct BatchDecoder::Impl {
       done_pending = true;
       last_stream = stream;  // the stream `done` was recorded on
     }
-    last_images = n;
+    last_images = images;
     last_captured = captured;
     return result;
   }
@@ -317,13 +324,13 @@ BatchResult BatchDecoder::decode(std::span<const HostImage> images, const BatchO
   for (std::size_t m = 0; m < images.size(); ++m)
     in[m] = {images[m].bytes, nullptr, images[m].crop ? &*images[m].crop : nullptr};
   detail::Plan plan = detail::make_plan(in, options);
-  im.grow(static_cast<std::uint32_t>(images.size()), input_bytes, plan.total_tiles, output.d_data ? 0 : plan.output_bytes,
-          stream, !captured);
+  im.grow(plan.entry_count(), plan.image_count(), input_bytes, plan.total_tiles, output.d_data ? 0 : plan.output_bytes,
+          plan.scratch_bytes, stream, !captured);
   // The descriptors point at the device copy, known once d_input has its size.
   const auto* d_in = static_cast<const std::uint8_t*>(im.d_input.p);
-  for (std::size_t m = 0; m < images.size(); ++m)
-    if (plan.slots[m].status == errc::ok) plan.desc[m].in = d_in + at[m];
-  const MetaLayout meta(static_cast<std::uint32_t>(images.size()));
+  for (std::uint32_t m = 0; m < plan.image_count(); ++m)
+    if (plan.slots[m].status == errc::ok) plan.set_input(m, d_in + at[m]);
+  const MetaLayout meta(plan.entry_count());
   stage_inputs(images, at, im.h_stage.bytes() + meta.total, input_bytes, options.staging_threads);
   return im.run(plan, input_bytes, stream, output, captured);
 }
@@ -340,8 +347,8 @@ BatchResult BatchDecoder::decode(std::span<const DeviceImage> images, const Batc
     in[m] = {images[m].host_bytes, images[m].d_bytes, images[m].crop ? &*images[m].crop : nullptr};
   }
   detail::Plan plan = detail::make_plan(in, options);
-  im.grow(static_cast<std::uint32_t>(images.size()), 0, plan.total_tiles, output.d_data ? 0 : plan.output_bytes, stream,
-          !captured);
+  im.grow(plan.entry_count(), plan.image_count(), 0, plan.total_tiles, output.d_data ? 0 : plan.output_bytes,
+          plan.scratch_bytes, stream, !captured);
   return im.run(plan, 0, stream, output, captured);
 }
 
@@ -362,8 +369,8 @@ void BatchDecoder::reserve(const Capacity& capacity, Stream stream) {
   const bool captured = Impl::capturing(stream);
   if (captured) throw_error(errc::invalid_argument, "reserve() under graph capture");
   im.begin(stream, false);
-  im.grow(capacity.images, capacity.input_bytes + std::uint64_t(capacity.images) * kAlign, capacity.tiles,
-          capacity.output_bytes, stream, true);
+  im.grow(capacity.images, capacity.images, capacity.input_bytes + std::uint64_t(capacity.images) * kAlign, capacity.tiles,
+          capacity.output_bytes, capacity.dictionary_bytes, stream, true);
 }
 
 }  // namespace l3::cuda

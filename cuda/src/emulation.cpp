@@ -24,11 +24,14 @@ BatchOutput decode_batch(std::span<const HostImage> images, const BatchOptions& 
                       wavefront::AddCounts{});
   BatchOutput result;
   result.pixels.assign(plan.output_bytes, 0);
+  std::vector<std::uint8_t> dictionaries(plan.scratch_bytes);
   wavefront::BatchView view{};
   view.output = result.pixels.data();
+  view.output_bytes = plan.output_bytes;
+  view.scratch = dictionaries.data();
   view.images = plan.desc.data();
   view.first = first.data();
-  view.image_count = static_cast<std::uint32_t>(plan.desc.size());
+  view.image_count = plan.entry_count();
   // Gather kernel: one thread per tile.
   std::vector<std::uint32_t> tile_size(plan.total_tiles);
   for (std::uint32_t i = 0; i < plan.total_tiles; ++i) tile_size[i] = wavefront::gather_tile_size(view, i);
@@ -44,9 +47,12 @@ BatchOutput decode_batch(std::span<const HostImage> images, const BatchOptions& 
   auto atomic_min = [](std::uint64_t* p, std::uint64_t v) { *p = std::min(*p, v); };
   for (std::uint32_t j = 0; j < plan.total_jobs; ++j)
     wavefront::decode_job(warp, view, j, *scratch, keys.data(), atomic_min);
+  // Patch kernel: one warp per image, after every decode job.
+  if (plan.patched_images)
+    for (std::uint32_t m = 0; m < plan.image_count(); ++m) wavefront::patch_image(warp, view, m, keys.data(), atomic_min);
   // Finalize kernel: keys to statuses.
   result.slots = std::move(plan.slots);
-  for (std::size_t m = 0; m < keys.size(); ++m)
+  for (std::size_t m = 0; m < result.slots.size(); ++m)
     result.slots[m].status = static_cast<errc>(wavefront::status_of_key(keys[m]));
   return result;
 }

@@ -29,6 +29,11 @@ cudaError_t gather_tiles(const wavefront::BatchView& view, std::uint32_t* d_tile
 cudaError_t launch_decode(const wavefront::BatchView& view, std::uint32_t jobs, std::uint64_t* d_keys,
                           cudaStream_t stream);
 
+// The patch kernel (spec/cuda.md §4): one warp per image of images
+// [0, images), applying its symbols after the decode kernel.
+cudaError_t launch_patch(const wavefront::BatchView& view, std::uint32_t images, std::uint64_t* d_keys,
+                         cudaStream_t stream);
+
 // status[m] = the l3::errc of keys[m].
 cudaError_t launch_finalize(const std::uint64_t* d_keys, std::int32_t* d_status, std::uint32_t images,
                             cudaStream_t stream);

@@ -6,6 +6,44 @@
 #include "l3/codec/codec_layout.hpp"
 
 namespace l3::cuda::detail {
+namespace {
+
+// Appends the entry that decodes image `d`'s symbol dictionary, a whole
+// stream inside the image's (validated by parse_layout), as an HWC image
+// without crop; its slot lies past the caller's images, in the scratch.
+void add_dictionary(Plan& plan, std::span<const std::uint8_t> bytes, const ImageLayout& image, const BatchOptions& options,
+                    wavefront::ImageDesc& d) {
+  const core::SymbolSection& sec = image.symbols;
+  const ImageLayout lay = parse_layout(bytes.subspan(sec.dict_offset, sec.dict_size), options.limits);
+  wavefront::ImageDesc e{};
+  e.in_size = sec.dict_size;
+  e.payload_offset = lay.payload_offset;
+  e.grid = lay.grid;
+  e.version = lay.info.version;
+  e.channels = lay.info.channels;
+  e.crop_w = lay.info.width;
+  e.crop_h = lay.info.height;
+  e.span = lay.grid.overlapped({0, 0, lay.info.width, lay.info.height});
+  e.layout = wavefront::kHWC;
+  wavefront::ImageCounts c{};
+  c.tiles = lay.tile_count();
+  c.jobs = e.span.cols * e.span.rows;
+  c.out = std::uint64_t{lay.info.width} * lay.info.height * lay.info.channels;
+  d.dictionary = plan.entry_count();
+  d.symbols = sec;
+  plan.desc.push_back(e);
+  plan.counts.push_back(c);
+  plan.keys.push_back(wavefront::kStatusOk);
+  ++plan.patched_images;
+}
+
+}  // namespace
+
+void Plan::set_input(std::uint32_t m, const std::uint8_t* in) {
+  wavefront::ImageDesc& d = desc[m];
+  d.in = in;
+  if (d.dictionary != wavefront::kNoDictionary) desc[d.dictionary].in = in ? in + d.symbols.dict_offset : nullptr;
+}
 
 Plan make_plan(std::span<const PlanImage> images, const BatchOptions& options) {
   Plan plan;
@@ -24,7 +62,7 @@ Plan make_plan(std::span<const PlanImage> images, const BatchOptions& options) {
     slot.offset = out;
     try {
       const ImageLayout lay = parse_layout(im.bytes, options.limits);
-      if (options.verify_checksum) verify_checksum(im.bytes);
+      if (options.verify_checksum) verify_checksum(im.bytes, lay);
       const ImageInfo& info = lay.info;
       Rect crop{0, 0, info.width, info.height};
       if (im.crop) {
@@ -33,7 +71,6 @@ Plan make_plan(std::span<const PlanImage> images, const BatchOptions& options) {
             crop.width > info.width - crop.x || crop.height > info.height - crop.y)
           throw_error(errc::out_of_range, "crop outside the image");
       }
-      d.in = im.in;
       d.in_size = info.encoded_size;
       d.payload_offset = lay.payload_offset;
       d.grid = lay.grid;
@@ -52,6 +89,7 @@ Plan make_plan(std::span<const PlanImage> images, const BatchOptions& options) {
       slot.height = crop.height;
       slot.channels = info.channels;
       slot.size = c.out;
+      if (lay.symbols.patch_count) add_dictionary(plan, im.bytes, lay, options, d);
     } catch (const Error& e) {
       d = wavefront::ImageDesc{};
       c = wavefront::ImageCounts{};
@@ -64,6 +102,12 @@ Plan make_plan(std::span<const PlanImage> images, const BatchOptions& options) {
     plan.desc[m] = d;
     plan.counts[m] = c;
     plan.slots[m] = slot;
+    if (slot.status == errc::ok) plan.set_input(static_cast<std::uint32_t>(m), im.in);
+  }
+  for (std::uint32_t k = plan.image_count(); k < plan.entry_count(); ++k) {
+    tiles += plan.counts[k].tiles;
+    jobs += plan.counts[k].jobs;
+    plan.scratch_bytes += plan.counts[k].out;
   }
   if (tiles > std::numeric_limits<std::uint32_t>::max() || jobs > std::numeric_limits<std::uint32_t>::max())
     throw_error(errc::limit_exceeded, std::to_string(tiles) + " tiles in one batch (at most 2^32 - 1)");

@@ -19,13 +19,25 @@ struct PlanImage {
   const Rect* crop = nullptr;           // null: the whole image
 };
 
+// Entries 0..slots.size()-1 of desc/counts/keys are the caller's images; one
+// entry follows them for each image with symbols (spec/codec.md §3.4): its
+// dictionary, decoded whole like an image, into the decoder's scratch
+// (spec/cuda.md §4).
 struct Plan {
   std::vector<wavefront::ImageDesc> desc;
   std::vector<wavefront::ImageCounts> counts;
   std::vector<std::uint64_t> keys;  // initial status keys: kStatusOk, or the host's rejection
   std::vector<ImageSlot> slots;     // host copy of the output layout
   std::uint32_t total_tiles = 0, total_jobs = 0;
-  std::uint64_t output_bytes = 0;
+  std::uint64_t output_bytes = 0;   // the caller's images' slots
+  std::uint64_t scratch_bytes = 0;  // the dictionaries' slots, after them
+  std::uint32_t patched_images = 0; // images with symbols (the patch kernel's work)
+
+  std::uint32_t image_count() const { return static_cast<std::uint32_t>(slots.size()); }
+  std::uint32_t entry_count() const { return static_cast<std::uint32_t>(desc.size()); }
+  // Points image m (and its dictionary's entry) at `in`, where the kernels
+  // read the image's stream.
+  void set_input(std::uint32_t m, const std::uint8_t* in);
 };
 
 // Throws l3::Error(invalid_argument / limit_exceeded) only for batch-wide

@@ -60,6 +60,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint8_t seed = src.empty() ? 0 : src[0];
     l3::test::fill_ramps(px.data(), width, height, channels, (mode & 0x80) != 0, seed);
   }
+  if (mode & 0x08) {
+    // Glyphs repeated on a background: symbols (version 15, spec/codec.md §3.4).
+    const std::uint8_t seed = src.empty() ? 0 : src[0];
+    l3::test::fill_symbol_page(px.data(), width, height, channels, seed);
+  }
   const l3::ImageView view{px.data(), width, height, channels, 0};
   const std::vector<std::uint8_t> enc = l3::encode(view, opt);
   L3_FUZZ_CHECK(l3::encode(view, opt) == enc);

@@ -50,7 +50,8 @@ void put(const std::string& target, const std::string& name, const Bytes& b) {
 // stepped ramps (version 8 residual corrections, §6.7); 13: ramps along x + y
 // (version 12 mirrored tiles, §4.7); 14: ordered dithers (version 13 bit
 // planes and templates, §6.8); 15: rounded affine planes, a little noise
-// (version 14 ramps, §6.9).
+// (version 14 ramps, §6.9); 16: a page of repeated glyphs (version 15
+// symbols, §3.4).
 Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
   if (pattern == 7) {
     Bytes px = pixels(w, h, c, 6);
@@ -79,6 +80,11 @@ Bytes pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, int pattern) {
   if (pattern == 15) {
     Bytes px(std::size_t(w) * h * c);
     l3::test::fill_ramps(px.data(), w, h, c, true, c);
+    return px;
+  }
+  if (pattern == 16) {
+    Bytes px(std::size_t(w) * h * c);
+    l3::test::fill_symbol_page(px.data(), w, h, c, c);
     return px;
   }
   if (pattern == 14) {
@@ -176,6 +182,14 @@ void codec_seeds() {
   put("decode", "v13_bitplanes_gray_alpha", encode(100, 30, 2, 14, 64, 16, 2));
   put("decode", "v14_ramps_rgb", encode(170, 40, 3, 15, 64, 32));
   put("decode", "v14_ramps_rgba", encode(100, 40, 4, 15, 32, 8));
+  put("decode", "v15_symbols_gray", encode(160, 60, 1, 16, 64, 32));
+  put("decode", "v15_symbols_rgb", encode(120, 50, 3, 16, 32, 8));
+  put("region", "v15_symbols_gray", [] {
+    Bytes r = {50, 0, 10, 0, 61, 0, 30, 0};  // columns 50..110, rows 10..39: patches cut by the crop
+    const Bytes e = encode(160, 60, 1, 16, 64, 32);
+    r.insert(r.end(), e.begin(), e.end());
+    return r;
+  }());
   put("region", "v14_ramps_rgb", [] {
     Bytes r = {70, 0, 3, 0, 61, 0, 30, 0};  // columns 70..130, across a tile edge
     const Bytes e = encode(170, 40, 3, 15, 64, 32);

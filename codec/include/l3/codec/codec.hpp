@@ -148,6 +148,15 @@ struct EncodeOptions {
   // 14 when a tile has one. false: none, a stream that decoders older than
   // version 14 read. Needs compact_tables.
   bool ramps = true;
+  // Symbols (spec/codec.md §3.4, version 15): blocks of pixels that repeat
+  // exactly across the image's tiles (the glyphs and words of a text page,
+  // icons), found as connected components on a background colour that covers
+  // at least half the image, stored once in a dictionary and placed by
+  // patches after the tiles decode, where that makes the stream smaller
+  // (effort 1 and 2; such images are encoded twice). The stream is version
+  // 15 when it has them. false: none, a stream that decoders older than
+  // version 15 read.
+  bool symbols = true;
 };
 
 // The one spelling of the entropy setting for users (l3pack --entropy, the
@@ -172,7 +181,7 @@ struct DecodeOptions {
 };
 
 struct ImageInfo {
-  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1 to 12
+  std::uint32_t version = 0;  // of the stream's format (spec/codec.md §2, §11): 1 to 15
   std::uint32_t width = 0;
   std::uint32_t height = 0;
   std::uint32_t channels = 0;
@@ -182,7 +191,8 @@ struct ImageInfo {
   std::uint32_t tiles_x = 0;
   std::uint32_t tiles_y = 0;
   std::uint32_t tile_copies = 0;   // tiles stored as copies of earlier ones (spec/codec.md §3.3, version 5)
-  std::uint64_t encoded_size = 0;  // bytes of the whole stream (header + table + tiles)
+  std::uint32_t symbol_patches = 0; // patches of the symbol section (spec/codec.md §3.4, version 15); 0: none
+  std::uint64_t encoded_size = 0;  // bytes of the whole stream (header, table, tiles, symbols)
   std::uint64_t decoded_size() const { return std::uint64_t{width} * height * channels; }
 };
 

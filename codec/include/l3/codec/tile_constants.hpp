@@ -17,9 +17,10 @@ namespace l3::core {
 inline constexpr std::uint32_t kHeaderSize = 28;   // spec §2, including the checksum
 inline constexpr std::uint32_t kChecksumOffset = 20;
 inline constexpr std::uint8_t kMagic[4] = {'L', '3', 'I', 0x1A};
-inline constexpr std::uint8_t kVersion = 14;  // the newest version: decoders read versions 1..kVersion (spec §11)
+inline constexpr std::uint8_t kVersion = 15;  // the newest version: decoders read versions 1..kVersion (spec §11)
 inline constexpr std::uint8_t kOldestVersion = 1;
-// The encoder writes the lowest version its tiles need (spec §11): 14 with a
+// The encoder writes the lowest version its stream needs (spec §11): 15 with
+// symbols (§3.4, l3/codec/symbols.hpp), else 14 with a
 // plane ramp, else 13 with a bilevel plane of more than two colours or with a template, else 12 with a
 // mirrored tile or a plane predicted by NW, else 11 with a bilevel plane, else 10 with a
 // row-length table that marks zero rows in a bitmap, else 9 with an

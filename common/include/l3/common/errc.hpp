@@ -31,6 +31,7 @@ enum class errc : int {
   checksum_mismatch = 107,  // stored and computed hashes differ
   corrupt_index = 108,      // a shard index or trailer is inconsistent
   corrupt_manifest = 109,   // a dataset manifest is malformed
+  corrupt_symbols = 110,    // an image's symbol section (spec/codec.md §3.4) is invalid
   // environment errors
   io_error = 200,
   out_of_memory = 201,

@@ -68,12 +68,15 @@ struct BatchResult {
   std::vector<ImageSlot> slots;            // host view: offsets, shapes, host-side rejections
 };
 
-// Sizes for reserve(): a batch within them allocates nothing.
+// Sizes for reserve(): a batch within them allocates nothing. An image with
+// symbols (spec/codec.md §3.4) counts its dictionary as one more image, with
+// its tiles, and the dictionary's pixels in dictionary_bytes.
 struct Capacity {
   std::uint32_t images = 0;
-  std::uint64_t input_bytes = 0;   // sum of the encoded sizes (host inputs)
-  std::uint32_t tiles = 0;         // sum of the images' tile counts
-  std::uint64_t output_bytes = 0;  // for the decoder-owned output
+  std::uint64_t input_bytes = 0;       // sum of the encoded sizes (host inputs)
+  std::uint32_t tiles = 0;             // sum of the images' tile counts
+  std::uint64_t output_bytes = 0;      // for the decoder-owned output
+  std::uint64_t dictionary_bytes = 0;  // symbol dictionaries (width * height * channels)
 };
 
 class BatchDecoder {

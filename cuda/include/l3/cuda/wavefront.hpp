@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "l3/codec/symbols.hpp"
 #include "l3/codec/tile_core.hpp"
 
 #define L3_WF_HD L3_HD_INLINE  // l3/common/host_device.hpp (through l3/codec/tile_core.hpp)
@@ -505,6 +506,7 @@ template <class Warp> L3_WF_HD int decode_tile_warp(Warp& warp, const TileTask& 
 // ---- One batch --------------------------------------------------------------------
 
 enum Layout : std::uint32_t { kHWC = 0, kCHW = 1 };
+inline constexpr std::uint32_t kNoDictionary = ~std::uint32_t{0};
 
 // One image of a batch, built and checked by the host (cuda/src/plan.cpp).
 struct ImageDesc {
@@ -516,6 +518,12 @@ struct ImageDesc {
   std::uint32_t crop_x, crop_y, crop_w, crop_h;  // the output region (whole image when no crop)
   core::TileGrid::Span span;                     // the tiles the crop overlaps (one job each)
   std::uint32_t layout;                          // Layout
+  // Symbols (spec/codec.md §3.4): the index of the batch entry that decodes
+  // this image's dictionary (an entry after the caller's images, whose slot
+  // is in the decoder's scratch), or kNoDictionary; and the section, offsets
+  // into `in`.
+  std::uint32_t dictionary = kNoDictionary;
+  core::SymbolSection symbols;
 };
 
 // Per-image counts (built by the host), and their exclusive scan over the
@@ -543,7 +551,9 @@ L3_WF_HDI std::uint64_t status_key(std::uint32_t tile, int status) {
 L3_WF_HDI int status_of_key(std::uint64_t key) { return key == kStatusOk ? 0 : int(key & 0xffffffffu); }
 
 struct BatchView {
-  std::uint8_t* output;            // all slots
+  std::uint8_t* output;            // the caller's images' slots: output_bytes
+  std::uint64_t output_bytes;
+  std::uint8_t* scratch;           // the slots after them (symbol dictionaries), spec/cuda.md §4
   const ImageDesc* images;
   const ImageCounts* first;        // exclusive scan of the images' counts
   std::uint32_t image_count;
@@ -578,6 +588,13 @@ L3_WF_HDI std::uint32_t gather_tile_size(const BatchView& b, std::uint32_t i) {
   const std::uint32_t m = owner_of(i, b.image_count, [&](std::uint32_t k) { return b.first[k].tiles; });
   const ImageDesc& d = b.images[m];
   return core::payload_size(table_entry(d, i - b.first[m].tiles), d.version);
+}
+
+// Where entry m's slot starts: in the output, or for a symbol dictionary
+// (whose slots follow the caller's images) in the scratch.
+L3_WF_HDI std::uint8_t* slot_of(const BatchView& b, std::uint32_t m) {
+  const std::uint64_t at = b.first[m].out;
+  return at < b.output_bytes ? b.output + at : b.scratch + (at - b.output_bytes);
 }
 
 // Decodes job j (one tile overlapped by one image's crop) with one warp, and
@@ -620,7 +637,7 @@ L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, WarpSc
   task.y0 = int(y0 - ry);
   task.x1 = int(x1 - rx);
   task.y1 = int(y1 - ry);
-  std::uint8_t* slot = b.output + f.out;
+  std::uint8_t* slot = slot_of(b, m);
   if (d.layout == kCHW) {
     task.pixel_stride = 1;
     task.row_stride = d.crop_w;
@@ -634,6 +651,59 @@ L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, WarpSc
   const int st = decode_tile_warp(warp, task, ws);
   if (st != core::kOk) {
     warp.single([&] { atomic_min(&status_keys[m], status_key(tile, st)); });
+  }
+}
+
+// The tile index in a status key for an error of the symbol section: after
+// every tile, as l3::decode reports tile errors before the dictionary's.
+inline constexpr std::uint32_t kSymbolsKeyTile = ~std::uint32_t{0};
+
+// Applies image m's patches (spec/codec.md §3.4) with one warp, after the
+// decode kernel: the dictionary's status (its entry's key) folds into the
+// image's; an image that failed gets no patches. Every lane parses the same
+// patch (uniform control flow), then the lanes share its pixels; a barrier
+// between patches orders overlapping ones (the later wins). Each patch is
+// re-checked against the section: device bytes may differ from the host's.
+template <class Warp, class AtomicMin>
+L3_WF_HD void patch_image(Warp& warp, const BatchView& b, std::uint32_t m, std::uint64_t* status_keys,
+                          AtomicMin&& atomic_min) {
+  const ImageDesc& d = b.images[m];
+  if (d.dictionary == kNoDictionary) return;
+  auto fail = [&](int st) {
+    warp.single([&] { atomic_min(&status_keys[m], status_key(kSymbolsKeyTile, st)); });
+  };
+  const std::uint64_t dict_key = status_keys[d.dictionary];
+  if (dict_key != kStatusOk) return fail(status_of_key(dict_key));
+  if (status_keys[m] != kStatusOk) return;
+  const core::SymbolSection& sec = d.symbols;
+  if (sec.table_offset > d.in_size || sec.patches_offset > d.in_size ||
+      std::uint64_t{sec.symbol_count} * core::kSymbolEntryBytes > d.in_size - sec.table_offset)
+    return fail(core::kCorruptSymbols);
+  const std::uint8_t* dict = slot_of(b, d.dictionary);
+  const std::uint64_t dict_stride = std::uint64_t(sec.dict_width) * d.channels;
+  std::int64_t row_stride, pixel_stride, plane_stride;
+  if (d.layout == kCHW) {
+    pixel_stride = 1;
+    row_stride = d.crop_w;
+    plane_stride = std::int64_t(d.crop_w) * d.crop_h;
+  } else {
+    pixel_stride = d.channels;
+    row_stride = std::int64_t(d.crop_w) * d.channels;
+    plane_stride = 1;
+  }
+  std::uint8_t* out = slot_of(b, m);
+  core::PatchReader reader{d.in + sec.patches_offset, d.in + d.in_size};
+  for (std::uint32_t k = 0; k < sec.patch_count; ++k) {
+    core::Patch p{};
+    core::SymbolRect r{};
+    int st = reader.next(p);
+    if (st == core::kOk) st = core::check_patch(sec, d.in + sec.table_offset, p, d.grid.width, d.grid.height, r);
+    if (st != core::kOk) return fail(st);
+    warp.each([&](int lane) {
+      core::copy_patch(dict, dict_stride, int(d.channels), r, p, d.crop_x, d.crop_y, d.crop_w, d.crop_h, out,
+                       row_stride, pixel_stride, plane_stride, std::uint32_t(lane), kWarpSize);
+    });
+    warp.sync();
   }
 }
 
