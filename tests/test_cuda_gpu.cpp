@@ -17,6 +17,7 @@
 #include "l3/codec/tile_constants.hpp"
 #include "l3/cuda/batch_decoder.hpp"
 #include "l3/imageio/image_io.hpp"
+#include "test_coded_tiles.hpp"
 #include "test_tile_pattern.hpp"
 
 namespace {
@@ -425,6 +426,68 @@ TEST_CASE("GPU: bit planes and templates (spec/codec.md §6.8, version 13), whol
   }
   CHECK(v13 >= 6);  // of the 8 dithers (test_cuda_emu checks them on the CPU)
   decode_and_check_both_layouts(streams, crops);
+}
+
+TEST_CASE("GPU: symbols (spec/codec.md §3.4, version 15), whole images, crops and damaged sections" *
+          doctest::skip(no_gpu())) {
+  // Pages of repeated glyphs (test_tile_pattern.hpp): each dictionary
+  // decodes as one more entry into the decoder's scratch, the patch kernel
+  // places the patches; 1-4 channels, between images without symbols.
+  std::mt19937 rng(43);
+  std::vector<std::vector<std::uint8_t>> streams;
+  std::vector<std::optional<l3::Rect>> crops;
+  int v15 = 0;
+  for (int i = 0; i < 12; ++i) {
+    const std::uint32_t w = 300 + std::uint32_t(i) * 17, h = 140 + std::uint32_t(i) * 7, ch = std::uint32_t(i % 4) + 1;
+    Img im = make_image(rng, w, h, ch, 1 + i % 3);
+    if (i % 3 != 2) l3::test::fill_symbol_page(im.px.data(), w, h, ch, std::uint32_t(i));
+    streams.push_back(encode(im, 0, 0));
+    v15 += l3::read_info(streams.back()).symbol_patches > 0;
+    const l3::Rect r{std::uint32_t(i) % 7 + 20, std::uint32_t(i) % 5 + 3, w / 2, h / 2};
+    crops.push_back(i % 3 == 0 ? std::nullopt : std::optional<l3::Rect>(r));
+  }
+  CHECK(v15 >= 7);  // of the 8 pages (test_cuda_emu checks them on the CPU)
+  decode_and_check_both_layouts(streams, crops);
+  // Damaged sections without the checksum: a flip in every 16th byte after
+  // the tiles of each page (the dictionary's tiles, its table, patches);
+  // each image's status and pixels as l3::decode's.
+  std::vector<std::vector<std::uint8_t>> damaged;
+  for (const auto& e : streams) {
+    if (l3::read_info(e).symbol_patches == 0) continue;
+    for (std::size_t at = l3::test::tiles_end(e); at < e.size(); at += 16) {
+      damaged.push_back(e);
+      damaged.back()[at] ^= std::uint8_t(1u << (at % 8));
+    }
+  }
+  std::vector<l3::cuda::HostImage> batch;
+  for (const auto& s : damaged) batch.push_back({s, std::nullopt});
+  l3::cuda::BatchOptions unchecked;
+  unchecked.verify_checksum = false;
+  l3::DecodeOptions dopt;
+  dopt.verify_checksum = false;
+  l3::cuda::BatchDecoder dec;
+  const auto r = dec.decode(batch, unchecked, nullptr);
+  ok(cudaDeviceSynchronize());
+  const Pixels all = to_host(r.d_output, r.output_bytes);
+  const auto st = statuses(r);
+  int rejected = 0;
+  for (std::size_t i = 0; i < damaged.size(); ++i) {
+    INFO("damaged image " << i);
+    l3::errc want = l3::errc::ok;
+    Pixels ref;
+    try {
+      ref = l3::decode(damaged[i], nullptr, dopt);
+    } catch (const l3::Error& e) {
+      want = e.code();
+    }
+    CHECK(st[i] == static_cast<int>(want));
+    rejected += want != l3::errc::ok;
+    if (want == l3::errc::ok)
+      CHECK(Pixels(all.begin() + std::ptrdiff_t(r.slots[i].offset),
+                   all.begin() + std::ptrdiff_t(r.slots[i].offset + r.slots[i].size)) == ref);
+  }
+  MESSAGE(rejected << " of " << damaged.size() << " damaged sections rejected");
+  CHECK(rejected > 0);
 }
 
 TEST_CASE("GPU: a corrupt image among good ones" * doctest::skip(no_gpu())) {

@@ -13,6 +13,10 @@ namespace {
 // A component smaller than this many pixels of bounding box is left to the
 // tiles: its patch (about 3 bytes) would cost more than its pixels do there.
 constexpr std::uint32_t kMinSymbolArea = 16;
+// An image with more than one run of non-background pixels a this many
+// pixels is left to the tiles: too fragmented for repeats of blocks of 16
+// pixels or more to pay, and its runs would outgrow the image.
+constexpr std::uint32_t kMaxRunShare = 8;
 constexpr std::uint32_t kDictionaryWidth = 256;  // one tile wide (spec §3.1)
 constexpr std::uint32_t kMaxDictionaryHeight = 65535;  // u16 symbol fields
 
@@ -32,22 +36,21 @@ struct Pixels {
 };
 
 // The most common of a few candidate pixels (corners, centre), counted on a
-// sample of the image; nothing when it covers less than half of the sample.
+// sample of the image (every 7th pixel of every 3rd row) in one pass;
+// nothing when it covers less than half of the sample.
 std::optional<std::uint32_t> background(const Pixels& px) {
   const std::uint32_t w = px.image.width, h = px.image.height;
   const std::uint32_t candidates[] = {px.value(0, 0), px.value(w - 1, 0), px.value(0, h - 1), px.value(w - 1, h - 1),
                                       px.value(w / 2, h / 2)};
-  std::uint32_t best = candidates[0];
-  std::uint64_t best_count = 0, sampled = 0;
-  for (const std::uint32_t c : candidates) {
-    std::uint64_t count = 0;
-    sampled = 0;
-    for (std::uint32_t y = 0; y < h; y += 3)
-      for (std::uint32_t x = y % 7; x < w; x += 7, ++sampled) count += px.value(x, y) == c;
-    if (count > best_count) best = c, best_count = count;
-  }
-  if (2 * best_count < sampled) return std::nullopt;
-  return best;
+  std::uint64_t count[5] = {}, sampled = 0;
+  for (std::uint32_t y = 0; y < h; y += 3)
+    for (std::uint32_t x = y % 7; x < w; x += 7, ++sampled) {
+      const std::uint32_t v = px.value(x, y);
+      for (int c = 0; c < 5; ++c) count[c] += v == candidates[c];
+    }
+  const int best = int(std::max_element(count, count + 5) - count);
+  if (2 * count[best] < sampled) return std::nullopt;
+  return candidates[best];
 }
 
 struct Box {
@@ -56,39 +59,80 @@ struct Box {
   std::uint32_t height() const { return y1 - y0 + 1; }
 };
 
-// Bounding boxes of the 8-connected components of non-background pixels that
-// fit a symbol (at most 256 x 256).
-std::vector<Box> components(const Pixels& px, std::uint32_t bg) {
-  const std::uint32_t w = px.image.width, h = px.image.height;
-  std::vector<std::uint8_t> seen(std::size_t(w) * h, 0);
-  std::vector<std::uint32_t> stack;
-  std::vector<Box> boxes;
-  for (std::uint32_t y = 0; y < h; ++y)
-    for (std::uint32_t x = 0; x < w; ++x) {
-      const std::size_t start = std::size_t(y) * w + x;
-      if (seen[start] || px.value(x, y) == bg) continue;
-      Box b{x, y, x, y};
-      seen[start] = 1;
-      stack.assign(1, std::uint32_t(start));
-      while (!stack.empty()) {
-        const std::uint32_t i = stack.back();
-        stack.pop_back();
-        const std::uint32_t cx = i % w, cy = i / w;
-        b.x0 = std::min(b.x0, cx), b.x1 = std::max(b.x1, cx), b.y1 = std::max(b.y1, cy);
-        for (int dy = -1; dy <= 1; ++dy)
-          for (int dx = -1; dx <= 1; ++dx) {
-            const std::int64_t nx = std::int64_t(cx) + dx, ny = std::int64_t(cy) + dy;
-            if (nx < 0 || ny < 0 || nx >= w || ny >= h) continue;
-            const std::size_t n = std::size_t(ny) * w + std::size_t(nx);
-            if (seen[n] || px.value(std::uint32_t(nx), std::uint32_t(ny)) == bg) continue;
-            seen[n] = 1;
-            stack.push_back(std::uint32_t(n));
-          }
-      }
-      if (b.width() <= core::kMaxSymbolSide && b.height() <= core::kMaxSymbolSide &&
-          b.width() * b.height() >= kMinSymbolArea)
-        boxes.push_back(b);
+// A run of non-background pixels in one row, x0..x1 inclusive; `parent`
+// links runs of one component (union-find over run indices).
+struct Run {
+  std::uint32_t y, x0, x1, parent;
+};
+
+std::uint32_t root(std::vector<Run>& runs, std::uint32_t i) {
+  while (runs[i].parent != i) i = runs[i].parent = runs[runs[i].parent].parent;
+  return i;
+}
+
+// The runs of non-background pixels of row y appended to `runs`.
+template <int C> void row_runs(const Pixels& px, std::uint32_t bg, std::uint32_t y, std::vector<Run>& runs) {
+  const std::uint8_t* row = px.at(0, y);
+  const std::uint32_t w = px.image.width;
+  std::uint8_t b[4];
+  std::memcpy(b, &bg, 4);
+  auto is_bg = [&](std::uint32_t x) { return std::memcmp(row + std::size_t(x) * C, b, C) == 0; };
+  for (std::uint32_t x = 0; x < w;) {
+    if (is_bg(x)) {
+      ++x;
+      continue;
     }
+    const std::uint32_t x0 = x;
+    while (x < w && !is_bg(x)) ++x;
+    runs.push_back({y, x0, x - 1, std::uint32_t(runs.size())});
+  }
+}
+
+// Bounding boxes of the 8-connected components of non-background pixels that
+// fit a symbol (at most 256 x 256), in raster order of their first pixels;
+// nothing when the image has more than one run a kMaxRunShare pixels.
+// Labelled by runs: each row's runs join the runs above that touch them.
+std::optional<std::vector<Box>> components(const Pixels& px, std::uint32_t bg) {
+  const std::uint32_t w = px.image.width, h = px.image.height;
+  const std::uint64_t max_runs = std::uint64_t{w} * h / kMaxRunShare;
+  std::vector<Run> runs;
+  std::size_t above = 0, row_start = 0;  // the previous row's runs: [above, row_start)
+  for (std::uint32_t y = 0; y < h; ++y) {
+    switch (px.channels) {
+      case 1: row_runs<1>(px, bg, y, runs); break;
+      case 2: row_runs<2>(px, bg, y, runs); break;
+      case 3: row_runs<3>(px, bg, y, runs); break;
+      default: row_runs<4>(px, bg, y, runs); break;
+    }
+    if (runs.size() > max_runs) return std::nullopt;
+    // Runs touch when their columns overlap, one pixel of diagonal included.
+    std::size_t a = above;
+    for (std::size_t r = row_start; r < runs.size(); ++r) {
+      while (a < row_start && runs[a].x1 + 1 < runs[r].x0) ++a;
+      for (std::size_t k = a; k < row_start && runs[k].x0 <= runs[r].x1 + 1; ++k) {
+        const std::uint32_t ra = root(runs, std::uint32_t(k)), rr = root(runs, std::uint32_t(r));
+        if (ra != rr) runs[std::max(ra, rr)].parent = std::min(ra, rr);  // the raster-first run is the root
+      }
+    }
+    above = row_start;
+    row_start = runs.size();
+  }
+  std::vector<Box> boxes;
+  std::vector<std::uint32_t> box_of(runs.size());
+  for (std::uint32_t i = 0; i < runs.size(); ++i) {
+    const Run& r = runs[i];
+    const std::uint32_t top = root(runs, i);
+    if (top == i) {
+      box_of[i] = std::uint32_t(boxes.size());
+      boxes.push_back({r.x0, r.y, r.x1, r.y});
+      continue;
+    }
+    Box& b = boxes[box_of[top]];
+    b.x0 = std::min(b.x0, r.x0), b.x1 = std::max(b.x1, r.x1), b.y1 = std::max(b.y1, r.y);
+  }
+  std::erase_if(boxes, [](const Box& b) {
+    return b.width() > core::kMaxSymbolSide || b.height() > core::kMaxSymbolSide || b.width() * b.height() < kMinSymbolArea;
+  });
   return boxes;
 }
 
@@ -141,7 +185,9 @@ std::optional<SymbolPlan> find_symbols(const ImageView& image) {
   const Pixels px{image, image.stride ? image.stride : std::size_t(image.width) * image.channels, int(image.channels)};
   const std::optional<std::uint32_t> bg = background(px);
   if (!bg) return std::nullopt;
-  const std::vector<Box> boxes = components(px, *bg);
+  const std::optional<std::vector<Box>> found = components(px, *bg);
+  if (!found) return std::nullopt;
+  const std::vector<Box>& boxes = *found;
 
   // Groups of identical blocks (same size, hash, then pixels).
   struct Group {
