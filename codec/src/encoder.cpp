@@ -167,8 +167,25 @@ std::uint32_t tile_height_for(const ImageView& image, const EncodeOptions& optio
   return best;
 }
 
-// The header, tile table and tiles (spec §2, §3) of `image`.
-std::vector<std::uint8_t> encode_tiles(const ImageView& image, const EncodeOptions& options) {
+// An image's coded tiles before assembly (spec §3), kept so that a second
+// encode of almost the same pixels (symbols, §3.4) codes only the tiles
+// whose pixels differ.
+struct CodedTiles {
+  std::uint32_t tw_log2 = 0;
+  core::TileGrid grid{};
+  std::vector<std::uint32_t> source;  // tile copies (§3.3): i itself for a coded tile
+  std::vector<std::vector<std::uint8_t>> tiles;
+  std::vector<std::uint8_t> versions;
+};
+
+// Tiles that an earlier encode of the same grid coded from the same pixels
+// (unchanged[i] != 0): their bytes are taken as they are.
+struct Reuse {
+  const CodedTiles* earlier = nullptr;
+  const std::vector<std::uint8_t>* unchanged = nullptr;
+};
+
+CodedTiles code_tiles(const ImageView& image, const EncodeOptions& options, const Reuse& reuse = {}) {
   check_image(image);
   const std::uint32_t tw_log2 = tile_width_log2(options.tile_width);
   const std::uint32_t th = tile_height_for(image, options);
@@ -178,58 +195,85 @@ std::vector<std::uint8_t> encode_tiles(const ImageView& image, const EncodeOptio
   if (options.entropy_min_saving_percent > 100)
     throw_error(errc::invalid_argument, "entropy_min_saving_percent " + std::to_string(options.entropy_min_saving_percent) +
                                             " (must be 0..100)");
+  CodedTiles c;
+  c.tw_log2 = tw_log2;
+  c.grid = core::TileGrid::make(image.width, image.height, tw_log2, th);
+  const std::uint32_t count = std::uint32_t(c.grid.tile_count());  // < 2^30 pixels: no overflow
+  c.source = find_tile_copies(image, c.grid, options.tile_copies, options.threads);
+  c.tiles.resize(count);
+  c.versions.assign(count, 0);
+  const CodedTiles* earlier = reuse.earlier && reuse.earlier->tw_log2 == tw_log2 &&
+                                      reuse.earlier->grid.tile_height == th ? reuse.earlier : nullptr;
+  auto encode_tile = [&](std::uint32_t i) {
+    if (c.source[i] != i) {
+      c.versions[i] = core::kVersionTileCopies;
+      return;
+    }
+    if (earlier && (*reuse.unchanged)[i] && earlier->source[i] == i) {
+      c.tiles[i] = earlier->tiles[i];
+      c.versions[i] = earlier->versions[i];
+      return;
+    }
+    const core::TileRect t = c.grid.tile(i);
+    const Rect r{t.x, t.y, t.width, t.height};
+    c.tiles[i] = TileEncoder(image, r, options).encode();
+    c.versions[i] = tile_version(c.tiles[i], t, image.channels, options.compact_tables);
+  };
+  parallel_for(count, options.threads, [&](std::uint64_t i) { encode_tile(static_cast<std::uint32_t>(i)); });
+  return c;
+}
 
+// The header, tile table and tiles (spec §2, §3), at the lowest version the
+// tiles need (§11).
+std::vector<std::uint8_t> assemble(const ImageView& image, const CodedTiles& c) {
   ImageInfo info;
   info.width = image.width;
   info.height = image.height;
   info.channels = image.channels;
-  const core::TileGrid grid = core::TileGrid::make(image.width, image.height, tw_log2, th);
-  info.tile_width = grid.tile_width();
-  info.tile_height = th;
-  info.tiles_x = grid.tiles_x;
-  info.tiles_y = grid.tiles_y;
-  const std::uint32_t count = std::uint32_t(grid.tile_count());  // < 2^30 pixels: no overflow
-
-  const std::vector<std::uint32_t> source = find_tile_copies(image, grid, options.tile_copies, options.threads);
-  std::vector<std::vector<std::uint8_t>> tiles(count);
-  std::vector<std::uint8_t> versions(count, 0);
-  auto encode_tile = [&](std::uint32_t i) {
-    if (source[i] != i) {
-      versions[i] = core::kVersionTileCopies;
-      return;
-    }
-    const core::TileRect t = grid.tile(i);
-    const Rect r{t.x, t.y, t.width, t.height};
-    tiles[i] = TileEncoder(image, r, options).encode();
-    versions[i] = tile_version(tiles[i], t, image.channels, options.compact_tables);
-  };
-  parallel_for(count, options.threads, [&](std::uint64_t i) { encode_tile(static_cast<std::uint32_t>(i)); });
-
-  // The lowest version the tiles need (spec §11).
-  info.version = *std::max_element(versions.begin(), versions.end());
+  info.tile_width = c.grid.tile_width();
+  info.tile_height = c.grid.tile_height;
+  info.tiles_x = c.grid.tiles_x;
+  info.tiles_y = c.grid.tiles_y;
+  info.version = *std::max_element(c.versions.begin(), c.versions.end());
   std::vector<std::uint8_t> out;
-  detail::write_header(out, info, tw_log2);
-  for (std::uint32_t i = 0; i < count; ++i) {
-    const auto entry = source[i] != i ? core::kTileCopyBit | source[i] : std::uint32_t(tiles[i].size());
+  detail::write_header(out, info, c.tw_log2);
+  for (std::uint32_t i = 0; i < c.tiles.size(); ++i) {
+    const auto entry = c.source[i] != i ? core::kTileCopyBit | c.source[i] : std::uint32_t(c.tiles[i].size());
     for (int b = 0; b < 4; ++b) out.push_back(std::uint8_t(entry >> (8 * b)));
   }
-  for (const auto& t : tiles) out.insert(out.end(), t.begin(), t.end());
+  for (const auto& t : c.tiles) out.insert(out.end(), t.begin(), t.end());
   detail::seal(out);
   return out;
 }
 
+// Which tiles of `grid` no patch of `plan` overlaps: their pixels are the
+// same in the image and in the image with the patches erased.
+std::vector<std::uint8_t> tiles_without_patches(const core::TileGrid& grid, const encoder::SymbolPlan& plan) {
+  std::vector<std::uint8_t> unchanged(grid.tile_count(), 1);
+  for (const core::Patch& p : plan.patches) {
+    const core::SymbolRect& s = plan.symbols[p.symbol];
+    const core::TileGrid::Span span =
+        grid.overlapped({std::uint32_t(p.x), std::uint32_t(p.y), s.width, s.height});
+    for (std::uint32_t ty = span.ty0; ty < span.ty0 + span.rows; ++ty)
+      for (std::uint32_t tx = span.tx0; tx < span.tx0 + span.cols; ++tx) unchanged[grid.index(tx, ty)] = 0;
+  }
+  return unchanged;
+}
+
 // Symbols (spec §3.4): the image's repeated blocks in a dictionary, placed by
-// patches, and the rest in tiles of the image with the patches erased; kept
-// when smaller than `plain`, the stream without symbols.
+// patches, and the rest in tiles of the image with the patches erased (the
+// tiles no patch touches as `plain_tiles` coded them); kept when smaller
+// than `plain`, the stream without symbols.
 std::vector<std::uint8_t> with_symbols(const ImageView& image, const EncodeOptions& options,
-                                       std::vector<std::uint8_t> plain) {
+                                       const CodedTiles& plain_tiles, std::vector<std::uint8_t> plain) {
   const std::optional<encoder::SymbolPlan> plan = encoder::find_symbols(image);
   if (!plan || plan->patches.empty()) return plain;
   const ImageView erased{plan->erased.data(), image.width, image.height, image.channels, 0};
-  std::vector<std::uint8_t> out = encode_tiles(erased, options);
+  const std::vector<std::uint8_t> unchanged = tiles_without_patches(plain_tiles.grid, *plan);
+  std::vector<std::uint8_t> out = assemble(erased, code_tiles(erased, options, {&plain_tiles, &unchanged}));
   if (out.size() >= plain.size()) return plain;
   const ImageView dictionary{plan->dictionary.data(), plan->dict_width, plan->dict_height, image.channels, 0};
-  const std::vector<std::uint8_t> dictionary_stream = encode_tiles(dictionary, options);
+  const std::vector<std::uint8_t> dictionary_stream = assemble(dictionary, code_tiles(dictionary, options));
   out[4] = core::kVersionSymbols;
   out[7] |= core::kHeaderFlagSymbols;
   encoder::append_symbol_section(out, *plan, dictionary_stream);
@@ -240,11 +284,12 @@ std::vector<std::uint8_t> with_symbols(const ImageView& image, const EncodeOptio
 }  // namespace
 
 std::vector<std::uint8_t> encode(const ImageView& image, const EncodeOptions& options) {
-  std::vector<std::uint8_t> plain = encode_tiles(image, options);
+  const CodedTiles tiles = code_tiles(image, options);
+  std::vector<std::uint8_t> plain = assemble(image, tiles);
   // A stream's version sets its tiles' syntax (§11): the tiles must read as
   // version 15's, whose entropy-coded tiles have compact tables.
   if (!options.symbols || options.effort < 1 || !options.compact_tables) return plain;
-  return with_symbols(image, options, std::move(plain));
+  return with_symbols(image, options, tiles, std::move(plain));
 }
 
 void set_entropy_mode(EncodeOptions& options, std::string_view mode) {
