@@ -82,6 +82,7 @@ nb::dict info_dict(const l3::ImageInfo& i) {
   d["tiles_x"] = i.tiles_x;
   d["tiles_y"] = i.tiles_y;
   d["tile_copies"] = i.tile_copies;  // tiles stored as copies of earlier ones (spec/codec.md §3.3)
+  d["symbol_patches"] = i.symbol_patches;  // patches of the symbol section (spec/codec.md §3.4); 0: none
   d["encoded_size"] = i.encoded_size;
   d["decoded_size"] = i.decoded_size();
   return d;

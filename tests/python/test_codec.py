@@ -97,6 +97,24 @@ def test_tile_copies():
     assert l3.info(l3.encode(cell))["tile_copies"] == 0
 
 
+def test_symbols():
+    """Glyphs repeated across tiles on a white page are stored once in a dictionary and placed by
+    patches (format version 15); info counts the patches; crops decode them too."""
+    rng = np.random.default_rng(15)
+    glyphs = [rng.integers(0, 200, (rng.integers(6, 15), rng.integers(5, 12)), dtype=np.uint8) for _ in range(8)]
+    page = np.full((300, 600, 1), 255, np.uint8)
+    for k in range(120):
+        g = glyphs[k % len(glyphs)]
+        y, x = 20 * (k // 30) + 10 + (k % 3), 19 * (k % 30) + 5
+        page[y:y + g.shape[0], x:x + g.shape[1], 0] = g
+    data = l3.encode(page)
+    meta = l3.info(data)
+    assert meta["version"] == 15 and meta["symbol_patches"] >= 100
+    np.testing.assert_array_equal(l3.decode(data), page)
+    np.testing.assert_array_equal(l3.decode_region(data, 250, 15, 101, 40), page[15:55, 250:351])
+    assert l3.info(l3.encode(glyphs[0][:, :, None]))["symbol_patches"] == 0
+
+
 def rans_tiles(data: bytes) -> int:
     """Coded tiles with mode bit 6 set (entropy-coded, spec/codec.md §4, §4.5)."""
     width, height, tw_log2, th = *struct.unpack_from("<II", data, 8), data[16], data[17]

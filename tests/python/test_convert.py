@@ -65,9 +65,9 @@ def test_convert_effort_and_entropy(tmp_path):
         ds = l3.Dataset(out)
         versions = {l3.info(ds.payload(i))["version"] for i in range(len(ds))}
         # off: never v3, v6, v9, v11 or v13 (rANS, pixel copies, compact rANS tables, bilevel planes); v7, v8,
-        # v10, v12, v14: plane contexts, corrections, zero-row bitmaps, NW predictors and mirrored tiles,
-        # ramps, in Rice tiles too
-        assert versions <= ({2, 4, 5, 7, 8, 10, 12, 14} if entropy == "off" else set(range(2, 15)))
+        # v10, v12, v14, v15: plane contexts, corrections, zero-row bitmaps, NW predictors and mirrored tiles,
+        # ramps, symbols, in Rice tiles too
+        assert versions <= ({2, 4, 5, 7, 8, 10, 12, 14, 15} if entropy == "off" else set(range(2, 16)))
         for i in range(len(ds)):
             np.testing.assert_array_equal(ds[i][0], l3.load_image(SAMPLE / os.path.basename(ds.key(i))))
         options = json.load(open(out / "manifest.json"))["extra"]["l3pack"]["options"]
