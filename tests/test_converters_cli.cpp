@@ -106,6 +106,7 @@ TEST_CASE("info reports the header, tiles and bits per pixel; --json agrees") {
   CHECK(info["tile_height"] == 16);
   CHECK(info["tiles"] == 20);
   CHECK(info["tile_copies"] == 0);
+  CHECK(info["symbol_patches"] == 0);
   CHECK(info["bytes"] == bytes);
   CHECK(info["bits_per_pixel"].get<double>() == doctest::Approx(static_cast<double>(bytes) * 8.0 / 7000.0));
   CHECK(info["bits_per_sample"].get<double>() == doctest::Approx(static_cast<double>(bytes) * 8.0 / 21000.0));

@@ -40,6 +40,7 @@ nlohmann::ordered_json to_json(const std::filesystem::path& file, const InfoRepo
           {"tiles_y", info.tiles_y},
           {"tiles", std::uint64_t{info.tiles_x} * info.tiles_y},
           {"tile_copies", info.tile_copies},
+          {"symbol_patches", info.symbol_patches},
           {"bytes", report.bytes},
           {"bits_per_pixel", report.bits_per_pixel()},
           {"bits_per_sample", report.bits_per_sample()}};
@@ -55,6 +56,8 @@ void print_text(const std::filesystem::path& file, const InfoReport& report) {
   std::printf("tiles:           %u x %u = %llu\n", info.tiles_x, info.tiles_y,
               static_cast<unsigned long long>(std::uint64_t{info.tiles_x} * info.tiles_y));
   if (info.tile_copies) std::printf("tile copies:     %u (stored as references to earlier tiles)\n", info.tile_copies);
+  if (info.symbol_patches)
+    std::printf("symbol patches:  %u (blocks placed from the image's symbol dictionary)\n", info.symbol_patches);
   std::printf("bytes:           %llu\n", static_cast<unsigned long long>(report.bytes));
   std::printf("bits per pixel:  %.3f\n", report.bits_per_pixel());
   std::printf("bits per sample: %.3f\n", report.bits_per_sample());
