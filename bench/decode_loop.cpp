@@ -4,7 +4,7 @@
 // alternating on a shared machine compare better than by wall-clock time) is summed over the streams.
 //
 // Usage:
-//   decode_loop encode [--rice-only | --entropy MODE] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--no-bit-planes] [--no-ramps] [--effort N] DIR IMAGE...
+//   decode_loop encode [--rice-only | --entropy MODE] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--no-bit-planes] [--no-ramps] [--no-symbols] [--effort N] DIR IMAGE...
 //                                                   encode with l3::encode defaults (or Rice codes only,
 //                                                   or l3pack's --entropy MODE; without version 7's
 //                                                   plane contexts; without version 8's corrections;
@@ -76,6 +76,10 @@ int encode_all(int argc, char** argv) {
     options.ramps = false;
     ++first;
   }
+  if (argc > first && std::string(argv[first]) == "--no-symbols") {
+    options.symbols = false;
+    ++first;
+  }
   if (argc > first + 1 && std::string(argv[first]) == "--effort") {
     options.effort = std::atoi(argv[first + 1]);
     first += 2;
@@ -126,7 +130,7 @@ int main(int argc, char** argv) {
     if (mode == "encode") status = encode_all(argc, argv);
     else if (mode == "decode") status = decode_all(argc, argv);
     if (status == 2)
-      std::fprintf(stderr, "usage: decode_loop encode [--rice-only | --entropy MODE] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--no-bit-planes] [--no-ramps] [--effort N] DIR IMAGE... | decode_loop decode ROUNDS STREAM...\n");
+      std::fprintf(stderr, "usage: decode_loop encode [--rice-only | --entropy MODE] [--no-plane-contexts] [--no-corrections] [--no-compact-tables] [--no-bilevel] [--no-diagonals] [--no-bit-planes] [--no-ramps] [--no-symbols] [--effort N] DIR IMAGE... | decode_loop decode ROUNDS STREAM...\n");
     return status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "decode_loop: %s\n", e.what());
