@@ -291,10 +291,7 @@ ImageInfo read_info(std::span<const std::uint8_t> encoded, const Limits& limits)
 namespace {
 detail::ParsedImage parse_for_decode(std::span<const std::uint8_t> encoded, const DecodeOptions& options) {
   detail::ParsedImage img = detail::parse_image(encoded, options.limits, true);
-  if (options.verify_checksum) {
-    detail::verify_checksum(encoded);
-    if (img.has_symbols()) detail::verify_checksum(encoded.subspan(img.symbols.dict_offset, img.symbols.dict_size));
-  }
+  if (options.verify_checksum) detail::verify_checksums(encoded, img.symbols);
   return img;
 }
 }  // namespace

@@ -116,7 +116,7 @@ core::SymbolSection parse_symbols(std::span<const std::uint8_t> bytes, std::uint
   need(2 + std::uint64_t{core::kSymbolEntryBytes} * sec.symbol_count, "symbol table");
   for (std::uint32_t s = 0; s < sec.symbol_count; ++s) {
     const core::SymbolRect r = core::symbol_at(&bytes[sec.table_offset], s);
-    if (r.x + r.width > sec.dict_width || r.y + r.height > sec.dict_height)
+    if (!core::inside_dictionary(sec, r))
       fail_symbols("symbol " + std::to_string(s) + " outside the dictionary");
   }
   at = sec.table_offset + std::uint64_t{core::kSymbolEntryBytes} * sec.symbol_count;
@@ -204,6 +204,11 @@ void verify_checksum(std::span<const std::uint8_t> bytes) {
   std::uint64_t stored = 0;
   for (int i = 7; i >= 0; --i) stored = stored << 8 | bytes[core::kChecksumOffset + i];
   if (stored != checksum_of(bytes)) throw_error(errc::checksum_mismatch, "image checksum does not match its bytes");
+}
+
+void verify_checksums(std::span<const std::uint8_t> bytes, const core::SymbolSection& symbols) {
+  verify_checksum(bytes);
+  if (symbols.patch_count) verify_checksum(bytes.subspan(symbols.dict_offset, symbols.dict_size));
 }
 
 void seal(std::vector<std::uint8_t>& stream) {

@@ -46,6 +46,9 @@ ParsedImage parse_image(std::span<const std::uint8_t> bytes, const Limits& limit
 
 // Throws checksum_mismatch unless the stored checksum matches (spec §2).
 void verify_checksum(std::span<const std::uint8_t> bytes);
+// The stream's checksum, then its symbol dictionary's (§3.4) when `symbols`
+// (parse_image's, for the same bytes) has patches.
+void verify_checksums(std::span<const std::uint8_t> bytes, const core::SymbolSection& symbols);
 
 // Appends the header with a zero checksum; seal() fills it in once the whole
 // stream is written.

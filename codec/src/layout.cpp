@@ -18,9 +18,7 @@ ImageLayout parse_layout(std::span<const std::uint8_t> encoded, const Limits& li
 }
 
 void verify_checksum(std::span<const std::uint8_t> encoded, const ImageLayout& layout) {
-  detail::verify_checksum(encoded);
-  if (layout.symbols.patch_count)
-    detail::verify_checksum(encoded.subspan(layout.symbols.dict_offset, layout.symbols.dict_size));
+  detail::verify_checksums(encoded, layout.symbols);
 }
 
 }  // namespace l3

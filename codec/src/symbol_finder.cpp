@@ -173,8 +173,6 @@ void append_varint(std::vector<std::uint8_t>& out, std::uint32_t v) {
   out.push_back(std::uint8_t(v));
 }
 
-std::uint32_t zigzag(std::int64_t v) { return std::uint32_t(v < 0 ? ((-v) << 1) - 1 : v << 1); }
-
 void append_le(std::vector<std::uint8_t>& out, std::uint32_t v, int bytes) {
   for (int b = 0; b < bytes; ++b) out.push_back(std::uint8_t(v >> (8 * b)));
 }
@@ -273,8 +271,9 @@ void append_symbol_section(std::vector<std::uint8_t>& out, const SymbolPlan& pla
   std::int64_t x = 0, y = 0;
   for (const core::Patch& p : plan.patches) {
     append_varint(out, p.symbol);
-    append_varint(out, zigzag(p.y - y));
-    append_varint(out, zigzag(p.x - x));
+    // Differences of positions inside one image (at most 65535 apart) fit an int.
+    append_varint(out, core::zigzag(int(p.y - y)));
+    append_varint(out, core::zigzag(int(p.x - x)));
     x = p.x;
     y = p.y;
   }

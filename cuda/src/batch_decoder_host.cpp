@@ -276,7 +276,7 @@ struct BatchDecoder::Impl {
                                plan.total_tiles, d_scratch, work.scratch_bytes, stream),
           "tile gather and exclusive_scan");
     check(detail::launch_decode(view, plan.total_jobs, d_keys, stream), "decode kernel");
-    if (plan.patched_images) check(detail::launch_patch(view, images, d_keys, stream), "patch kernel");
+    if (plan.has_symbols()) check(detail::launch_patch(view, images, d_keys, stream), "patch kernel");
     check(detail::launch_finalize(d_keys, d_status, images, stream), "finalize kernel");
     check(cudaMemcpyAsync(h_status.p, d_status, images * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream),
           "cudaMemcpyAsync");

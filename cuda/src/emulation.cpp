@@ -48,7 +48,7 @@ BatchOutput decode_batch(std::span<const HostImage> images, const BatchOptions& 
   for (std::uint32_t j = 0; j < plan.total_jobs; ++j)
     wavefront::decode_job(warp, view, j, *scratch, keys.data(), atomic_min);
   // Patch kernel: one warp per image, after every decode job.
-  if (plan.patched_images)
+  if (plan.has_symbols())
     for (std::uint32_t m = 0; m < plan.image_count(); ++m) wavefront::patch_image(warp, view, m, keys.data(), atomic_min);
   // Finalize kernel: keys to statuses.
   result.slots = std::move(plan.slots);

@@ -8,6 +8,27 @@
 namespace l3::cuda::detail {
 namespace {
 
+// The descriptor and counts of an entry that decodes the stream `lay`
+// describes (its input pointer set later, Plan::set_input): `crop` of it, in
+// `layout`.
+void describe(const ImageLayout& lay, const Rect& crop, std::uint32_t layout, wavefront::ImageDesc& d,
+              wavefront::ImageCounts& c) {
+  d.in_size = lay.info.encoded_size;
+  d.payload_offset = lay.payload_offset;
+  d.grid = lay.grid;
+  d.version = lay.info.version;
+  d.channels = lay.info.channels;
+  d.crop_x = crop.x;
+  d.crop_y = crop.y;
+  d.crop_w = crop.width;
+  d.crop_h = crop.height;
+  d.span = lay.grid.overlapped({crop.x, crop.y, crop.width, crop.height});
+  d.layout = layout;
+  c.tiles = lay.tile_count();
+  c.jobs = d.span.cols * d.span.rows;
+  c.out = std::uint64_t{crop.width} * crop.height * lay.info.channels;
+}
+
 // Appends the entry that decodes image `d`'s symbol dictionary, a whole
 // stream inside the image's (validated by parse_layout), as an HWC image
 // without crop; its slot lies past the caller's images, in the scratch.
@@ -16,25 +37,13 @@ void add_dictionary(Plan& plan, std::span<const std::uint8_t> bytes, const Image
   const core::SymbolSection& sec = image.symbols;
   const ImageLayout lay = parse_layout(bytes.subspan(sec.dict_offset, sec.dict_size), options.limits);
   wavefront::ImageDesc e{};
-  e.in_size = sec.dict_size;
-  e.payload_offset = lay.payload_offset;
-  e.grid = lay.grid;
-  e.version = lay.info.version;
-  e.channels = lay.info.channels;
-  e.crop_w = lay.info.width;
-  e.crop_h = lay.info.height;
-  e.span = lay.grid.overlapped({0, 0, lay.info.width, lay.info.height});
-  e.layout = wavefront::kHWC;
   wavefront::ImageCounts c{};
-  c.tiles = lay.tile_count();
-  c.jobs = e.span.cols * e.span.rows;
-  c.out = std::uint64_t{lay.info.width} * lay.info.height * lay.info.channels;
+  describe(lay, {0, 0, lay.info.width, lay.info.height}, wavefront::kHWC, e, c);
   d.dictionary = plan.entry_count();
   d.symbols = sec;
   plan.desc.push_back(e);
   plan.counts.push_back(c);
   plan.keys.push_back(wavefront::kStatusOk);
-  ++plan.patched_images;
 }
 
 }  // namespace
@@ -71,20 +80,7 @@ Plan make_plan(std::span<const PlanImage> images, const BatchOptions& options) {
             crop.width > info.width - crop.x || crop.height > info.height - crop.y)
           throw_error(errc::out_of_range, "crop outside the image");
       }
-      d.in_size = info.encoded_size;
-      d.payload_offset = lay.payload_offset;
-      d.grid = lay.grid;
-      d.version = info.version;
-      d.channels = info.channels;
-      d.crop_x = crop.x;
-      d.crop_y = crop.y;
-      d.crop_w = crop.width;
-      d.crop_h = crop.height;
-      d.span = lay.grid.overlapped({crop.x, crop.y, crop.width, crop.height});
-      d.layout = static_cast<std::uint32_t>(options.layout);
-      c.tiles = lay.tile_count();
-      c.jobs = d.span.cols * d.span.rows;
-      c.out = std::uint64_t{crop.width} * crop.height * info.channels;
+      describe(lay, crop, static_cast<std::uint32_t>(options.layout), d, c);
       slot.width = crop.width;
       slot.height = crop.height;
       slot.channels = info.channels;

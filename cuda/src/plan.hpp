@@ -31,10 +31,11 @@ struct Plan {
   std::uint32_t total_tiles = 0, total_jobs = 0;
   std::uint64_t output_bytes = 0;   // the caller's images' slots
   std::uint64_t scratch_bytes = 0;  // the dictionaries' slots, after them
-  std::uint32_t patched_images = 0; // images with symbols (the patch kernel's work)
 
   std::uint32_t image_count() const { return static_cast<std::uint32_t>(slots.size()); }
   std::uint32_t entry_count() const { return static_cast<std::uint32_t>(desc.size()); }
+  // Whether an image has symbols (a dictionary entry): the patch kernel's work.
+  bool has_symbols() const { return entry_count() > image_count(); }
   // Points image m (and its dictionary's entry) at `in`, where the kernels
   // read the image's stream.
   void set_input(std::uint32_t m, const std::uint8_t* in);

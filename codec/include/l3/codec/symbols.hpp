@@ -72,20 +72,23 @@ struct PatchReader {
     }
     return kCorruptSymbols;
   }
-  L3_HD static std::int64_t unzigzag(std::uint32_t v) { return std::int64_t(v >> 1) ^ -std::int64_t(v & 1); }
-
   L3_HD int next(Patch& out) {
     std::uint32_t s = 0, dy = 0, dx = 0;
     int st = varint(s);
     if (st == kOk) st = varint(dy);
     if (st == kOk) st = varint(dx);
     if (st != kOk) return st;
-    y += unzigzag(dy);
-    x += unzigzag(dx);
+    y += core::unzigzag(dy);  // tile_constants.hpp
+    x += core::unzigzag(dx);
     out = {s, x, y};
     return kOk;
   }
 };
+
+// Whether symbol rectangle `r` lies inside the section's dictionary (§3.4).
+L3_HD bool inside_dictionary(const SymbolSection& sec, const SymbolRect& r) {
+  return r.x + r.width <= sec.dict_width && r.y + r.height <= sec.dict_height;
+}
 
 // Checks one patch against the section and the image (§3.4); kOk or
 // kCorruptSymbols. `rect` is the patch's symbol's, when kOk.
@@ -93,7 +96,7 @@ L3_HD int check_patch(const SymbolSection& sec, const std::uint8_t* table, const
                       std::uint32_t height, SymbolRect& rect) {
   if (patch.symbol >= sec.symbol_count) return kCorruptSymbols;
   rect = symbol_at(table, patch.symbol);
-  if (rect.x + rect.width > sec.dict_width || rect.y + rect.height > sec.dict_height) return kCorruptSymbols;
+  if (!inside_dictionary(sec, rect)) return kCorruptSymbols;
   if (patch.x < 0 || patch.y < 0 || patch.x + rect.width > width || patch.y + rect.height > height)
     return kCorruptSymbols;
   return kOk;

@@ -597,6 +597,16 @@ L3_WF_HDI std::uint8_t* slot_of(const BatchView& b, std::uint32_t m) {
   return at < b.output_bytes ? b.output + at : b.scratch + (at - b.output_bytes);
 }
 
+// The strides of image d's output slot: row, pixel and plane, in bytes
+// (interleaved HWC or planar CHW, TileTask's convention).
+struct SlotStrides {
+  std::int64_t row, pixel, plane;
+};
+L3_WF_HDI SlotStrides slot_strides(const ImageDesc& d) {
+  if (d.layout == kCHW) return {d.crop_w, 1, std::int64_t(d.crop_w) * d.crop_h};
+  return {std::int64_t(d.crop_w) * d.channels, d.channels, 1};
+}
+
 // Decodes job j (one tile overlapped by one image's crop) with one warp, and
 // folds a failure into status_key[image]. `atomic_min(ptr, value)` is the
 // policy's 64-bit atomic minimum.
@@ -638,15 +648,10 @@ L3_WF_HD void decode_job(Warp& warp, const BatchView& b, std::uint32_t j, WarpSc
   task.x1 = int(x1 - rx);
   task.y1 = int(y1 - ry);
   std::uint8_t* slot = slot_of(b, m);
-  if (d.layout == kCHW) {
-    task.pixel_stride = 1;
-    task.row_stride = d.crop_w;
-    task.plane_stride = std::int64_t(d.crop_w) * d.crop_h;
-  } else {
-    task.pixel_stride = d.channels;
-    task.row_stride = std::int64_t(d.crop_w) * d.channels;
-    task.plane_stride = 1;
-  }
+  const SlotStrides strides = slot_strides(d);
+  task.row_stride = strides.row;
+  task.pixel_stride = strides.pixel;
+  task.plane_stride = strides.plane;
   task.base = slot + std::int64_t(y0 - d.crop_y) * task.row_stride + std::int64_t(x0 - d.crop_x) * task.pixel_stride;
   const int st = decode_tile_warp(warp, task, ws);
   if (st != core::kOk) {
@@ -681,16 +686,7 @@ L3_WF_HD void patch_image(Warp& warp, const BatchView& b, std::uint32_t m, std::
     return fail(core::kCorruptSymbols);
   const std::uint8_t* dict = slot_of(b, d.dictionary);
   const std::uint64_t dict_stride = std::uint64_t(sec.dict_width) * d.channels;
-  std::int64_t row_stride, pixel_stride, plane_stride;
-  if (d.layout == kCHW) {
-    pixel_stride = 1;
-    row_stride = d.crop_w;
-    plane_stride = std::int64_t(d.crop_w) * d.crop_h;
-  } else {
-    pixel_stride = d.channels;
-    row_stride = std::int64_t(d.crop_w) * d.channels;
-    plane_stride = 1;
-  }
+  const SlotStrides strides = slot_strides(d);
   std::uint8_t* out = slot_of(b, m);
   core::PatchReader reader{d.in + sec.patches_offset, d.in + d.in_size};
   for (std::uint32_t k = 0; k < sec.patch_count; ++k) {
@@ -701,7 +697,7 @@ L3_WF_HD void patch_image(Warp& warp, const BatchView& b, std::uint32_t m, std::
     if (st != core::kOk) return fail(st);
     warp.each([&](int lane) {
       core::copy_patch(dict, dict_stride, int(d.channels), r, p, d.crop_x, d.crop_y, d.crop_w, d.crop_h, out,
-                       row_stride, pixel_stride, plane_stride, std::uint32_t(lane), kWarpSize);
+                       strides.row, strides.pixel, strides.plane, std::uint32_t(lane), kWarpSize);
     });
     warp.sync();
   }
