@@ -2,10 +2,11 @@
 # the GPU suite (label gpu). Without a CUDA device the GPU suite prints
 # L3_GPU_SKIPPED and ctest reports it as skipped.
 l3_add_test(test_cuda_emu test_cuda_emu.cpp LIBS l3_cuda_emu l3_codec l3_imageio LABELS cuda)
-# Without the cases whose tiles never reach the CPU decoder's lanes (their
-# l3::decode is the scalar loops in the first run too).
+# Without pixel copies (their tiles never reach the CPU decoder's lanes: the
+# first run's l3::decode is the scalar loops too) and symbols (patches do not
+# depend on the lanes; their tiles' kinds are in the other cases).
 add_test(NAME test_cuda_emu_scalar COMMAND test_cuda_emu --no-intro=true
-  "--test-case-exclude=*on pixel copies*,*on bilevel planes*,*on bit planes and templates*,*on symbols*")
+  "--test-case-exclude=*on pixel copies*,*on symbols*")
 set_tests_properties(test_cuda_emu_scalar PROPERTIES ENVIRONMENT L3_FORCE_SCALAR=1 LABELS cuda)
 # And with the lanes capped at AVX2: on an AVX-512 machine the AVX2 lanes
 # (codec/src/lanes_ops_avx2.hpp) would otherwise never run; elsewhere this

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "decode_bilevel_lanes.hpp"
 #include "decode_coded.hpp"
 
 namespace l3::detail {
@@ -129,45 +130,94 @@ void bilevel_wavefront(const core::CodedTileParams& t, core::LaneState* lanes, B
   }
 }
 
-// The output rectangle's pixels: each index's colour, `kChannels` bytes.
-template <int kChannels>
-void write_pixels(const BilevelRows& b, const std::uint32_t* words, const TileOutput& o) {
+// The output rectangle's pixels: each index's colour, `kChannels` bytes;
+// index_at(r, c): the index of pixel (r, c).
+template <int kChannels, class IndexAt>
+void write_pixels(IndexAt&& index_at, const std::uint32_t* words, const TileOutput& o) {
   for (int r = o.y0; r < o.y1; ++r) {
     std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
     for (int c = o.x0; c < o.x1; ++c, out += kChannels)
-      std::memcpy(out, &words[b.value[r][c] & ((1 << core::kMaxBitPlanes) - 1)], kChannels);
+      std::memcpy(out, &words[index_at(r, c) & ((1 << core::kMaxBitPlanes) - 1)], kChannels);
   }
 }
 
+template <class IndexAt>
+void write_pixels(IndexAt&& index_at, const std::uint8_t* tile, const core::CodedTileParams& t, const TileOutput& o) {
+  std::uint32_t words[1 << core::kMaxBitPlanes] = {};
+  for (std::uint32_t i = 0; i < t.palette_size; ++i) core::palette_word(tile, t, int(i), words[i]);
+  switch (t.out_channels) {
+    case 1: write_pixels<1>(index_at, words, o); break;
+    case 2: write_pixels<2>(index_at, words, o); break;
+    case 3: write_pixels<3>(index_at, words, o); break;
+    default: write_pixels<4>(index_at, words, o); break;
+  }
+}
+
+// Every row's end check (spec §7.3) after rows [0, rows) of the tile's
+// columns [0, cols) are decoded: to its end when that is the whole tile.
+int rows_end(const core::CodedTileParams& t, core::LaneState* lanes, int rows, int cols) {
+  const bool full = rows == t.height && cols == t.width;
+  for (int r = 0; r < rows; ++r) {
+    const int status = full ? core::lane_end(lanes[r], t.row_length[r]) : core::lane_end_partial(lanes[r], t.row_length[r]);
+    if (status != core::kOk) return status;
+  }
+  return core::kOk;
+}
+
+#if L3_HAVE_DECODE_LANES
+// The wavefront across AVX-512 lanes (decode_bilevel_lanes.hpp): returns the largest index decoded.
+template <std::uint8_t kPred>
+int bilevel_lanes(const std::uint8_t* tile, const core::CodedTileParams& t, core::LaneState* lanes,
+                  BilevelDiagonals& d, int rows, int cols) {
+  switch (t.bilevel_bits) {
+    case 1: return lanes_avx512::bilevel_lanes<kPred, 1>(tile, t, lanes, d, rows, cols);
+    case 2: return lanes_avx512::bilevel_lanes<kPred, 2>(tile, t, lanes, d, rows, cols);
+    case 3: return lanes_avx512::bilevel_lanes<kPred, 3>(tile, t, lanes, d, rows, cols);
+    default: return lanes_avx512::bilevel_lanes<kPred, 4>(tile, t, lanes, d, rows, cols);
+  }
+}
+
+int decode_bilevel_lanes(const std::uint8_t* tile, const core::CodedTileParams& t, core::LaneState* lanes,
+                         const TileOutput& o) {
+  const int rows = o.y1, cols = o.x1;
+  thread_local BilevelDiagonals d;
+  int top;
+  switch (t.plane[0].pred) {
+    case core::kPredW: top = bilevel_lanes<core::kPredW>(tile, t, lanes, d, rows, cols); break;
+    case core::kPredN: top = bilevel_lanes<core::kPredN>(tile, t, lanes, d, rows, cols); break;
+    default: top = bilevel_lanes<core::kPredPerPlane>(tile, t, lanes, d, rows, cols); break;
+  }
+  if (const int status = rows_end(t, lanes, rows, cols); status != core::kOk) return status;
+  // An index past the palette (spec §6.8): corrupt_tile, as every lane's failure.
+  if (std::uint32_t(top) >= t.palette_size) return core::kCorruptTile;
+  write_pixels([&](int r, int c) { return d.at(r, c); }, tile, t, o);
+  return core::kOk;
+}
+#endif
+
 }  // namespace
 
-int decode_bilevel_tile(const std::uint8_t* tile, const core::CodedTileParams& t, const TileOutput& o) {
-  // Rows [0, y1) and columns [0, x1) are decoded (the crop rule, spec §9.2);
-  // every stream is checked to its end when that is the whole tile.
+int decode_bilevel_tile(const std::uint8_t* tile, const core::CodedTileParams& t, const TileOutput& o,
+                        const std::uint8_t* read_end) {
+  // Rows [0, y1) and columns [0, x1) are decoded (the crop rule, spec §9.2).
   const int rows = o.y1, cols = o.x1;
-  const bool full = rows == t.height && cols == t.width;
-  thread_local BilevelRows b;
   core::LaneState lanes[kMaxRows];
   for (int r = 0; r < rows; ++r) core::lane_begin(lanes[r], tile, t, r);
+#if L3_HAVE_DECODE_LANES
+  if (bilevel_lanes_eligible(t, lanes, read_end, rows)) return decode_bilevel_lanes(tile, t, lanes, o);
+#else
+  (void)read_end;
+#endif
+  thread_local BilevelRows b;
   switch (t.plane[0].pred) {
     case core::kPredW: bilevel_wavefront<core::kPredW>(t, lanes, b, rows, cols); break;
     case core::kPredN: bilevel_wavefront<core::kPredN>(t, lanes, b, rows, cols); break;
     default: bilevel_wavefront<core::kPredPerPlane>(t, lanes, b, rows, cols); break;
   }
-  for (int r = 0; r < rows; ++r) {
-    const int status = full ? core::lane_end(lanes[r], t.row_length[r]) : core::lane_end_partial(lanes[r], t.row_length[r]);
-    if (status != core::kOk) return status;
-  }
+  if (const int status = rows_end(t, lanes, rows, cols); status != core::kOk) return status;
   // Every lane's failure is corrupt_tile, so the order of the checks does not matter.
   if (!indices_in_palette(t, b, rows, cols)) return core::kCorruptTile;
-  std::uint32_t words[1 << core::kMaxBitPlanes] = {};
-  for (std::uint32_t i = 0; i < t.palette_size; ++i) core::palette_word(tile, t, int(i), words[i]);
-  switch (t.out_channels) {
-    case 1: write_pixels<1>(b, words, o); break;
-    case 2: write_pixels<2>(b, words, o); break;
-    case 3: write_pixels<3>(b, words, o); break;
-    default: write_pixels<4>(b, words, o); break;
-  }
+  write_pixels([&](int r, int c) { return b.value[r][c]; }, tile, t, o);
   return core::kOk;
 }
 

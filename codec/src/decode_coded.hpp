@@ -60,7 +60,9 @@ extern template int decode_coded_tile<4>(const std::uint8_t*, const core::CodedT
                                          const std::uint8_t*);
 
 // Decodes parsed coded tile `t` with a bilevel plane (version 11, spec §6.8;
-// t.bilevel) into `o`; returns a core::Status. Defined in decode_bilevel.cpp.
-int decode_bilevel_tile(const std::uint8_t* tile, const core::CodedTileParams& t, const TileOutput& o);
+// t.bilevel) into `o`; returns a core::Status. read_end as for
+// decode_coded_tile (the lanes' gathers). Defined in decode_bilevel.cpp.
+int decode_bilevel_tile(const std::uint8_t* tile, const core::CodedTileParams& t, const TileOutput& o,
+                        const std::uint8_t* read_end);
 
 }  // namespace l3::detail

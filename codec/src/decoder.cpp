@@ -90,7 +90,7 @@ int decode_coded(const std::uint8_t* tile, std::uint32_t size, int w, int h, int
   CodedTileParams t;
   const int status = core::parse_coded_tile(tile, size, w, h, channels, version, t);
   if (status != core::kOk) return status;
-  if (t.bilevel) return detail::decode_bilevel_tile(tile, t, o);
+  if (t.bilevel) return detail::decode_bilevel_tile(tile, t, o, read_end);
   switch (t.channels) {  // coded planes: 1 in a palette tile
     case 1: return decode_coded_tile<1>(tile, t, o, read_end);
     case 2: return decode_coded_tile<2>(tile, t, o, read_end);
