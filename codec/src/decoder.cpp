@@ -264,13 +264,21 @@ void apply_symbols(const detail::ParsedImage& img, const Rect& region, const Mut
   const int channels = int(img.info.channels);
   const std::size_t stride = out.stride ? out.stride : std::size_t(out.width) * out.channels;
   const std::uint8_t* table = img.bytes.data() + sec.table_offset;
+  const std::uint64_t dict_stride = std::uint64_t{sec.dict_width} * channels;
   core::PatchReader reader{img.bytes.data() + sec.patches_offset, img.bytes.data() + img.bytes.size()};
   for (std::uint32_t k = 0; k < sec.patch_count; ++k) {
     core::Patch p{};
     reader.next(p);  // validated by parse_image
     const core::SymbolRect s = core::symbol_at(table, p.symbol);
-    core::copy_patch(dict.data(), std::uint64_t{sec.dict_width} * channels, channels, s, p, region.x, region.y,
-                     region.width, region.height, out.data, std::int64_t(stride), channels, 1, 0, 1);
+    // core::copy_patch row by row: the CPU's output is interleaved, so each
+    // row of the patch is one copy (a pixel at a time was half of a text
+    // page's decode time).
+    const core::PatchClip c = core::clip_patch(s, p, region.x, region.y, region.width, region.height);
+    if (c.x0 >= c.x1 || c.y0 >= c.y1) continue;
+    const std::size_t row_bytes = std::size_t(c.x1 - c.x0) * channels;
+    for (std::int64_t y = c.y0; y < c.y1; ++y)
+      std::memcpy(out.data + std::size_t(y - region.y) * stride + std::size_t(c.x0 - region.x) * channels,
+                  core::patch_source(dict.data(), dict_stride, channels, s, p, c.x0, y), row_bytes);
   }
 }
 

@@ -102,6 +102,26 @@ L3_HD int check_patch(const SymbolSection& sec, const std::uint8_t* table, const
   return kOk;
 }
 
+// The image pixels [x0, x1) x [y0, y1) of a patch of symbol s inside the
+// output region [rx, rx + rw) x [ry, ry + rh); empty when x0 >= x1 or y0 >= y1.
+struct PatchClip {
+  std::int64_t x0, y0, x1, y1;
+};
+L3_HD PatchClip clip_patch(const SymbolRect& s, const Patch& patch, std::uint32_t rx, std::uint32_t ry, std::uint32_t rw,
+                           std::uint32_t rh) {
+  const std::int64_t px1 = patch.x + s.width, py1 = patch.y + s.height;
+  return {patch.x > rx ? patch.x : rx, patch.y > ry ? patch.y : ry,
+          px1 < std::int64_t(rx) + rw ? px1 : std::int64_t(rx) + rw,
+          py1 < std::int64_t(ry) + rh ? py1 : std::int64_t(ry) + rh};
+}
+
+// Where image pixel (x, y) of a patch of symbol s reads the dictionary
+// (interleaved, dict_stride bytes a row).
+L3_HD const std::uint8_t* patch_source(const std::uint8_t* dict, std::uint64_t dict_stride, int channels,
+                                       const SymbolRect& s, const Patch& patch, std::int64_t x, std::int64_t y) {
+  return dict + (s.y + std::uint64_t(y - patch.y)) * dict_stride + (s.x + std::uint64_t(x - patch.x)) * std::uint64_t(channels);
+}
+
 // Copies the part of a patch inside the output region [rx, rx + rw) x
 // [ry, ry + rh) of the image: dictionary pixels (interleaved, dict_stride
 // bytes a row) to `out`, where image pixel (x, y), channel k, goes at
@@ -111,16 +131,12 @@ L3_HD void copy_patch(const std::uint8_t* dict, std::uint64_t dict_stride, int c
                       const Patch& patch, std::uint32_t rx, std::uint32_t ry, std::uint32_t rw, std::uint32_t rh,
                       std::uint8_t* out, std::int64_t row_stride, std::int64_t pixel_stride, std::int64_t plane_stride,
                       std::uint32_t first, std::uint32_t step) {
-  const std::int64_t x0 = patch.x > rx ? patch.x : rx, y0 = patch.y > ry ? patch.y : ry;
-  const std::int64_t px1 = patch.x + s.width, py1 = patch.y + s.height;
-  const std::int64_t x1 = px1 < std::int64_t(rx) + rw ? px1 : std::int64_t(rx) + rw;
-  const std::int64_t y1 = py1 < std::int64_t(ry) + rh ? py1 : std::int64_t(ry) + rh;
-  if (x0 >= x1 || y0 >= y1) return;
-  const std::uint32_t w = std::uint32_t(x1 - x0), n = w * std::uint32_t(y1 - y0);
+  const PatchClip c = clip_patch(s, patch, rx, ry, rw, rh);
+  if (c.x0 >= c.x1 || c.y0 >= c.y1) return;
+  const std::uint32_t w = std::uint32_t(c.x1 - c.x0), n = w * std::uint32_t(c.y1 - c.y0);
   for (std::uint32_t i = first; i < n; i += step) {
-    const std::int64_t x = x0 + i % w, y = y0 + i / w;
-    const std::uint8_t* from = dict + (s.y + std::uint64_t(y - patch.y)) * dict_stride +
-                               (s.x + std::uint64_t(x - patch.x)) * std::uint64_t(channels);
+    const std::int64_t x = c.x0 + i % w, y = c.y0 + i / w;
+    const std::uint8_t* from = patch_source(dict, dict_stride, channels, s, patch, x, y);
     std::uint8_t* to = out + (y - ry) * row_stride + (x - rx) * pixel_stride;
     for (int k = 0; k < channels; ++k) to[k * plane_stride] = from[k];
   }
