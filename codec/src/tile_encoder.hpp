@@ -1885,7 +1885,9 @@ private:
       params_.run_mode = runs;  // assemble() writes it in the mode byte
       std::vector<std::uint8_t> ans = ans_tile(ans_plan(runs, &plans.ans_hist[runs]));
       params_.run_mode = rice_runs;
-      if (ans.size() < best.size() && (effort_ >= 2 || ans_pays(ans.size(), rice_size))) best = std::move(ans);
+      if (ans.size() < best.size() &&
+          (effort_ >= 2 || (ans_pays(ans.size(), rice_size) && ans_pays_per_pixel(ans.size(), rice_size))))
+        best = std::move(ans);
     };
     if (pixel_copies_) set_token_costs(plans.ans_hist[rice_runs]);
     if (effort_ >= 2) {
@@ -1989,6 +1991,17 @@ private:
   // Whether an entropy-coded form of `ans` bytes replaces `best` bytes: it
   // must be smaller, and at effort 1 by the share the options ask, since its
   // rows take the CPU about twice as long to decode (spec §12).
+  // Whether an entropy-coded form of `ans` bytes saves enough per decoded
+  // pixel (those of rows that are not zero rows) over the tile's Rice form of
+  // `rice` bytes (at effort 1, with ans_pays; not with entropy "max"): rANS
+  // decode costs more per pixel (wall_Elarun 35.6 ms against 24.4 ms
+  // Rice-coded on the AVX-512 lanes), so in low-entropy tiles, where 7% is
+  // few bytes, the time buys too little (spec §12, "Encoder: rANS by bytes a
+  // pixel").
+  bool ans_pays_per_pixel(std::size_t ans, std::size_t rice) const {
+    if (ans_min_saving_percent_ == 0) return true;
+    return double(rice) - double(ans) >= kAnsMinSavingPerPixel * double(w_) * double(coded_rows());
+  }
   bool ans_pays(std::size_t ans, std::size_t best) const {
     if (ans_min_saving_percent_ == 0) return ans < best;
     return ans * 100 <= best * (100 - std::min(ans_min_saving_percent_, 100u));
@@ -2168,6 +2181,10 @@ private:
   // plane_code_bits: a table's bits per used token, roughly (spec §4.5: a
   // 4-bit exponent and its mantissa).
   static constexpr double kTableBitsPerToken = 8;
+  // ans_pays_per_pixel's floor: 0.06 bytes (0.48 bits) a decoded pixel
+  // (graphics (all) 0.652 -> 0.668 of PNG and decode 1.86 -> 2.03x libpng,
+  // photos (all) 0.642 -> 0.644: their rANS tiles save far more a pixel).
+  static constexpr double kAnsMinSavingPerPixel = 0.06;
   static constexpr double kAnsEstimateSlack = 0.95;
 
   EncodeOptions options_;  // as given: a palette tile's index encoder takes the same

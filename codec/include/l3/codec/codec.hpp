@@ -58,10 +58,11 @@ struct EncodeOptions {
   // about half the CPU decode time of rANS tiles (bench/results/codec-v2.md).
   bool entropy_coding = true;
   // At effort 1, a tile is entropy-coded only when that saves at least this
-  // share of its Rice-coded bytes, in percent: rANS tiles cost the CPU decoder
-  // about twice the time per sample, so the default spends it where it buys
-  // the most bytes (spec/codec.md §12). Effort 2 (density) entropy-codes every
-  // tile where it is smaller; 0 does so at effort 1 too.
+  // share of its Rice-coded bytes, in percent, and at least 0.06 bytes a
+  // decoded pixel: rANS tiles cost the CPU decoder more time per sample, so
+  // the default spends it where it buys the most bytes (spec/codec.md §12).
+  // Effort 2 (density) entropy-codes every tile where it is smaller; 0 does
+  // so at effort 1 too (neither floor).
   unsigned entropy_min_saving_percent = 7;
   // Zero rows (spec/codec.md §4.3, version 4): a tile row whose residual codes
   // are all zero (the row above repeated, a flat or horizontally constant
