@@ -80,17 +80,7 @@ struct BilevelRegs {
 // core::predict_fixed on one bit of W, N and NW (range 0..1).
 template <std::uint8_t kPred>
 L3_BILEVEL_INLINE inline V bilevel_predict(std::uint8_t pred, V w, V n, V nw) {
-  const std::uint8_t p = kPred == core::kPredPerPlane ? pred : kPred;
-  switch (p) {
-    case core::kPredW: return w;
-    case core::kPredN: return n;
-    case core::kPredAvg: return srai<1>(add(w, n));
-    case core::kPredNW: return nw;
-    default: break;
-  }
-  const V grad = sub(add(w, n), nw);
-  if (p == core::kPredGrad) return min(set1(1), max(zero(), grad));
-  return min(max(w, n), max(min(w, n), grad));  // MED
+  return predict_lanes(kPred == core::kPredPerPlane ? pred : kPred, w, n, nw, zero(), set1(1));
 }
 
 // One step of register G's 16 rows (rows[G * 16 + lane], lane i at column

@@ -352,11 +352,10 @@ L3_LANES_TARGET inline LanePredict<CH> lane_predict(const CodedTileParams& t) {
   return k;
 }
 
-// core::predict for plane p (its predictor the same for the whole tile:
-// the branch is always taken the same way).
-template <int CH>
-L3_LANES_TARGET inline V lanes_predict(const LanePredict<CH>& k, int p, V w, V n, V nw) {
-  switch (k.pred[p]) {
+// core::predict of predictor `pred`, the same for every lane (the branch
+// is always taken the same way in a tile), the gradient clamped to lo..hi.
+L3_LANES_TARGET __attribute__((always_inline)) inline V predict_lanes(std::uint8_t pred, V w, V n, V nw, V lo, V hi) {
+  switch (pred) {
     case core::kPredW: return w;
     case core::kPredN: return n;
     case core::kPredAvg: return srai<1>(add(w, n));
@@ -364,8 +363,14 @@ L3_LANES_TARGET inline V lanes_predict(const LanePredict<CH>& k, int p, V w, V n
     default: break;
   }
   const V grad = sub(add(w, n), nw);
-  if (k.pred[p] == core::kPredGrad) return min(k.hi[p], max(k.lo[p], grad));
+  if (pred == core::kPredGrad) return min(hi, max(lo, grad));
   return min(max(w, n), max(min(w, n), grad));  // MED
+}
+
+// core::predict for plane p (its predictor the same for the whole tile).
+template <int CH>
+L3_LANES_TARGET inline V lanes_predict(const LanePredict<CH>& k, int p, V w, V n, V nw) {
+  return predict_lanes(k.pred[p], w, n, nw, k.lo[p], k.hi[p]);
 }
 
 // core::correct_residual for plane p (version 8, spec §6.7): the gradient
