@@ -156,12 +156,7 @@ void write_pixels(IndexAt&& index_at, const std::uint8_t* tile, const core::Code
 // Every row's end check (spec §7.3) after rows [0, rows) of the tile's
 // columns [0, cols) are decoded: to its end when that is the whole tile.
 int rows_end(const core::CodedTileParams& t, core::LaneState* lanes, int rows, int cols) {
-  const bool full = rows == t.height && cols == t.width;
-  for (int r = 0; r < rows; ++r) {
-    const int status = full ? core::lane_end(lanes[r], t.row_length[r]) : core::lane_end_partial(lanes[r], t.row_length[r]);
-    if (status != core::kOk) return status;
-  }
-  return core::kOk;
+  return rows_end_status(t, lanes, rows, rows == t.height && cols == t.width);
 }
 
 #if L3_HAVE_DECODE_LANES

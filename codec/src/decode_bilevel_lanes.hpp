@@ -24,6 +24,8 @@
 namespace l3 {
 namespace {
 
+#if L3_HAVE_DECODE_LANES
+
 // A tile's indices in wavefront order: pixel (r, c), decoded at step r + c,
 // at d[r + c][kAbove + r]. The kAbove bytes before row 0 stand for the rows
 // above the tile, which a template pixel's load of a step's row may cover
@@ -36,8 +38,6 @@ struct BilevelDiagonals {
   std::uint8_t at(int r, int c) const { return d[r + c][kAbove + r]; }
 };
 static_assert(BilevelDiagonals::kAbove > core::kTemplateMaxUp);
-
-#if L3_HAVE_DECODE_LANES
 
 // How far past a row's start its gathers may load: a 2-byte unit per bit of
 // every pixel (core::ans_read_bilevel), and the 8 bytes a pixel's gathers read.
@@ -69,7 +69,7 @@ namespace lanes_avx512 {
 
 // What a register of 16 rows keeps from step to step.
 struct BilevelRegs {
-  V ans, q;    // rANS states; the next unit, as a byte offset from the tile
+  AnsLanes c;  // rANS states and units
   V value;     // each row's last index (W); 0 before its column 0
   V up;        // the indices above the last ones: the next step's NW
   V top;       // the largest index decoded (indices_in_palette)
@@ -114,8 +114,8 @@ L3_BILEVEL_INLINE inline V bilevel_step(const core::CodedTileParams& t, const st
   // pixel and shifted on as renormalisations take them; with one bit, the
   // unit is gathered when taken.
   V hi = zero(), lo = zero();
-  if constexpr (kBits >= 2) hi = load_words(tile, read, R.q);
-  if constexpr (kBits >= 3) lo = load_words(tile, read, add(R.q, set1(4)));
+  if constexpr (kBits >= 2) hi = load_words(tile, read, R.c.q);
+  if constexpr (kBits >= 3) lo = load_words(tile, read, add(R.c.q, set1(4)));
   V index = zero();
   for (int j = 0; j < kBits; ++j) {
     const V shift = set1(j);
@@ -125,22 +125,22 @@ L3_BILEVEL_INLINE inline V bilevel_step(const core::CodedTileParams& t, const st
     // core::ans_read_bilevel in the lanes of `read`.
     const V f1 = _mm512_permutex2var_epi32(one_lo[j], x, one_hi[j]);
     R.error = mask_or(R.error, cmpeq_in(read, f1, zero()));
-    const V slot = and_(R.ans, set1(int(core::kAnsTotal - 1)));
+    const V slot = and_(R.c.ans, set1(int(core::kAnsTotal - 1)));
     const V zeros = sub(total, f1);
     const M bit = cmpge_unsigned_in(read, slot, zeros);
     const V f = select(bit, f1, zeros);
-    const V a = sub(add(mullo(f, srli<core::kAnsPrecisionBits>(R.ans)), slot), maskz(bit, zeros));
+    const V a = sub(add(mullo(f, srli<core::kAnsPrecisionBits>(R.c.ans)), slot), maskz(bit, zeros));
     const M renorm = _mm512_mask_cmplt_epu32_mask(read, a, low);
     V unit;
     if constexpr (kBits == 1) {
-      unit = srli<16>(load_words(tile, renorm, R.q));
+      unit = srli<16>(load_words(tile, renorm, R.c.q));
     } else {
       unit = srli<16>(hi);
       hi = mask_or(hi, renorm, slli<16>(hi), srli<16>(lo));
       lo = select(renorm, slli<16>(lo), lo);
     }
-    R.ans = select(read, mask_or(a, renorm, slli<16>(a), unit), R.ans);
-    R.q = mask_add(R.q, renorm, R.q, set1(2));
+    R.c.ans = select(read, mask_or(a, renorm, slli<16>(a), unit), R.c.ans);
+    R.c.q = mask_add(R.c.q, renorm, R.c.q, set1(2));
     const V pred = bilevel_predict<kPred>(t.plane[0].pred, wj, nj, nwj);
     index = or_(index, sllv(xor_(pred, maskz(bit, one)), shift));
   }
@@ -168,19 +168,12 @@ L3_BILEVEL_TARGET __attribute__((noinline)) int bilevel_lanes(const std::uint8_t
   M lane_rows[2];
   int rows_in[2];
   for (int G = 0; G < 2; ++G) {
-    const int left = rows - G * kLanes;
-    rows_in[G] = left < 0 ? 0 : left < kLanes ? left : kLanes;
+    rows_in[G] = rows_in_reg(rows, G);
     lane_rows[G] = lanes_below(rows_in[G]);
-    alignas(64) std::uint32_t ans[kLanes] = {}, q[kLanes] = {};
     std::uint32_t reading = 0;
-    for (int i = 0; i < rows_in[G]; ++i) {
-      const core::LaneState& s = lanes[G * kLanes + i];
-      ans[i] = s.ans;
-      q[i] = reader_bit(s.br, tile) >> 3;  // lane_begin read whole bytes (the 32-bit state)
-      reading |= std::uint32_t(s.run_left == 0) << i;  // run_left: a zero row's (no run mode here)
-    }
-    R[G].ans = load(ans);
-    R[G].q = load(q);
+    for (int i = 0; i < rows_in[G]; ++i)
+      reading |= std::uint32_t(lanes[G * kLanes + i].run_left == 0) << i;  // run_left: a zero row's (no run mode here)
+    ans_lanes_begin(R[G].c, tile, lanes + G * kLanes, rows_in[G]);
     R[G].value = R[G].up = R[G].top = zero();
     R[G].error = no_lanes();
     R[G].reading = mask_from_bits(reading);
@@ -204,16 +197,10 @@ L3_BILEVEL_TARGET __attribute__((noinline)) int bilevel_lanes(const std::uint8_t
   }
   int top = 0;
   for (int G = 0; G < 2; ++G) {
-    alignas(64) std::uint32_t ans[kLanes], q[kLanes];
-    store(ans, R[G].ans);
-    store(q, R[G].q);
+    ans_lanes_end(R[G].c, tile, lanes + G * kLanes, rows_in[G]);
     const std::uint32_t error = mask_bits(R[G].error);
-    for (int i = 0; i < rows_in[G]; ++i) {
-      core::LaneState& s = lanes[G * kLanes + i];
-      s.ans = ans[i];
-      reader_at(s.br, tile, q[i] * 8u);  // empty, where q stopped, as ans_read_bilevel leaves it
-      if ((error >> i) & 1) s.min_freq = 0;  // as ans_read_bilevel records an unused context
-    }
+    for (int i = 0; i < rows_in[G]; ++i)
+      if ((error >> i) & 1) lanes[G * kLanes + i].min_freq = 0;  // as ans_read_bilevel records an unused context
     top = std::max(top, _mm512_reduce_max_epi32(R[G].top));
   }
   return top;

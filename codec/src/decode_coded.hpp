@@ -21,6 +21,19 @@ struct TileOutput {
   int x0, y0, x1, y1;
 };
 
+// A row's end check after its last pixel (spec §7.3), or, where a crop
+// stopped before the tile's end (not `full`), lane_end_partial's.
+inline int row_end_status(core::LaneState& s, std::uint32_t row_length, bool full) {
+  return full ? core::lane_end(s, row_length) : core::lane_end_partial(s, row_length);
+}
+
+// The end checks of rows [0, rows) of tile t, the first failure's status or kOk.
+inline int rows_end_status(const core::CodedTileParams& t, core::LaneState* lanes, int rows, bool full) {
+  for (int r = 0; r < rows; ++r)
+    if (const int status = row_end_status(lanes[r], t.row_length[r], full); status != core::kOk) return status;
+  return core::kOk;
+}
+
 // Entropy-coded tiles (spec §4.5, §7.4) on the CPU: the token of every
 // 12-bit slot of every context, filled once per tile, so that finding a
 // token is one load on the row's dependency chain instead of the five of

@@ -124,39 +124,47 @@ L3_LANES_TARGET inline void words_refill(LaneWords& W, const std::uint8_t* tile)
 // value gathers its two units at q (the lanes' words, as Rice-coded tiles
 // read them, measured 13% slower on AVX-512: more operations per value, and
 // the gather of the slot entries stays).
+// The rANS states of lanes [0, n) and where each reads its next unit, as a
+// byte offset from the tile (AnsCoder, and the bilevel lanes of
+// decode_bilevel_lanes.hpp).
+struct AnsLanes {
+  V ans, q;
+};
+
+L3_LANES_TARGET inline void ans_lanes_begin(AnsLanes& S, const std::uint8_t* tile, const LaneState* lanes, int n) {
+  alignas(64) std::uint32_t ans[kLanes] = {};
+  alignas(64) std::uint32_t q[kLanes] = {};
+  for (int i = 0; i < n; ++i) {
+    ans[i] = lanes[i].ans;
+    // lane_begin read whole bytes (the 32-bit state).
+    q[i] = reader_bit(lanes[i].br, tile) >> 3;
+  }
+  S.ans = load(ans);
+  S.q = load(q);
+}
+
+L3_LANES_TARGET inline void ans_lanes_end(const AnsLanes& S, const std::uint8_t* tile, LaneState* lanes, int n) {
+  alignas(64) std::uint32_t ans[kLanes];
+  alignas(64) std::uint32_t q[kLanes];
+  store(ans, S.ans);
+  store(q, S.q);
+  for (int i = 0; i < n; ++i) {
+    lanes[i].ans = ans[i];
+    // The bit reader where q stopped, empty, as the scalar rANS reads leave it.
+    reader_at(lanes[i].br, tile, q[i] * 8u);
+  }
+}
+
 struct AnsCoder {
-  struct State {
-    V ans, q;  // rANS states; the next unit, as a byte offset from the tile
-  };
+  using State = AnsLanes;
   const AnsEntries& en;
   const std::uint8_t* tile;
   TokenLookup tokens;
 
   L3_LANES_TARGET AnsCoder(const AnsEntries& entries, const std::uint8_t* tile_bytes) : en(entries), tile(tile_bytes) {}
 
-  L3_LANES_TARGET void begin(State& S, const LaneState* lanes, int n) const {
-    alignas(64) std::uint32_t ans[kLanes] = {};
-    alignas(64) std::uint32_t q[kLanes] = {};
-    for (int i = 0; i < n; ++i) {
-      ans[i] = lanes[i].ans;
-      // lane_begin read whole bytes (the 32-bit state).
-      q[i] = reader_bit(lanes[i].br, tile) >> 3;
-    }
-    S.ans = load(ans);
-    S.q = load(q);
-  }
-
-  L3_LANES_TARGET void end(const State& S, LaneState* lanes, int n) const {
-    alignas(64) std::uint32_t ans[kLanes];
-    alignas(64) std::uint32_t q[kLanes];
-    store(ans, S.ans);
-    store(q, S.q);
-    for (int i = 0; i < n; ++i) {
-      lanes[i].ans = ans[i];
-      // The bit reader where q stopped, empty, as ans_decode_codes leaves it.
-      reader_at(lanes[i].br, tile, q[i] * 8u);
-    }
-  }
+  L3_LANES_TARGET void begin(State& S, const LaneState* lanes, int n) const { ans_lanes_begin(S, tile, lanes, n); }
+  L3_LANES_TARGET void end(const State& S, LaneState* lanes, int n) const { ans_lanes_end(S, tile, lanes, n); }
 
   L3_LANES_TARGET void refill(State&) const {}
 
@@ -475,6 +483,12 @@ L3_LANES_TARGET __attribute__((always_inline)) inline void each_reg(F&& f) {
   each_reg(f, std::make_integer_sequence<int, kRegs>{});
 }
 
+// How many of a tile's rows [0, rows) register G holds (rows [G kLanes, (G + 1) kLanes)).
+inline int rows_in_reg(int rows, int G) {
+  const int left = rows - G * kLanes;
+  return left < 0 ? 0 : left < kLanes ? left : kLanes;
+}
+
 // Passes 1 and 2 of columns [0, cols) of rows [0, rows_used) of a tile that
 // lanes_eligible takes (the rest of the tile is never needed by them, as in
 // a crop): their plane values into rows, their lanes' state as the scalar
@@ -491,8 +505,7 @@ L3_LANES_TARGET __attribute__((noinline)) inline void lanes_values(const Coder& 
   M lane_rows[kRegs];
   LaneRows<Coder, CH> R[kRegs];
   each_reg([&](auto G) L3_LANES_LAMBDA {
-    const int left = rows_used - G * kLanes;
-    rows_in[G] = left < 0 ? 0 : left < kLanes ? left : kLanes;
+    rows_in[G] = rows_in_reg(rows_used, G);
     lane_rows[G] = lanes_below(rows_in[G]);
     lane_rows_begin(coder, R[G], lanes + G * kLanes, rows_in[G]);
     for (int p = 0; p < CH; ++p) R[G].vw[p] = pk.mid[p];

@@ -306,12 +306,6 @@ L3_DECODE_INLINE bool row_pixels(const CodedTileParams& t, const std::uint32_t* 
   return row_to_pixels<CH, kLanes>(t.transform, vals, x0, x1, out);
 }
 
-// A row's end check after its last pixel (spec §7.3), or, where a crop
-// stopped before the tile's end, lane_end_partial's.
-L3_DECODE_INLINE int row_end_status(LaneState& s, std::uint32_t row_length, bool full) {
-  return full ? core::lane_end(s, row_length) : core::lane_end_partial(s, row_length);
-}
-
 // Whether rows [0, rows) of the tile are all zero rows (spec §4.3) and no
 // plane has residual corrections (§6.7): then every code is 0 and every
 // plane value is the plane's midpoint (the tile's first pixel is predicted
@@ -327,8 +321,23 @@ bool flat_rows(const CodedTileParams& t, int rows) {
   return true;
 }
 
-// The pixels of rows [y0, y1) of a tile that flat_rows takes, then every
-// row's end check.
+// The pixels of rows [y0, y1) from their plane values, row r's at vals + r
+// * row_stride (the lanes' rows, decode_lanes.hpp; a flat tile's one row,
+// stride 0), then every row's end check. kLanes: the lanes' planes_to_pixels
+// (CPUs with lanes only). Not inlined, as rice_group_codes.
+template <int CH, bool kLanes>
+L3_DECODE_CLONES int rows_to_pixels(const CodedTileParams& t, const std::uint32_t* palette, const V4* vals,
+                                    std::size_t row_stride, LaneState* lanes, const TileOutput& o, bool full) {
+  for (int r = o.y0; r < o.y1; ++r) {
+    std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
+    if (!row_pixels<CH, kLanes>(t, palette, vals + std::size_t(r) * row_stride, r, o.x0, o.x1, out))
+      return core::kCorruptTile;
+  }
+  return detail::rows_end_status(t, lanes, o.y1, full);
+}
+
+// A tile that flat_rows takes: every value its plane's midpoint. Not
+// inlined, as rows_to_pixels.
 template <int CH>
 L3_DECODE_CLONES int flat_rows_to_pixels(const CodedTileParams& t, const std::uint32_t* palette, LaneState* lanes,
                                          const TileOutput& o, bool full) {
@@ -336,29 +345,7 @@ L3_DECODE_CLONES int flat_rows_to_pixels(const CodedTileParams& t, const std::ui
   for (int p = 0; p < CH; ++p) mid[p] = t.plane[p].range.mid;
   V4 row[1 << core::kMaxTileWidthLog2];
   for (int c = o.x0; c < o.x1; ++c) row[c] = mid;
-  for (int r = o.y0; r < o.y1; ++r) {
-    std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
-    if (!row_pixels<CH>(t, palette, row, r, o.x0, o.x1, out)) return core::kCorruptTile;
-  }
-  for (int r = 0; r < o.y1; ++r) {
-    if (const int status = row_end_status(lanes[r], t.row_length[r], full); status != core::kOk) return status;
-  }
-  return core::kOk;
-}
-
-// The pixels of rows [y0, y1) from their plane values (decode_lanes.hpp),
-// then every row's end check. Not inlined, as rice_group_codes.
-template <int CH>
-L3_DECODE_CLONES int rows_to_pixels(const CodedTileParams& t, const std::uint32_t* palette, const ValueRow* rows,
-                                    LaneState* lanes, const TileOutput& o, bool full) {
-  for (int r = o.y0; r < o.y1; ++r) {
-    std::uint8_t* out = o.out + std::size_t(r - o.y0) * o.stride;
-    if (!row_pixels<CH, (CH >= 3)>(t, palette, rows[r].v, r, o.x0, o.x1, out)) return core::kCorruptTile;
-  }
-  for (int r = 0; r < o.y1; ++r) {
-    if (const int status = row_end_status(lanes[r], t.row_length[r], full); status != core::kOk) return status;
-  }
-  return core::kOk;
+  return rows_to_pixels<CH, false>(t, palette, row, 0, lanes, o, full);
 }
 
 // Pass 2 of a tile with pixel copies (version 6, spec §6.6), one row: as
@@ -416,7 +403,7 @@ L3_DECODE_CLONES int group_pixels(const CodedTileParams& t, const std::uint32_t*
       const int x1 = r >= o.y0 ? o.x0 : o.x1;
       if (x1 > 0 && !row_pixels<CH>(t, palette, vals, r, 0, x1, scratch)) return core::kCorruptTile;
     }
-    if (const int status = row_end_status(lane[i], t.row_length[r], full); status != core::kOk) return status;
+    if (const int status = detail::row_end_status(lane[i], t.row_length[r], full); status != core::kOk) return status;
   }
   return core::kOk;
 }
@@ -471,7 +458,8 @@ L3_DECODE_CLONES int decode_coded_rows(const std::uint8_t* tile, const CodedTile
   if (lanes_eligible<CH>(t, tile_lanes, read_end, o.y1)) {
     LaneScratch& scratch = lane_scratch();
     lanes_values<CH>(tile, t, tile_lanes, scratch, o.x1, o.y1);
-    return rows_to_pixels<CH>(t, palette, scratch.rows, tile_lanes, o, full);
+    return rows_to_pixels<CH, (CH >= 3)>(t, palette, scratch.rows[0].v, std::size_t(1) << core::kMaxTileWidthLog2,
+                                         tile_lanes, o, full);
   }
   // The scalar loops.
   const PredictConsts k = predict_consts<CH>(t);

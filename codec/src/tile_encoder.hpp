@@ -1988,9 +1988,6 @@ private:
     return (double(shared) + bits / 8 + kAnsRowFixedLow * double(coded_rows())) * kAnsEstimateSlack;
   }
 
-  // Whether an entropy-coded form of `ans` bytes replaces `best` bytes: it
-  // must be smaller, and at effort 1 by the share the options ask, since its
-  // rows take the CPU about twice as long to decode (spec §12).
   // Whether an entropy-coded form of `ans` bytes saves enough per decoded
   // pixel (those of rows that are not zero rows) over the tile's Rice form of
   // `rice` bytes (at effort 1, with ans_pays; not with entropy "max"): rANS
@@ -2002,6 +1999,9 @@ private:
     if (ans_min_saving_percent_ == 0) return true;
     return double(rice) - double(ans) >= kAnsMinSavingPerPixel * double(w_) * double(coded_rows());
   }
+  // Whether an entropy-coded form of `ans` bytes replaces `best` bytes: it
+  // must be smaller, and at effort 1 by the share the options ask, since its
+  // rows take the CPU about twice as long to decode (spec §12).
   bool ans_pays(std::size_t ans, std::size_t best) const {
     if (ans_min_saving_percent_ == 0) return ans < best;
     return ans * 100 <= best * (100 - std::min(ans_min_saving_percent_, 100u));
