@@ -103,14 +103,29 @@ bool parse_sizes(const std::string& s, std::vector<Size>& out) {
   return !out.empty();
 }
 
-int usage() {
-  std::fprintf(stderr,
+// The usage line on stderr (exit 2); with --help, on stdout with what the
+// options mean (exit 0).
+int usage(bool help = false) {
+  std::FILE* to = help ? stdout : stderr;
+  std::fprintf(to,
                "usage: bench_cuda [--corpus DIR] [--out FILE.md] [--iters N] [--sizes WxH,...] [--batch-mb MB]\n"
                "                  [--host-only] [--write-ppm DIR]\n");
-  return 2;
+  if (!help) return 2;
+  std::fprintf(to,
+               "GPU batch decode of the corpus photos cut to each size: the decode kernels alone, decode() with\n"
+               "device inputs, pinned host bytes to device pixels, and the CPU decoder; every batch is compared\n"
+               "with the source pixels first (bench/README.md).\n"
+               "  --corpus DIR     the corpus (its photos/ folder; default bench/corpus)\n"
+               "  --out FILE.md    the Markdown report (default: on stdout)\n"
+               "  --iters N        timed replays per measurement (default 20)\n"
+               "  --sizes WxH,...  image sizes (default 500x375,1024x1024,2048x1024)\n"
+               "  --batch-mb MB    decoded megabytes per batch (default 512)\n"
+               "  --host-only      no GPU: cut, encode, verify on the host and plan only\n"
+               "  --write-ppm DIR  the cut images as PPM files (for bench/bench_gpu_peers.py)\n");
+  return 0;
 }
 
-// 0: parsed; else the exit status.
+// 0: parsed; -1: --help printed (exit 0); else the exit status.
 int parse_args(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
@@ -123,6 +138,7 @@ int parse_args(int argc, char** argv, Args& a) {
     else if (s == "--sizes" && has_value) {
       if (!parse_sizes(argv[++i], a.sizes)) return usage();
     } else if (s == "--host-only") a.host_only = true;
+    else if (s == "--help" || s == "-h") return usage(true) - 1;  // -1: exit 0
     else return usage();
   }
   return 0;
@@ -322,7 +338,7 @@ GpuRow measure_gpu(const std::vector<Item>& set, std::size_t batch, int iters) {
 
 int main(int argc, char** argv) {
   Args a;
-  if (const int rc = parse_args(argc, argv, a)) return rc;
+  if (const int rc = parse_args(argc, argv, a)) return rc < 0 ? 0 : rc;
   cudaDeviceProp prop{};
   if (!a.host_only) {
     int devices = 0;

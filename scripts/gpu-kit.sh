@@ -10,6 +10,16 @@
 #     (.gpukit/debs), a corpus subset (.gpukit/corpus), the commit
 #     (.gpukit/commit, the reports name it; `scripts/gpu-kit.sh stamp`
 #     refreshes it), and prints what would travel (at most 64 MiB).
+#   scripts/gpu-kit.sh prebuild
+#     builds the GPU targets in the dry root (below) for sm_90 (H100, H200),
+#     both code shapes, and packs them into .gpukit/prebuilt (about 5 MiB: the
+#     binaries and CTest files as one xz archive, the manifest of the tree they
+#     were built from, the arch and the path). On the device the build step
+#     unpacks them instead of building when the copy is that tree, at that
+#     path, for that arch, and the binaries' libraries resolve; otherwise it
+#     builds (3-4 minutes of each command's device time on 16 cores). Run it
+#     after the last commit, right before the device calls. Cost here: a
+#     dry run of setup, build and build_fixed (4-8 min, ccache helps).
 #   scripts/gpu-kit.sh dryrun [STEP...]
 #     everything but kernel execution, without a GPU, in a bare Debian 12
 #     root made with debootstrap (cached in .gpukit-dry/) that holds only a
@@ -17,26 +27,35 @@
 #     /usr/local/cuda bind-mounted and .gpukit as the only source of our
 #     libraries: the same steps as `device`, their GPU parts replaced by
 #     checks that the programs load and run up to the device. Needs root.
+#     The copy sits at this checkout's path inside the root (the device's
+#     copy is at the same path), so the prebuilt programs' compiled-in
+#     source paths hold there. L3KIT_NO_PREBUILT=1 makes the build step build
+#     even where .gpukit/prebuilt would do.
 #     Cost here (2 cores, shared): the root, once, 3.5 min (debootstrap) and
-#     1.3 GB; a run 5-12 min (build 3 min cold, 15 s to 2 min with ccache;
+#     1.3 GB; a run 5-12 min (build 3-4 min cold, 15 s to 2 min with ccache;
 #     the python step 2-7 min, pip rebuilding the libraries), 0.2 GB of copy
 #     and builds, 0.1 GB of cached wheels. It fails on any unresolved library
 #     of any built binary, as when LIBRARY_PATH is exported
 #     (bench/results/gpukit-dryrun.md).
-# There, three commands (timed on an H100: 312, 179 and about 150 s on version 1;
-# 467-562 s each on version 5; plus 30-60 s to start; bench/README.md has step times):
-#   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test sanitize python reader_full")
-#   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test bench reader profile")
-#   3. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build shape")
+# There, two commands fit a session's 15 minutes of device time with the
+# prebuilt programs (each start counts too; bench/README.md has step times):
+#   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test bench reader sanitize reader_full")
+#   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build python profile shape")
+#   Without prebuilt programs (another arch, another tree) each command builds
+#   first: split them into three.
 #   STEP:
 #     setup    unpacks .gpukit/debs into /opt/l3kit, a pkg-config wrapper;
-#     build    Release build of the GPU targets only (GPU tests, bench_cuda,
-#              l3pack) for this GPU's arch, warnings not fatal, -lineinfo
-#              (for compute-sanitizer); then every built binary's RUNPATH is
+#     build    the prebuilt GPU targets unpacked (see prebuild), or a Release
+#              build of the GPU targets only (GPU tests, bench_cuda, l3pack)
+#              for this GPU's arch, warnings not fatal, -lineinfo (for
+#              compute-sanitizer); either way every binary's RUNPATH is
 #              checked (scripts/check_runpath.sh: all libraries resolve
-#              without LD_LIBRARY_PATH);
+#              without LD_LIBRARY_PATH) and each program must start;
+#     build_fixed  the same for the other wavefront code shape
+#              (-DL3_CUDA_FIXED_PREDICTORS=ON: bench_cuda, test_cuda_gpu),
+#              which `shape` times (it runs this step itself when needed);
 #     test     the GPU suites (ctest -L gpu); a skipped GPU test is a failure;
-#     sanitize compute-sanitizer: memcheck over the three GPU test programs,
+#     sanitize compute-sanitizer: memcheck over the two GPU test programs,
 #              racecheck and synccheck over test_cuda_gpu;
 #     bench    bench/run_cuda_bench.sh (kernel alone and host-to-device-tensor
 #              throughput, CPU decoders, nvImageCodec, nvJPEG);
@@ -47,7 +66,7 @@
 #     reader   bench/run_reader_gpu_bench.sh on 2,048 ImageNet-size (500x375)
 #              pieces of the photos (issue 13's reader bar);
 #     shape    bench/run_cuda_bench.sh with the other wavefront code shape
-#              (-DL3_CUDA_FIXED_PREDICTORS=ON, spec/cuda.md §2).
+#              (build_fixed's programs, spec/cuda.md §2).
 # Each step runs in its own bash (set -euo pipefail), so any failing command
 # fails the step; setup or build failing stops the command. $OUT (else
 # .gpukit/out) receives two files: kit-<steps>.log (every step's log, one
@@ -58,11 +77,14 @@ set -euo pipefail
 shopt -s inherit_errexit  # a failure inside $(...) fails the step too
 self="${BASH_SOURCE[0]}"
 root="$(cd "$(dirname "$self")/.." && pwd)"
-kit="$root/.gpukit"
+kit="${L3KIT_DIR:-$root/.gpukit}"  # L3KIT_DIR: for tests/gpu_kit_selftest.sh
 dry_cache="$root/.gpukit-dry"
 prefix="${L3KIT_PREFIX:-/opt/l3kit}"
 libdir="$prefix/usr/lib/x86_64-linux-gnu"
 build="${L3KIT_BUILD:-$root/build-gpukit}"
+build_fixed="$root/build-gpukit-fixed"  # the other code shape (step build_fixed)
+prebuilt="$kit/prebuilt"                # see prebuild
+prebuilt_arch=90                        # H100 and H200
 dry="${L3KIT_DRYRUN:-0}"  # 1 inside `dryrun`: no GPU, kernel execution left out
 read -ra extra_cmake <<<"${L3KIT_CMAKE_ARGS:-}"
 
@@ -81,6 +103,7 @@ rpath_flags=(-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -DCMAKE_SHARED_LIN
   -DCMAKE_MODULE_LINKER_FLAGS=-Wl,--disable-new-dtags)
 # The targets the GPU steps run (nothing else is built there).
 targets=(test_cuda_gpu test_reader_gpu_batch bench_cuda l3pack)
+fixed_targets=(bench_cuda test_cuda_gpu)  # the other code shape: what `shape` runs
 gpu_tests=2  # ctest -L gpu: test_cuda_gpu, test_reader_gpu_batch
 
 prepare() {
@@ -89,11 +112,11 @@ prepare() {
   local debs
   mapfile -t debs < <(runtime_closure_debs "${linked_libs[@]}")
   (cd "$kit/debs" && apt-get download "${dev_debs[@]}" "${debs[@]}")
-  # The corpus (bench/fetch_corpus.sh) is 54 MiB; the device call carries at
-  # most 64 MiB with the tree, so take every graphic and the photos that fit.
+  # The corpus (bench/fetch_corpus.sh) is over 100 MiB; the device call
+  # carries at most 64 MiB with the tree and the prebuilt programs, so take
+  # the photos that fit (the GPU steps time photos only).
   [[ -d "$root/bench/corpus/photos" ]] || "$root/bench/fetch_corpus.sh"
-  rm -rf "$kit/corpus" && mkdir -p "$kit/corpus/photos" "$kit/corpus/graphics"
-  cp "$root"/bench/corpus/graphics/* "$kit/corpus/graphics/"
+  rm -rf "$kit/corpus" && mkdir -p "$kit/corpus/photos"
   local budget=$((30 * 1024 * 1024)) used=0 f size
   for f in $(ls -S -r "$root"/bench/corpus/photos/*); do
     size=$(stat -c %s "$f")
@@ -219,7 +242,7 @@ env_setup() {
 
 # The GPU's arch ("90" on an H100/H200); 90 in the dry run.
 cuda_arch() {
-  if ((dry)); then echo 90; return; fi
+  if ((dry)); then echo "$prebuilt_arch"; return; fi
   nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .'
 }
 
@@ -264,6 +287,11 @@ EOF
   env_setup
   if gpu_present; then
     nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+    # The device tool lends Firecracker and gVisor machines; on gVisor
+    # (kernel 4.4.0) neither compute-sanitizer nor ncu can reach the GPU
+    # (../.library/device/KINDS.md): sanitize and profile then fail, saying so.
+    if [[ "$(uname -r)" == 4.4.0* ]]; then echo "runtime: gVisor (kernel $(uname -r)): no compute-sanitizer, no ncu"
+    else echo "runtime: kernel $(uname -r)"; fi
   fi
   nvcc --version | tail -2
   cmake --version | head -1
@@ -272,18 +300,90 @@ EOF
   pkg-config --modversion libxxhash spng libzstd
 }
 
+# The GPU programs of build folder $1 (targets $2...): every library resolves
+# from its RUNPATH (the kit, CUDA, the C/C++ runtime) and each program starts
+# (a binary made elsewhere might not run on this image).
+check_built() {
+  local dir="$1" t b bins=()
+  shift
+  for t in "$@"; do
+    b="$(find "$dir" -name "$t" -type f -perm -u+x | head -1)"
+    [[ -n "$b" ]] || { echo "build: $t missing in $dir"; return 1; }
+    bins+=("$b")
+  done
+  bash "$root/scripts/check_runpath.sh" --kit "$libdir" "${bins[@]}" || return 1
+  for b in "${bins[@]}"; do
+    case "$(basename "$b")" in
+      test_*) "$b" --list-test-cases >/dev/null || { echo "build: $b does not start"; return 1; } ;;
+      l3pack) "$b" --help >/dev/null || { echo "build: $b does not start"; return 1; } ;;
+      bench_cuda) "$b" --help >/dev/null || { echo "build: $b does not start"; return 1; } ;;
+    esac
+  done
+}
+
+# Whether .gpukit/prebuilt was built from this tree, at this path, for GPU
+# arch $1 (see prebuild); says why not, and returns 1, when it was not.
+# Explicit checks: this runs inside `if`, where `set -e` does not hold.
+prebuilt_usable() {
+  local arch="$1" info_arch info_root same
+  [[ "${L3KIT_NO_PREBUILT:-0}" != 1 ]] || { echo "build: L3KIT_NO_PREBUILT=1: building"; return 1; }
+  [[ -f "$prebuilt/info" && -f "$prebuilt/manifest" && -f "$prebuilt/programs.tar.xz" ]] ||
+    { echo "build: no prebuilt programs (scripts/gpu-kit.sh prebuild): building"; return 1; }
+  read -r info_arch info_root <"$prebuilt/info" || return 1
+  [[ "$info_arch" == "$arch" ]] || { echo "build: prebuilt for sm_$info_arch, this GPU is sm_$arch: building"; return 1; }
+  [[ "$info_root" == "$root" ]] || { echo "build: prebuilt at $info_root, this copy is at $root: building"; return 1; }
+  same="$(python3 "$root/scripts/tree_manifest.py" check "$root" "$prebuilt/manifest")" || return 1
+  [[ "$same" == same ]] || { echo "build: prebuilt from another tree ($same): building"; return 1; }
+  echo "build: prebuilt programs match (sm_$arch, this tree, $root)"
+}
+
+# Unpacks .gpukit/prebuilt into the build folders when prebuilt_usable, and
+# checks its programs as a build's; returns 1 (the caller builds) otherwise.
+use_prebuilt() {
+  prebuilt_usable "$1" || return 1
+  rm -rf "$build" "$build_fixed"
+  python3 - "$prebuilt/programs.tar.xz" "$root" <<'PY' || return 1
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:  # python's lzma: the image need not have xz
+    t.extractall(sys.argv[2], **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
+PY
+  check_built "$build" "${targets[@]}" || return 1
+  check_built "$build_fixed" "${fixed_targets[@]}" || return 1
+  touch "$build/.l3-prebuilt" "$build_fixed/.l3-prebuilt"
+  echo "build: prebuilt programs unpacked; no compilation"
+}
+
 step_build() {
   env_setup
   local arch
   arch="$(cuda_arch)"
   [[ "$arch" =~ ^[0-9]+$ ]] || { echo "build: no CUDA arch from nvidia-smi: '$arch'"; return 1; }
+  if use_prebuilt "$arch"; then return 0; fi
+  # Unpacked programs that did not pass: not this build's (their CMake cache
+  # names the dry root's compiler launcher).
+  rm -rf "$build_fixed"
+  [[ -f "$build/build.ninja" ]] || rm -rf "$build"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_WERROR=OFF \
     -DL3_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_FLAGS=-lineinfo \
     -DPKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config" "${rpath_flags[@]}" "${extra_cmake[@]}"
   ninja -C "$build" -j"$(nproc)" "${targets[@]}"
-  local bins=() t
-  for t in "${targets[@]}"; do bins+=("$(find "$build" -name "$t" -type f -perm -u+x | head -1)"); done
-  bash "$root/scripts/check_runpath.sh" --kit "$libdir" "${bins[@]}"
+  check_built "$build" "${targets[@]}"
+}
+
+# The other wavefront code shape (spec/cuda.md §2), for `shape`: unpacked by
+# the build step with the prebuilt programs, else built here.
+step_build_fixed() {
+  env_setup
+  if [[ -f "$build_fixed/.l3-prebuilt" ]]; then
+    echo "build_fixed: prebuilt (unpacked by the build step)"
+    return 0
+  fi
+  [[ -f "$build_fixed/build.ninja" ]] || rm -rf "$build_fixed"
+  cmake -S "$root" -B "$build_fixed" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_WERROR=OFF \
+    -DL3_BUILD_BENCH=ON -DL3_CUDA_FIXED_PREDICTORS=ON -DCMAKE_CUDA_ARCHITECTURES="$(cuda_arch)" \
+    -DPKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config" "${rpath_flags[@]}" "${extra_cmake[@]}"
+  ninja -C "$build_fixed" -j"$(nproc)" "${fixed_targets[@]}"
+  check_built "$build_fixed" "${fixed_targets[@]}"
 }
 
 # The GPU suites: all must run; one that skips (no device) is a failure here.
@@ -320,7 +420,11 @@ step_sanitize() {
     for tool in memcheck racecheck synccheck; do
       [[ "$tool" != memcheck && "$t" != test_cuda_gpu ]] && continue
       echo "== compute-sanitizer --tool $tool $t"
-      "$cs" --tool "$tool" --error-exitcode 99 "$build/tests/$t" | tee "$log"
+      "$cs" --tool "$tool" --error-exitcode 99 "$build/tests/$t" 2>&1 | tee "$log" || {
+        grep -q 'Device not supported' "$log" &&
+          echo "sanitize: compute-sanitizer does not support this machine's runtime (gVisor?): not checked"
+        return 1
+      }
       if grep -q L3_GPU_SKIPPED "$log"; then echo "sanitize: $t skipped"; return 1; fi
     done
   done
@@ -386,8 +490,8 @@ step_reader() {
 step_shape() {
   env_setup
   gpu_present || return 0
-  BUILD_DIR="$root/build-gpukit-fixed" RESULT_SUFFIX=-fixed-predictors L3_BENCH_NO_PEERS=1 \
-    L3_BENCH_CMAKE_ARGS="-DL3_CUDA_FIXED_PREDICTORS=ON -DL3_WERROR=OFF -DCMAKE_CUDA_ARCHITECTURES=$(cuda_arch) -DPKG_CONFIG_EXECUTABLE=$prefix/bin/pkg-config ${rpath_flags[*]}" \
+  [[ -x "$build_fixed/bench/bench_cuda" ]] || step_build_fixed
+  BUILD_DIR="$build_fixed" RESULT_SUFFIX=-fixed-predictors L3_BENCH_NO_PEERS=1 L3_BENCH_NO_BUILD=1 \
     bash "$root/bench/run_cuda_bench.sh"
 }
 
@@ -513,9 +617,10 @@ dryrun() {
   r="$(dry_root)"
   w="$(dry_wheels)"
   # The device's copy: the tree as git would send it, plus .gpukit.
-  rm -rf "$r/work" && mkdir -p "$r/work/l3" "$r/work/out" "$r/usr/local/cuda" "$r/wheels" "$r/ccache"
-  (cd "$root" && git ls-files -co --exclude-standard -z | tar --null -T - -c) | tar -x -C "$r/work/l3"
-  (cd "$root" && tar --exclude=./out -c .gpukit) | tar -x -C "$r/work/l3"
+  # At this checkout's path, as on the device (see prebuild).
+  rm -rf "$r/work" "$r$root" && mkdir -p "$r$root" "$r/work/out" "$r/usr/local/cuda" "$r/wheels" "$r/ccache"
+  (cd "$root" && git ls-files -co --exclude-standard -z | tar --null -T - -c) | tar -x -C "$r$root"
+  (cd "$root" && tar --exclude=./out -c .gpukit) | tar -x -C "$r$root"
   cp /etc/resolv.conf "$r/etc/resolv.conf"
   mount -t proc proc "$r/proc"
   mount --bind /dev "$r/dev"
@@ -530,21 +635,53 @@ dryrun() {
   chroot "$r" /usr/bin/env -i HOME=/root PATH=/opt/py/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     OUT=/work/out L3KIT_DRYRUN=1 L3KIT_PYTHON=/opt/py/bin/python3 CCACHE_DIR=/ccache/ccache \
     L3KIT_CMAKE_ARGS="-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache" \
-    /bin/bash /work/l3/scripts/gpu-kit.sh device "${steps[@]}" || rc=$?
+    L3KIT_NO_PREBUILT="${L3KIT_NO_PREBUILT:-0}" /bin/bash "$root/scripts/gpu-kit.sh" device "${steps[@]}" || rc=$?
   mkdir -p "$dry_cache/out" && cp "$r"/work/out/* "$dry_cache/out/"
   umount "$r/ccache" "$r/wheels" "$r/usr/local/cuda" "$r/dev" "$r/proc"
   trap - EXIT
   echo "dryrun: $((SECONDS - t0)) s; disk: root $(du -sxh "$r" | cut -f1) (of which the copy and its builds" \
-    "$(du -sxh "$r/work" | cut -f1)), ccache $(du -sxh "$dry_cache/ccache" 2>/dev/null | cut -f1); exit $rc"
+    "$(du -sxh "$r$root" | cut -f1)), ccache $(du -sxh "$dry_cache/ccache" 2>/dev/null | cut -f1); exit $rc"
   echo "dryrun: outputs in $dry_cache/out"
   return $rc
 }
 
+# The GPU targets of both code shapes, built in the dry root (the device's
+# libraries from .gpukit, its paths, this CUDA compiler) for sm_90, packed
+# for the device's build step (use_prebuilt): .gpukit/prebuilt holds info
+# (arch, path), manifest (the tree built, scripts/tree_manifest.py) and
+# programs.tar.xz (the programs, the CTest files and the CMake caches of
+# build-gpukit and build-gpukit-fixed: one solid archive, the programs share
+# most of their code).
+prebuild() {
+  local r stage files
+  [[ "$build" == "$root/build-gpukit" ]] || { echo "prebuild: L3KIT_BUILD must be unset" >&2; return 2; }
+  rm -rf "$prebuilt"
+  stage="$(mktemp -d)"
+  python3 "$root/scripts/tree_manifest.py" write "$root" "$stage/manifest"
+  L3KIT_NO_PREBUILT=1 dryrun setup build build_fixed
+  r="$(dry_root)"
+  [[ "$(python3 "$root/scripts/tree_manifest.py" check "$r$root" "$stage/manifest")" == same ]] ||
+    { echo "prebuild: the tree changed while it was built; run it again" >&2; return 1; }
+  files="$(cd "$r$root" && {
+    for t in "${targets[@]}"; do find build-gpukit -name "$t" -type f -perm -u+x | head -1; done
+    for t in "${fixed_targets[@]}"; do find build-gpukit-fixed -name "$t" -type f -perm -u+x | head -1; done
+    find build-gpukit build-gpukit-fixed \( -name CTestTestfile.cmake -o -name CMakeCache.txt \) -type f
+  })"
+  mkdir -p "$prebuilt"
+  (cd "$r$root" && tar -c $files) | xz -9e -T1 >"$stage/programs.tar.xz"
+  echo "$prebuilt_arch $root" >"$stage/info"
+  mv "$stage"/* "$prebuilt/" && rmdir "$stage"
+  echo "prebuild: $(wc -l <<<"$files") files, $(du -h "$prebuilt/programs.tar.xz" | cut -f1) packed in $prebuilt"
+  carry_size
+}
+
 case "${1:-}" in
   prepare) prepare ;;
+  prebuild) prebuild ;;
   stamp) stamp_commit ;;
   device) shift; device "$@" ;;
   dryrun) shift; dryrun "$@" ;;
   _step) set -x; "step_$2" ;;
+  _prebuilt_usable) prebuilt_usable "$2" ;;  # tests/gpu_kit_selftest.sh
   *) sed -n '2,/^set -euo/p' "$self" | sed '$d'; exit 2 ;;
 esac

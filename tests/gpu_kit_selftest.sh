@@ -8,7 +8,9 @@
 #    exported LIBRARY_PATH caused), also when LD_LIBRARY_PATH would find it,
 #    and passes the same binary linked with the RUNPATH;
 #  - scripts/tree_manifest.py (the device copy's provenance check) matches an
-#    exact copy and names the files of one that differs.
+#    exact copy and names the files of one that differs;
+#  - the device's build step takes the prebuilt programs (.gpukit/prebuilt)
+#    only when they were built from this tree, at this path, for this arch.
 # Usage: gpu_kit_selftest.sh REPO_ROOT
 set -euo pipefail
 root="${1:?usage: gpu_kit_selftest.sh REPO_ROOT}"
@@ -59,4 +61,24 @@ echo changed >"$tmp/copy/d/b.txt"
 [[ "$(python3 "$manifest" check "$tmp/copy" "$tmp/manifest")" == "differs: d/b.txt" ]] || fail "a changed file is not named"
 rm "$tmp/copy/a.txt"
 [[ "$(python3 "$manifest" check "$tmp/copy" "$tmp/manifest")" == "differs: a.txt d/b.txt" ]] || fail "a missing file is not named"
+
+# Prebuilt programs: usable only for this tree, path and arch.
+kit="$tmp/gpukit" && mkdir -p "$kit/prebuilt" && : >"$kit/prebuilt/programs.tar.xz"
+python3 "$manifest" write "$root" "$kit/prebuilt/manifest"
+echo "90 $root" >"$kit/prebuilt/info"
+usable() { L3KIT_DIR="$kit" bash "$root/scripts/gpu-kit.sh" _prebuilt_usable "$1" >"$tmp/u.log" 2>&1; }
+usable 90 || { cat "$tmp/u.log"; fail "prebuilt programs of this tree not taken"; }
+if usable 80; then fail "prebuilt for sm_90 taken for sm_80"; fi
+grep -q 'prebuilt for sm_90, this GPU is sm_80' "$tmp/u.log" || { cat "$tmp/u.log"; fail "no arch reason"; }
+if L3KIT_NO_PREBUILT=1 usable 90; then fail "L3KIT_NO_PREBUILT=1 ignored"; fi
+echo "90 /elsewhere" >"$kit/prebuilt/info"
+if usable 90; then fail "prebuilt at another path taken"; fi
+echo "90 $root" >"$kit/prebuilt/info"
+sed -i '1s/^[0-9a-f]/x/' "$kit/prebuilt/manifest"
+if usable 90; then fail "prebuilt from another tree taken"; fi
+grep -q 'prebuilt from another tree (differs: ' "$tmp/u.log" || { cat "$tmp/u.log"; fail "no tree reason"; }
+python3 "$manifest" write "$root" "$kit/prebuilt/manifest" && usable 90 || fail "prebuilt not taken again"
+rm "$kit/prebuilt/programs.tar.xz"
+if usable 90; then fail "prebuilt without its archive taken"; fi
+grep -q 'no prebuilt programs' "$tmp/u.log" || { cat "$tmp/u.log"; fail "no missing-archive reason"; }
 echo "gpu_kit_selftest: ok"
