@@ -15,7 +15,8 @@ from. Static counts, not a profile. Two columns:
   the loop head both ways at every branch, except into a block whose first
   instruction (past reconvergence points) is in a cold category: the Rice
   read, the run length read, the refill's byte loop near a stream's end,
-  the copy-out every 32 steps. Blocks reached so count whatever lines the
+  the copy-out every 32 steps, and the features a photo tile has not (ramps,
+  pixel copies). Blocks reached so count whatever lines the
   compiler tagged them with (it shares the refill's word loads between the
   rANS and Rice paths), by their innermost function.
 
@@ -89,7 +90,8 @@ def where(f, l):
 
 # Categories: (name, hot, test(file, function, line text)); the first match
 # along an instruction's inline chain names it, a cold one anywhere first.
-# Cold: not run on the common path (rANS tile, no run mode, interior pixel).
+# Cold: not run on the common path (a photo's rANS tile: no run mode, no ramps,
+# no pixel copies; an interior pixel).
 def _t(name, hot, fns=(), text=None, files=None):
     def test(f, fn, ln):
         if files and f not in files: return False
@@ -102,6 +104,11 @@ CATS = [
     _t('run length read (run mode only)', False, ('zero_run_step',), r'read\(|run > t.width|run == 0|run_left = run|s.run_left == 0\) s.blocked'),
     _t('run length read (run mode only)', False, ('decode_pixel',), r'kAnsRunContext'),
     _t('copy-out (every 32 steps)', False, ('flush_stage', 'store_pixel')),
+    # Tile features a photo tile has not (the timed batches: bench_cuda).
+    _t('ramps (tiles with ramps only)', False, ('ramp_at', 'add_ramps')),
+    _t('ramps (tiles with ramps only)', False, ('ramped_pixel',), r'ramped|add_ramps|int ramped'),
+    _t('pixel copies (tiles with copies only)', False, ('copy_step',), r"^(?!.*!(t\.)?copies)"),
+    _t('pixel copies (tiles with copies only)', False, ('wavefront_coded',), r'copy_d|word >> |forward_transform|\*slot = word|val\[0\] = int\(word\)'),
     _t('copy-out (every 32 steps)', False, ('wavefront_coded',), r'flush_stage|warp.sync|c0 =|switch|case|CH == 1 && t.palette'),
     _t('refill: word loads', True, ('load_le32_aligned', 'load_be32_aligned', 'load_be64_words', 'bswap32', 'funnel_right', 'load_be64', 'refill_load', 'refill')),
     _t('refill: word loads', True, ('ans_read_select', 'ans_renorm'), r'avail < (16|32)'),
@@ -110,9 +117,12 @@ CATS = [
     _t('raw bits', True, ('ans_raw_bits', 'ans_value')),
     _t('raw bits', True, ('ans_decode_token', 'ans_read_select'), r'raw|kAnsDirect'),
     _t('rANS update + renorm', True, ('ans_renorm', 'ans_decode_token', 'ans_read_select', 'consume')),
+    _t('residual corrections', True, ('sign3', 'correction_class', 'correction_flip', 'correction_bias',
+                                      'corrected_residual', 'correction_entry', 'correct_residual')),
+    _t('residual corrections', True, ('decode_pixel',), r'corrected'),
     _t('context (activity, k table)', True, ('activity', 'k_for_activity', 'bucket_of')),
     _t('context (activity, k table)', True, ('decode_pixel',), r'k_for_activity|ans_read|pp.constant|const PlaneParams'),
-    _t('prediction', True, ('predict', 'predict_fixed', 'imin', 'imax')),
+    _t('prediction', True, ('predict', 'predict_fixed')),  # imin/imax: their caller's
     _t('prediction', True, ('decode_pixel',), r'predict'),
     _t('value (unzigzag)', True, ('unzigzag',)),
     _t('value (unzigzag)', True, ('decode_pixel',), r'value\[p\]|code\[p\]'),

@@ -26,24 +26,10 @@ sass_count() {  # sass_count NAME KERNEL: SASS instructions of the kernel, or "n
   cuobjdump -sass "$work/$1.o" | awk -v k="$2" '/Function : /{f = index($0, k) > 0; next} f' |
     grep -cE '^\s+/\*[0-9a-f]+\*/' || true
 }
-# Theoretical warps per SM for sm_80/sm_90: 65536 registers, allocated per warp
-# in units of 256; at most 64 warps and 32 blocks; shared memory per SM (KiB)
-# 228 on sm_90 and 164 on sm_80, 1 KiB reserved per block.
-occupancy() {  # occupancy REGS THREADS_PER_BLOCK SMEM_BYTES
-  local regs="$1" threads="$2" smem="$3" warps_per_block per_warp by_regs by_smem blocks smem_kib
-  warps_per_block=$(((threads + 31) / 32))
-  per_warp=$((((regs * 32 + 255) / 256) * 256))
-  by_regs=$((65536 / per_warp / warps_per_block))
-  smem_kib=$([[ $sm == 90 ]] && echo 228 || echo 164)
-  by_smem=$(( smem > 0 ? smem_kib * 1024 / (smem + 1024) : 32 ))
-  blocks=$((by_regs < by_smem ? by_regs : by_smem)); blocks=$((blocks < 32 ? blocks : 32))
-  blocks=$((blocks * warps_per_block > 64 ? 64 / warps_per_block : blocks))
-  echo "$((blocks * warps_per_block))"
-}
 row() {  # row NAME KERNEL LABEL THREADS_PER_BLOCK
   local name="$1" kernel="$2" label="$3" threads="$4" regs stack st ld smem warps
   read -r regs stack st ld smem < <(ptxas_kernel "$work/$name.log" "$kernel") || { echo "no ptxas report for $kernel" >&2; exit 1; }
-  warps="$(occupancy "$regs" "$threads" "$smem")"
+  warps="$(ptxas_occupancy "$sm" "$regs" "$threads" "$smem")"
   echo "| $label | $regs | $stack | $st / $ld | $smem | $threads | $warps ($((warps * 100 / 64))%) | $(sass_count "$name" "$kernel") |"
 }
 

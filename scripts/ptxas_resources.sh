@@ -1,6 +1,7 @@
 # Sourced by tests/cuda_kernel_resources.sh and bench/cuda_static_report.sh:
-# compiling one of our .cu files for one architecture with `ptxas -v`, and
-# reading a kernel's resources from that log. Needs $nvcc (the compiler).
+# compiling one of our .cu files for one architecture with `ptxas -v`, reading
+# a kernel's resources from that log, and the occupancy they allow. Needs $nvcc
+# (the compiler).
 
 # ptxas_compile ROOT SM OUT_BASE FILE [NVCC_FLAGS...]: OUT_BASE.o and OUT_BASE.log;
 # on failure prints the log and returns 1. FILE is relative to ROOT.
@@ -28,4 +29,20 @@ ptxas_kernel() {
     "$(sed -E 's/.* ([0-9]+) bytes stack frame.*/\1/' <<<"$props")" \
     "$(sed -E 's/.* ([0-9]+) bytes spill stores.*/\1/' <<<"$props")" \
     "$(sed -E 's/.* ([0-9]+) bytes spill loads.*/\1/' <<<"$props")" "$smem"
+}
+
+# ptxas_occupancy SM REGS THREADS_PER_BLOCK SMEM_BYTES: the theoretical resident
+# warps per SM on sm_80/sm_90: 65536 registers, allocated per warp in units of
+# 256; at most 64 warps and 32 blocks; shared memory per SM 228 KiB on sm_90,
+# 164 on sm_80, and 1 KiB of it reserved by the driver per block.
+ptxas_occupancy() {
+  local sm="$1" regs="$2" threads="$3" smem="$4" warps_per_block per_warp by_regs by_smem blocks smem_kib
+  warps_per_block=$(((threads + 31) / 32))
+  per_warp=$((((regs * 32 + 255) / 256) * 256))
+  by_regs=$((65536 / per_warp / warps_per_block))
+  smem_kib=$([[ $sm == 90 ]] && echo 228 || echo 164)
+  by_smem=$(( smem > 0 ? smem_kib * 1024 / (smem + 1024) : 32 ))
+  blocks=$((by_regs < by_smem ? by_regs : by_smem)); blocks=$((blocks < 32 ? blocks : 32))
+  blocks=$((blocks * warps_per_block > 64 ? 64 / warps_per_block : blocks))
+  echo "$((blocks * warps_per_block))"
 }

@@ -24,11 +24,11 @@ if(L3_HAVE_CUDA AND TARGET l3_cuda)
 endif()
 
 # The decode and patch kernels' per-lane state stays in registers on sm_90 (no stack
-# frame, no spills): a static check with nvcc, no GPU needed.
+# frame, no spills), and 20 decode warps fit an SM: a static check with nvcc, no GPU needed.
 if(L3_HAVE_CUDA AND NOT L3_CUDA_FIXED_PREDICTORS)
   add_test(NAME cuda_kernel_resources
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda_kernel_resources.sh ${CMAKE_CUDA_COMPILER} ${PROJECT_SOURCE_DIR}
-            cuda/src/batch_decoder.cu decode_kernel,patch_kernel)
+            cuda/src/batch_decoder.cu decode_kernel:20:128,patch_kernel)
   set_tests_properties(cuda_kernel_resources PROPERTIES LABELS "cuda")
 endif()
 

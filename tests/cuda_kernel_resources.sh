@@ -5,10 +5,15 @@
 # Per-thread state indexed by a runtime bound (a loop to t.channels instead of
 # the compile-time CH, o.norm[c] in a kernel parameter) lands in local memory
 # and is read and written in the hot loop: the decode kernel had 392 bytes of
-# stack, the reader's resample kernel 120, before this check existed. Prints
-# each kernel's registers, stack, spills and shared memory.
+# stack, the reader's resample kernel 120, before this check existed. A
+# kernel named as KERNEL:WARPS:THREADS must also leave at least WARPS warps
+# resident per SM in blocks of THREADS (registers and shared memory,
+# scripts/ptxas_resources.sh's ptxas_occupancy): from version 13 to 15 the
+# decode kernel's 46,720 bytes of shared memory a block let 4 blocks (16
+# warps) share an SM instead of 5, unnoticed without a GPU. Prints each
+# kernel's registers, stack, spills, shared memory and warps per SM.
 #
-# Usage: cuda_kernel_resources.sh NVCC SOURCE_DIR FILE KERNEL[,KERNEL...] [NVCC_FLAGS...]
+# Usage: cuda_kernel_resources.sh NVCC SOURCE_DIR FILE KERNEL[:WARPS:THREADS][,...] [NVCC_FLAGS...]
 #   FILE relative to SOURCE_DIR; KERNEL a substring of the kernel's mangled name.
 set -euo pipefail
 nvcc="$1" src="$2" file="$3" kernels="$4"; shift 4
@@ -17,13 +22,23 @@ out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT
 ptxas_compile "$src" 90 "$out/kernel" "$file" "$@" || { echo "FAIL: nvcc failed on $file"; exit 1; }
 status=0
 IFS=, read -ra names <<<"$kernels"
-for k in "${names[@]}"; do
+for spec in "${names[@]}"; do
+  IFS=: read -r k min_warps threads <<<"$spec"
   if ! read -r regs stack spill_st spill_ld smem < <(ptxas_kernel "$out/kernel.log" "$k"); then
     echo "FAIL: no ptxas report for $k in $file"; status=1; continue
   fi
-  echo "$k sm_90: $regs registers, $stack bytes stack frame, $spill_st/$spill_ld bytes spill stores/loads, $smem bytes smem"
+  line="$k sm_90: $regs registers, $stack bytes stack frame, $spill_st/$spill_ld bytes spill stores/loads, $smem bytes smem"
+  if [[ -n "$min_warps" ]]; then
+    warps="$(ptxas_occupancy 90 "$regs" "$threads" "$smem")"
+    line="$line, $warps warps per SM in blocks of $threads"
+  fi
+  echo "$line"
   if [[ "$stack" -ne 0 || "$spill_st" -ne 0 || "$spill_ld" -ne 0 ]]; then
     echo "FAIL: $k uses local memory (stack frame or spills): its per-thread state must stay in registers"
+    status=1
+  fi
+  if [[ -n "$min_warps" && "$warps" -lt "$min_warps" ]]; then
+    echo "FAIL: $k leaves $warps warps resident per SM, fewer than $min_warps (registers or shared memory grew)"
     status=1
   fi
 done

@@ -975,6 +975,34 @@ TEST_CASE("load_be64_words equals 8 big-endian byte loads at every alignment") {
   }
 }
 
+// The wavefront's residual correction (core::correct_residual: clamps, one
+// shift sum, the bias as b - 3 (b >> 1)) against the spec's steps
+// (correction_class, correction_entry, corrected_residual, which the encoder
+// and the CPU decoder's tables use): every class with every entry value
+// (bias field 3 included), residuals of both signs and large magnitudes.
+TEST_CASE("correct_residual equals corrected_residual of the class's entry") {
+  std::mt19937 rng(11);
+  const int neighbours[] = {-300, -2, -1, 0, 1, 2, 300};
+  const int residuals[] = {0, 1, -1, 7, -8, 511, -512, 100000, -100000};
+  for (int trial = 0; trial < 72; ++trial) {
+    l3::core::PlaneParams pp{};
+    // Trials 0-7: every class has entry `trial`; then random tables.
+    for (int g = 0; g < 9; ++g) pp.corrections |= std::uint32_t(trial & 7) << (l3::core::kCorrectionBits * g);
+    if (trial >= 8) pp.corrections = static_cast<std::uint32_t>(rng()) & ((1u << (9 * l3::core::kCorrectionBits)) - 1);
+    for (int w : neighbours)
+      for (int n : neighbours)
+        for (int nw : neighbours)
+          for (int e : residuals) {
+            const int g = l3::core::correction_class(w, n, nw);
+            const int want = l3::core::corrected_residual(l3::core::correction_entry(pp, g), e);
+            CAPTURE(pp.corrections);
+            CAPTURE(g);
+            CAPTURE(e);
+            REQUIRE(l3::core::correct_residual(pp, e, w, n, nw) == want);
+          }
+  }
+}
+
 // The wavefront's rANS read (core::ans_read_select) against the reference
 // core::ans_read, value by value: random frequency tables (zero frequencies
 // included), unused contexts (all zeros: an error either way), random states

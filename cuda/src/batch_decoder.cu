@@ -35,10 +35,12 @@ __global__ void gather_kernel(BatchView view, std::uint32_t* tile_size, std::uin
 }
 
 // 5 blocks (20 warps) per SM: up to 102 registers a thread. The warps'
-// WarpScratch (11.1 KB each, most of it the output ring; spec/cuda.md §2) lets
-// 5 blocks of 4 warps share an sm_90 SM's 228 KB, so a 6th block could not be
-// resident anyway; with the 85-register cap of 6 blocks ptxas spilled (8 bytes
-// of stack). tests/cuda_kernel_resources.sh fails on any spill.
+// WarpScratch (11,392 bytes each, most of it the output ring; spec/cuda.md §2)
+// lets 5 blocks of 4 warps share an sm_90 SM's 228 KiB (with the driver's
+// 1 KiB a block), so a 6th block could not be resident anyway; with the
+// 85-register cap of 6 blocks ptxas spilled (8 bytes of stack).
+// tests/cuda_kernel_resources.sh fails on any spill, and when registers or
+// shared memory leave fewer than 5 blocks resident.
 __global__ void __launch_bounds__(kDecodeThreads, 5) decode_kernel(BatchView view, std::uint32_t jobs,
                                                                 std::uint64_t* keys) {
   __shared__ wavefront::WarpScratch scratch[kWarpsPerBlock];

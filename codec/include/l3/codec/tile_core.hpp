@@ -216,9 +216,16 @@ L3_HD std::uint32_t correction_entry(const PlaneParams& pp, int g) {
 }
 
 // The residual of decoded residual e of plane pp at a sample with
-// neighbours w, n, nw (spec §6.7).
+// neighbours w, n, nw (spec §6.7): corrected_residual(correction_entry(pp,
+// correction_class(w, n, nw)), e), written for the wavefront's step, its one
+// caller (spec/cuda.md §2): the signs as clamps, the entry's shift (3 bits a
+// class) as one sum, the bias of bits 0-1 (0, +1, -1, 0) as b - 3 (b >> 1).
 L3_HD int correct_residual(const PlaneParams& pp, int e, int w, int n, int nw) {
-  return corrected_residual(correction_entry(pp, correction_class(w, n, nw)), e);
+  const int s1 = imin(imax(n - nw, -1), 1), s2 = imin(imax(nw - w, -1), 1);  // sign3
+  const int shift = 9 * s1 + 3 * s2 + 12;  // kCorrectionBits * correction_class(w, n, nw)
+  const std::uint32_t entry = (pp.corrections >> shift) & 7u;
+  const int flip = int(entry >> 2), b = int(entry & 3u);
+  return ((e ^ -flip) + flip) + b - 3 * (b >> 1);
 }
 
 // The first activity of bucket b (spec §6.2): 0, 1, 2, 3, 4, 6, 8, 12, ..., 128, 192.

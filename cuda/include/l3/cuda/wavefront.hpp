@@ -164,20 +164,27 @@ L3_WF_HDI void store_pixel(const TileTask& t, int r, int c, const std::uint8_t* 
 // row by row, lane l taking column c0 + l: consecutive lanes, consecutive
 // pixels. Block k is complete after step 32k + 31 + (rows - 1); lane 0 is then
 // at column <= 32k + 62 and reaches block k's ring slots again only at column
-// 32k + 64, so 64 columns suffice. kStagePitch = 66 words per row: a step's
-// stores (row l, column s - l) then fall on banks (65 l + s) mod 32, all
-// different; a copy-out reads consecutive words of one row.
+// 32k + 64, so 64 columns suffice. A row's 64 words are consecutive: a step's
+// stores (row l, column s - l) fall on banks (s - l) mod 32, all different; a
+// copy-out reads consecutive words of one row.
 inline constexpr int kStageCols = 64;
 inline constexpr int kStageBlock = 32;
-inline constexpr int kStagePitch = 66;
+inline constexpr int kStagePitch = kStageCols;
 
 // Per-warp scratch (shared memory on the GPU): the coded tile's parameters,
-// the parse status and the output ring.
+// the parse status and the output ring. The row-length table's layout
+// (core::RowTable, read only while the warp parses a tile) shares the ring's
+// first words: the parse ends with a warp barrier before the tile's first
+// ring store, and the ring holds nothing of the tile before. 11,392 bytes a
+// warp: 5 blocks of 4 warps (20 warps) fit an sm_90 SM's 228 KiB with the
+// driver's 1 KiB a block (at most 11,417; tests/cuda_kernel_resources.sh).
 struct WarpScratch {
   core::CodedTileParams params;
-  core::RowTable rows;
   int status;
-  std::uint32_t stage[kWarpSize * kStagePitch];
+  union {
+    core::RowTable rows;
+    std::uint32_t stage[kWarpSize * kStagePitch];
+  };
 };
 
 // The ring word of tile pixel (r, c).
