@@ -10,7 +10,7 @@
 # ASan+UBSan). tests/fuzz/run_fuzzers.sh SECONDS builds and runs them.
 option(L3_FUZZ "Build the libFuzzer targets (clang only)" OFF)
 
-set(L3_FUZZ_TARGETS decode roundtrip region shard manifest image_io)
+set(L3_FUZZ_TARGETS decode roundtrip region wavefront shard manifest image_io)
 if(TARGET l3_convert)
   list(APPEND L3_FUZZ_TARGETS list_file)  # the list-file parser of l3pack convert
 endif()
@@ -23,6 +23,8 @@ function(l3_fuzz_libs target out)
     set(${out} l3_convert PARENT_SCOPE)
   elseif(target STREQUAL "image_io")
     set(${out} l3_imageio PARENT_SCOPE)
+  elseif(target STREQUAL "wavefront")
+    set(${out} l3_cuda_emu l3_codec PARENT_SCOPE)  # the CUDA decoder's CPU emulation
   else()
     set(${out} l3_codec PARENT_SCOPE)
   endif()
@@ -60,7 +62,7 @@ if(L3_FUZZ)
     message(FATAL_ERROR "L3_FUZZ=ON needs clang (libFuzzer); the compiler is ${CMAKE_CXX_COMPILER_ID}")
   endif()
   # Coverage instrumentation for the code under test.
-  foreach(lib l3_common l3_codec l3_format l3_imageio l3_convert)
+  foreach(lib l3_common l3_codec l3_cuda_emu l3_format l3_imageio l3_convert)
     if(TARGET ${lib})
       target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link)
     endif()

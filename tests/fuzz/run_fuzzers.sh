@@ -26,7 +26,7 @@ build=${L3_FUZZ_BUILD_DIR:-build-fuzz-ci}
 [[ $build = /* ]] || build=$root/$build
 jobs=${L3_FUZZ_JOBS:-2}
 artifacts=${L3_FUZZ_ARTIFACTS:-$build/fuzz-artifacts}
-all=(decode roundtrip region shard manifest image_io list_file)
+all=(decode roundtrip region wavefront shard manifest image_io list_file)
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all[@]}")
 
