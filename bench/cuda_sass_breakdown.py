@@ -100,6 +100,7 @@ def _t(name, hot, fns=(), text=None, files=None):
     return (name, hot, test)
 CATS = [
     _t('refill: byte loop near the stream end', False, ('refill',), r'byte|past|while|avail \+= 8|<< \(56'),
+    _t('refill: byte loop near the stream end', False, ('tail_word',)),
     _t('Rice read (Rice tiles only)', False, ('read_rice',)),
     _t('run length read (run mode only)', False, ('zero_run_step',), r'read\(|run > t.width|run == 0|run_left = run|s.run_left == 0\) s.blocked'),
     _t('run length read (run mode only)', False, ('decode_pixel',), r'kAnsRunContext'),
@@ -110,7 +111,7 @@ CATS = [
     _t('pixel copies (tiles with copies only)', False, ('copy_step',), r"^(?!.*!(t\.)?copies)"),
     _t('pixel copies (tiles with copies only)', False, ('wavefront_coded',), r'copy_d|word >> |forward_transform|\*slot = word|val\[0\] = int\(word\)'),
     _t('copy-out (every 32 steps)', False, ('wavefront_coded',), r'flush_stage|warp.sync|c0 =|switch|case|CH == 1 && t.palette'),
-    _t('refill: word loads', True, ('load_le32_aligned', 'load_be32_aligned', 'load_be64_words', 'bswap32', 'funnel_right', 'load_be64', 'refill_load', 'refill')),
+    _t('refill: word loads', True, ('load_le32_aligned', 'bswap32', 'load_word', 'load_be64', 'refill_load', 'refill')),
     _t('refill: word loads', True, ('ans_read_select', 'ans_renorm'), r'avail < (16|32)'),
     _t('token search', True, ('ans_search', 'ans_read')),
     _t('token search', True, ('ans_read_select',), r'ans_search'),

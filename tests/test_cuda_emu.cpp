@@ -959,19 +959,46 @@ TEST_CASE("tiles up to 256x32 of 1-4 planes, Rice- and entropy-coded (the CPU de
   CHECK(rejected > total / 2);
 }
 
-// The GPU's refill (l3::core::load_be64_words) runs only on the device; its
-// host build is the same arithmetic (3 aligned words, 2 funnel shifts at
-// every alignment), checked here against byte loads at every alignment, up to
-// the last p whose 3 words (p[0..11] at p's alignment) lie inside the buffer.
-TEST_CASE("load_be64_words equals 8 big-endian byte loads at every alignment") {
-  std::mt19937 rng(7);
-  alignas(16) std::uint8_t buf[64];
-  for (auto& b : buf) b = static_cast<std::uint8_t>(rng());
-  for (std::size_t at = 0; at + 12 <= sizeof buf; ++at) {  // the 3 words stay inside buf
-    std::uint64_t want = 0;
-    for (int i = 0; i < 8; ++i) want = (want << 8) | buf[at + static_cast<std::size_t>(i)];
-    CAPTURE(at);
-    CHECK(l3::core::load_be64_words(buf + at) == want);
+// The wavefront's reader (core::WordReader: aligned words, the tail byte by
+// byte) against the CPU decoders' (core::BitReader): the same bits and bits
+// consumed at every alignment and stream length, with reads of 0-32 bits
+// (after a refill, as ans_read_select and read_rice do) up to 12 bytes past
+// the end (zeros), and lane_end's refill at any point. Each stream ends its
+// own heap block and starts 3 bytes into it, so AddressSanitizer sees any
+// read outside [begin - 3, end).
+TEST_CASE("WordReader reads BitReader's bits at every alignment, never outside the stream") {
+  namespace core = l3::core;
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::size_t skip = 3 + std::size_t(trial % 4), len = std::size_t(rng() % 40);
+    std::vector<std::uint8_t> block(skip + len);
+    for (auto& b : block) b = static_cast<std::uint8_t>(rng());
+    const std::uint8_t* begin = block.data() + skip;
+    core::BitReader want;
+    core::WordReader got;
+    want.init(begin, begin + len);
+    got.init(begin, begin + len);
+    CAPTURE(trial);
+    CAPTURE(len);
+    for (std::uint64_t used = 0; used < 8 * (len + 12);) {
+      const int bits = int(rng() % 33);
+      if (want.avail < 32) want.refill();
+      if (got.avail < 32) got.refill();
+      REQUIRE(got.avail >= 32);
+      const std::uint64_t mask = bits ? ~std::uint64_t{0} << (64 - bits) : 0;
+      CHECK((got.buf & mask) == (want.buf & mask));
+      want.consume(bits);
+      got.consume(bits);
+      used += std::uint64_t(bits);
+      REQUIRE(got.consumed_bits(begin) == used);
+      REQUIRE(want.consumed_bits(begin) == used);
+      if (rng() % 8 == 0) {  // lane_end's refill: no bits consumed, the next 8 visible
+        want.refill();
+        got.refill();
+        REQUIRE(got.consumed_bits(begin) == used);
+        CHECK((got.buf >> 56) == (want.buf >> 56));
+      }
+    }
   }
 }
 
@@ -1029,14 +1056,19 @@ TEST_CASE("ans_read_select equals ans_read: values, states, bits consumed, error
   for (int trial = 0; trial < 2000; ++trial) {
     for (int x = 0; x < 3; ++x) random_table(cum[x]);
     std::fill(std::begin(cum[3]), std::end(cum[3]), std::uint16_t{0});  // an unused context
-    std::uint8_t bytes[64];
+    alignas(4) std::uint8_t bytes[67];
     for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
-    const std::uint32_t len = rng() % sizeof bytes;
-    core::LaneState ref{}, sel{};
-    ref.br.init(bytes, bytes + len);
+    const std::uint32_t len = rng() % 64;
+    // The wavefront reads with WordReader, the reference with BitReader.
+    core::LaneState ref{};
+    core::WavefrontLaneState sel{};
+    const std::uint8_t* begin = bytes + trial % 4;
+    ref.br.init(begin, begin + len);
+    sel.br.init(begin, begin + len);
     ref.ans = core::kAnsLow + std::uint32_t(rng() % (0xffffffffu - core::kAnsLow));
     ref.min_freq = core::kAnsTotal;
-    sel = ref;
+    sel.ans = ref.ans;
+    sel.min_freq = ref.min_freq;
     const int reads = 1 + int(rng() % 24);
     for (int i = 0; i < reads; ++i) {
       // Contexts 0-2 mostly; the unused one now and then.
@@ -1047,7 +1079,7 @@ TEST_CASE("ans_read_select equals ans_read: values, states, bits consumed, error
       const std::uint32_t got = core::ans_read_select(sel, cum[x]);
       CHECK(got == want);
       CHECK(sel.ans == ref.ans);
-      CHECK(sel.br.consumed_bits(bytes) == ref.br.consumed_bits(bytes));
+      CHECK(sel.br.consumed_bits(begin) == ref.br.consumed_bits(begin));
       CHECK((sel.error || sel.min_freq == 0) == ref.error);
       ++values;
       // After an error the row fails whatever it reads next, and the two

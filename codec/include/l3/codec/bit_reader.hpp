@@ -16,18 +16,12 @@ namespace l3::core {
 // ---- Bit reader (spec §7.1) -------------------------------------------------
 
 // MSB-first reader over one row stream. Never reads outside [p, end): bytes
-// past the end read as zero, and `overrun` tells whether any were consumed.
-// The 8 bytes at p as a big-endian integer, read as 3 aligned 32-bit words
-// instead of 8 byte loads: the GPU's refill (spec/cuda.md §2). The same 3
-// loads and 2 funnel shifts at every alignment of p, so that lanes whose
-// streams start at different alignments do not diverge. It reads the aligned
-// words that hold p[0..11] at p's alignment (from p - 3 to p + 11): the caller
-// makes sure those lie in the same stream (refill: p is past the tile header,
-// and p + 11 < end). The host decoder does not use it; tests check it against
-// byte loads at every alignment.
+// past the end read as zero, and `past` counts those consumed. The CPU
+// decoders' reader (8 bytes at a time); the GPU wavefront reads the same bits
+// with WordReader, below.
 L3_HD std::uint32_t load_le32_aligned(const std::uint8_t* q) {
 #if defined(__CUDA_ARCH__)
-  return *reinterpret_cast<const std::uint32_t*>(q);
+  return __ldg(reinterpret_cast<const unsigned int*>(q));  // read-only during the kernel
 #else
   std::uint32_t w;
   __builtin_memcpy(&w, q, 4);
@@ -41,38 +35,20 @@ L3_HD std::uint32_t bswap32(std::uint32_t w) {
   return __builtin_bswap32(w);
 #endif
 }
-// The low 32 bits of (hi:lo) >> shift, shift in [0, 31] (one SHF on the GPU).
-L3_HD std::uint32_t funnel_right(std::uint32_t lo, std::uint32_t hi, unsigned shift) {
-#if defined(__CUDA_ARCH__)
-  return __funnelshift_r(lo, hi, shift);
-#else
-  return std::uint32_t(((std::uint64_t{hi} << 32) | lo) >> shift);
-#endif
-}
-L3_HD std::uint64_t load_be64_words(const std::uint8_t* p) {
-  const unsigned misalign = unsigned(reinterpret_cast<std::uintptr_t>(p)) & 3u;
-  const std::uint8_t* a = p - misalign;
-  const std::uint32_t w0 = load_le32_aligned(a), w1 = load_le32_aligned(a + 4), w2 = load_le32_aligned(a + 8);
-  // Little-endian words of p[0..3] and p[4..7], then each byte-swapped.
-  const std::uint32_t first = funnel_right(w0, w1, misalign * 8), second = funnel_right(w1, w2, misalign * 8);
-  return (std::uint64_t{bswap32(first)} << 32) | bswap32(second);
-}
 
-// The 8 bytes at p, big-endian, and how many bytes from p to the stream's end
-// that read needs. The GPU reads aligned words (load_be64_words), up to p + 11,
-// which must lie inside the stream: a caller's device allocation may end with
-// it. Nearer the end BitReader::refill's byte loop gives the same bits.
-#if defined(__CUDA_ARCH__)
-inline constexpr int kLoadBytes = 12;
-L3_HD std::uint64_t load_be64(const std::uint8_t* p) { return load_be64_words(p); }
-#else
+// The 8 bytes at p, big-endian; p + 8 <= end (kLoadBytes before it).
 inline constexpr int kLoadBytes = 8;
 L3_HD std::uint64_t load_be64(const std::uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  std::uint64_t v = 0;  // no kernel reads with BitReader (WordReader); byte loads keep it correct there
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+#else
   std::uint64_t v;
   __builtin_memcpy(&v, p, 8);
   return __builtin_bswap64(v);
-}
 #endif
+}
 
 struct BitReader {
   const std::uint8_t* p;
@@ -120,10 +96,64 @@ struct BitReader {
   }
 };
 
+// The GPU wavefront's reader (spec/cuda.md §2): the bits of BitReader, taken
+// from the stream one aligned 32-bit word at a time (one load and one byte
+// swap a refill, the same instructions at every alignment of the stream, so
+// that lanes whose streams start at different alignments do not diverge).
+// The first word may hold up to 3 bytes before the stream (inside the same
+// image: a row stream follows its tile's header), dropped at init; a word
+// that would reach past the end is read byte by byte, the bytes past the end
+// as zero. So it reads nothing outside [begin - 3, end), and caller-owned
+// device images need no padding.
+struct WordReader {
+  const std::uint8_t* end;  // the stream's end
+  std::int32_t left;        // bytes from the next word to `end`; <= 0 past it
+  std::uint64_t buf;        // next bits, MSB-aligned
+  int avail;                // valid bits in buf
+
+  L3_HD void init(const std::uint8_t* begin, const std::uint8_t* stop) {
+    const int skip = int(reinterpret_cast<std::uintptr_t>(begin) & 3u);
+    end = stop;
+    left = std::int32_t(stop - begin) + skip;  // from begin's aligned word
+    buf = 0;
+    avail = 0;
+    load_word();
+    consume(8 * skip);
+  }
+  // The next word into buf; needs avail <= 32.
+  L3_HD void load_word() {
+    const std::uint8_t* q = end - left;
+    const std::uint32_t w = left >= 4 ? bswap32(load_le32_aligned(q)) : tail_word(q);
+    buf |= std::uint64_t{w} << (32 - avail);
+    left -= 4;
+    avail += 32;
+  }
+  // The word at q, which reaches past the end: its bytes before the end,
+  // zeros after (none read when q is past the end).
+  L3_HD std::uint32_t tail_word(const std::uint8_t* q) const {
+    std::uint32_t w = 0;
+    for (int i = 0; i < 4; ++i) w = (w << 8) | (i < left ? std::uint32_t(q[i]) : 0u);
+    return w;
+  }
+  // Ensures avail >= 32.
+  L3_HD void refill() {
+    if (avail <= 32) load_word();
+  }
+  L3_HD void consume(int bits) {
+    buf <<= bits;
+    avail -= bits;
+  }
+  // Bits consumed since init(begin, ...).
+  L3_HD std::uint64_t consumed_bits(const std::uint8_t* begin) const {
+    return std::uint64_t(std::int64_t(end - begin) - left) * 8 - std::uint64_t(avail);
+  }
+};
+
 // Decodes one Rice-coded value with parameter k (spec §7.2):
 //   q = u >> k zeros, a one, then the k low bits of u;
 //   or, when q >= 20, twenty zeros and u in 10 bits (escape).
-L3_HD std::uint32_t read_rice(BitReader& br, int k) {
+template <class Reader>
+L3_HD std::uint32_t read_rice(Reader& br, int k) {
   if (br.avail < int(kEscapeZeros + kEscapeBits)) br.refill();  // a symbol is at most 30 bits
   const int q = clz64(br.buf);
   if (q < int(kEscapeZeros)) {

@@ -660,9 +660,11 @@ L3_HD void apply_edges(const CodedTileParams& t, int r, int c, Neighbours& nb, i
 }
 L3_HD void apply_edges(const CodedTileParams& t, int r, int c, Neighbours& nb) { apply_edges(t, r, c, nb, t.channels); }
 
-// Per-lane state that persists along a row.
-struct LaneState {
-  BitReader br;
+// Per-lane state that persists along a row; `Reader` reads its stream
+// (BitReader on the CPU, WordReader in the GPU wavefront: the same bits).
+template <class Reader>
+struct LaneStateOf {
+  Reader br;
   int run_left;        // pixels still to emit from the current zero run
   bool blocked;        // the next pixel may not start a run (spec §6.4)
   bool error;          // a run longer than the rest of the row, or a bad rANS state or symbol
@@ -676,9 +678,12 @@ struct LaneState {
   // loop sets `error` instead and leaves this at kAnsTotal.
   std::uint32_t min_freq;
 };
+using LaneState = LaneStateOf<BitReader>;
+using WavefrontLaneState = LaneStateOf<WordReader>;
 
 // rANS renormalisation (spec §7.4): a state below 2^16 takes the next 16 bits.
-L3_HD void ans_renorm(LaneState& s) {
+template <class R>
+L3_HD void ans_renorm(LaneStateOf<R>& s) {
   if (s.ans < kAnsLow) {
     if (s.br.avail < 16) s.br.refill();
     s.ans = (s.ans << 16) | std::uint32_t(s.br.buf >> 48);
@@ -698,7 +703,8 @@ L3_HD bool is_zero_row(const CodedTileParams& t, int row) { return t.zero_rows &
 // own; lane_end then finds nothing read from an empty stream, as §7.3 asks.
 inline constexpr int kZeroRowRun = 1 << 30;
 
-L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTileParams& t, int row) {
+template <class R>
+L3_HD void lane_begin(LaneStateOf<R>& s, const std::uint8_t* tile, const CodedTileParams& t, int row) {
   s.br.init(tile + t.row_offset[row], tile + t.row_offset[row] + t.row_length[row]);
   s.run_left = 0;
   s.blocked = false;
@@ -723,7 +729,8 @@ L3_HD void lane_begin(LaneState& s, const std::uint8_t* tile, const CodedTilePar
 // (the one of the state's low 12 bits in the context's cumulative
 // frequencies `cum`) is known: the rANS update, then for tokens >= 16 the raw
 // low bits, taken from the state as well.
-L3_HD std::uint32_t ans_decode_token(LaneState& s, const std::uint16_t* cum, int t) {
+template <class R>
+L3_HD std::uint32_t ans_decode_token(LaneStateOf<R>& s, const std::uint16_t* cum, int t) {
   const std::uint32_t slot = s.ans & (kAnsTotal - 1);
   const std::uint32_t lo = cum[t], f = std::uint32_t(cum[t + 1]) - lo;
   if (f == 0) s.error = true;  // an unused context (its entries are all 0)
@@ -739,7 +746,8 @@ L3_HD std::uint32_t ans_decode_token(LaneState& s, const std::uint16_t* cum, int
 }
 
 // Decodes one value in the context of cumulative frequencies `cum`.
-L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
+template <class R>
+L3_HD std::uint32_t ans_read(LaneStateOf<R>& s, const std::uint16_t* cum) {
   return ans_decode_token(s, cum, ans_search(cum, s.ans & (kAnsTotal - 1)));
 }
 
@@ -758,7 +766,8 @@ L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
 // row loop's ans_read_units); a zero frequency only occurs in an unused
 // context, whose search ends at token kAnsCumSize - 2 >= kAnsDirect. After an
 // error (a state below 2^16) the row fails whatever it reads next.
-L3_HD std::uint32_t ans_read_select(LaneState& s, const std::uint16_t* cum) {
+template <class R>
+L3_HD std::uint32_t ans_read_select(LaneStateOf<R>& s, const std::uint16_t* cum) {
   if (s.br.avail < 32) s.br.refill();
   const std::uint32_t slot = s.ans & (kAnsTotal - 1);
   const std::uint16_t* at = ans_search_at(cum, slot);
@@ -795,7 +804,8 @@ L3_HD std::uint32_t ans_read_select(LaneState& s, const std::uint16_t* cum) {
 // [0, 4096 - one), the 1s the rest. One renormalisation suffices (as for a
 // token without raw bits, ans_read_select), taken as a select: on dithers
 // whether a symbol renormalises is close to random.
-L3_HD std::uint32_t ans_read_bilevel(LaneState& s, std::uint32_t one) {
+template <class R>
+L3_HD std::uint32_t ans_read_bilevel(LaneStateOf<R>& s, std::uint32_t one) {
   if (s.br.avail < 16) s.br.refill();
   const std::uint32_t slot = s.ans & (kAnsTotal - 1);
   const std::uint32_t zeros = kAnsTotal - one;
@@ -860,8 +870,8 @@ L3_HD bool default_template(const CodedTileParams& t) {
 // time, 0 for t.bilevel_bits. An index past the palette is not checked here:
 // every decoder checks the indices it keeps (§6.8; the CPU once per tile,
 // the GPU as it looks up each index's colour).
-template <std::uint8_t kPred, int kBits = 0>
-L3_HD void bilevel_pixel(const CodedTileParams& t, LaneState& s, int w, int n, int nw, int a, int b, bool zero,
+template <std::uint8_t kPred, int kBits = 0, class R>
+L3_HD void bilevel_pixel(const CodedTileParams& t, LaneStateOf<R>& s, int w, int n, int nw, int a, int b, bool zero,
                          int& index, int& code) {
   const std::uint8_t pred_id = t.plane[0].pred;
   const int bits = kBits ? kBits : t.bilevel_bits;
@@ -882,8 +892,8 @@ L3_HD void bilevel_pixel(const CodedTileParams& t, LaneState& s, int w, int n, i
 // `context_zero()` says whether the W, N and NW codes of every plane are zero
 // (asked only when a run may start); `read(br, k)` decodes one Rice value (the
 // CPU row loop passes its faster equivalent of read_rice).
-template <class ContextZero, class ReadRice>
-L3_HD bool zero_run_step(const CodedTileParams& t, LaneState& s, int c, ContextZero&& context_zero, ReadRice&& read) {
+template <class R, class ContextZero, class ReadRice>
+L3_HD bool zero_run_step(const CodedTileParams& t, LaneStateOf<R>& s, int c, ContextZero&& context_zero, ReadRice&& read) {
   if (s.run_left > 0) {
     if (--s.run_left == 0) s.blocked = true;
     return true;
@@ -914,8 +924,8 @@ L3_HD bool zero_run_step(const CodedTileParams& t, LaneState& s, int c, ContextZ
 // row, the tile or the window of kCopyRows rows and kCopyWindow columns sets
 // s.error (the row then fails its end check) and the pixel decodes as not
 // copied, so that no decoder reads outside the tile.
-template <class Read>
-L3_HD bool copy_step(const CodedTileParams& t, LaneState& s, int r, int c, Read&& read) {
+template <class R, class Read>
+L3_HD bool copy_step(const CodedTileParams& t, LaneStateOf<R>& s, int r, int c, Read&& read) {
   if (!t.copies || s.run_left > 0) return false;
   if (s.copy_left > 0) {
     --s.copy_left;
@@ -942,7 +952,8 @@ L3_HD bool copy_step(const CodedTileParams& t, LaneState& s, int r, int c, Read&
 }
 
 // copy_step with the wavefront's reads (ans_read_select).
-L3_HD bool pixel_copied(const CodedTileParams& t, LaneState& s, int r, int c) {
+template <class R>
+L3_HD bool pixel_copied(const CodedTileParams& t, LaneStateOf<R>& s, int r, int c) {
   return copy_step(t, s, r, c, [&](int x) { return ans_read_select(s, t.ans_cum[x]); });
 }
 
@@ -952,8 +963,8 @@ L3_HD bool pixel_copied(const CodedTileParams& t, LaneState& s, int r, int c) {
 // planes, or kPredPerPlane. In a bilevel tile (CH 1), `tmpl_a` and `tmpl_b`
 // are the indices of the pixel's template pixels (template_index); elsewhere
 // they are not read.
-template <int CH, std::uint8_t kPred = kPredPerPlane>
-L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, const int* n, const int* nw,
+template <int CH, std::uint8_t kPred = kPredPerPlane, class R>
+L3_HD void decode_pixel(const CodedTileParams& t, LaneStateOf<R>& s, const int* w, const int* n, const int* nw,
                         const int* uw, const int* un, const int* unw, int c, int* value, int* code,
                         int tmpl_a = 0, int tmpl_b = 0) {
   const bool zero = zero_run_step(
@@ -963,7 +974,7 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
         for (int p = 0; p < CH; ++p) total += uw[p] + un[p] + unw[p];
         return total == 0;
       },
-      [&](BitReader& br, int k) { return t.ans ? ans_read_select(s, t.ans_cum[kAnsRunContext]) : read_rice(br, k); });
+      [&](R& br, int k) { return t.ans ? ans_read_select(s, t.ans_cum[kAnsRunContext]) : read_rice(br, k); });
   if constexpr (CH == 1) {
     if (t.bilevel) {
       bilevel_pixel<kPred>(t, s, w[0], n[0], nw[0], tmpl_a, tmpl_b, zero, value[0], code[0]);
@@ -1001,8 +1012,8 @@ L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const int* w, co
   if (!zero) s.blocked = false;
 }
 
-template <int CH>
-L3_HD void decode_pixel(const CodedTileParams& t, LaneState& s, const Neighbours& nb, int c, int* value, int* code) {
+template <int CH, class R>
+L3_HD void decode_pixel(const CodedTileParams& t, LaneStateOf<R>& s, const Neighbours& nb, int c, int* value, int* code) {
   decode_pixel<CH>(t, s, nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, value, code);
 }
 
@@ -1024,7 +1035,8 @@ L3_HD std::uint8_t shared_predictor(const CodedTileParams& t) {
 // §7.4); s.ans is 0 only in a Rice-coded tile (a valid rANS state never is)
 // or a zero row, which reads nothing from its empty stream and so passes
 // (spec §4.3: no end check for it).
-L3_HD int lane_end(LaneState& s, std::uint32_t row_length) {
+template <class R>
+L3_HD int lane_end(LaneStateOf<R>& s, std::uint32_t row_length) {
   if (s.error || s.min_freq == 0 || (s.ans != 0 && s.ans != kAnsLow)) return kCorruptTile;
   s.br.refill();  // makes the padding bits visible; does not change consumed_bits
   const std::uint64_t used = s.br.consumed_bits(s.br.end - row_length);
@@ -1039,7 +1051,8 @@ L3_HD int lane_end(LaneState& s, std::uint32_t row_length) {
 // was is corrupt. Counted in bits consumed, which every decoder of this core
 // agrees on (how many bytes a refill fetched past the end depends on when it
 // refills: the CPU row loop refills earlier than the wavefront).
-L3_HD int lane_end_partial(const LaneState& s, std::uint32_t row_length) {
+template <class R>
+L3_HD int lane_end_partial(const LaneStateOf<R>& s, std::uint32_t row_length) {
   if (s.error || s.min_freq == 0 || s.br.consumed_bits(s.br.end - row_length) > std::uint64_t(row_length) * 8) return kCorruptTile;
   return kOk;
 }

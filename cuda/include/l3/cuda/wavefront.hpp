@@ -292,7 +292,7 @@ L3_WF_HDI bool ramped_pixel(const core::CodedTileParams& t, int r, int c, const 
 template <int CH, std::uint8_t kPred, class Warp>
 L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::CodedTileParams& t, std::uint32_t* stage) {
   using LI = typename Warp::template Lanes<int>;
-  typename Warp::template Lanes<core::LaneState> st;
+  typename Warp::template Lanes<core::WavefrontLaneState> st;
   LI wv[CH], wu[CH];    // W: the lane's own last pixel (plane values, residual codes)
   LI nv[CH], nu[CH];    // N: received from the lane above after the last step
   LI nwv[CH], nwu[CH];  // NW: the N received one step earlier
