@@ -111,7 +111,7 @@ CATS = [
     _t('pixel copies (tiles with copies only)', False, ('copy_step',), r"^(?!.*!(t\.)?copies)"),
     _t('pixel copies (tiles with copies only)', False, ('wavefront_coded',), r'copy_d|word >> |forward_transform|\*slot = word|val\[0\] = int\(word\)'),
     _t('copy-out (every 32 steps)', False, ('wavefront_coded',), r'flush_stage|warp.sync|c0 =|switch|case|CH == 1 && t.palette'),
-    _t('refill: word loads', True, ('load_le32_aligned', 'bswap32', 'load_word', 'load_be64', 'refill_load', 'refill')),
+    _t('refill: word loads', True, ('load_le32_aligned', 'bswap32', 'load_word', 'fetch_word', 'load_be64', 'refill_load', 'refill')),
     _t('refill: word loads', True, ('ans_read_select', 'ans_renorm'), r'avail < (16|32)'),
     _t('token search', True, ('ans_search', 'ans_read')),
     _t('token search', True, ('ans_read_select',), r'ans_search'),

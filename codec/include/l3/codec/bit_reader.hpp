@@ -100,16 +100,20 @@ struct BitReader {
 // from the stream one aligned 32-bit word at a time (one load and one byte
 // swap a refill, the same instructions at every alignment of the stream, so
 // that lanes whose streams start at different alignments do not diverge).
-// The first word may hold up to 3 bytes before the stream (inside the same
-// image: a row stream follows its tile's header), dropped at init; a word
-// that would reach past the end is read byte by byte, the bytes past the end
-// as zero. So it reads nothing outside [begin - 3, end), and caller-owned
-// device images need no padding.
+// Each refill loads the word after the one it takes (`next`): the load is in
+// flight until the next refill, a pixel or more later, instead of stalling the
+// warp at the refill (a lane refills at its own steps, and the whole warp
+// waited for it). The first word may hold up to 3 bytes before the stream
+// (inside the same image: a row stream follows its tile's header), dropped at
+// init; a word that would reach past the end is read byte by byte, the bytes
+// past the end as zero. So it reads nothing outside [begin - 3, end), and
+// caller-owned device images need no padding.
 struct WordReader {
   const std::uint8_t* end;  // the stream's end
-  std::int32_t left;        // bytes from the next word to `end`; <= 0 past it
+  std::int32_t left;        // bytes from `next`'s word to `end`; <= 0 past it
   std::uint64_t buf;        // next bits, MSB-aligned
   int avail;                // valid bits in buf
+  std::uint32_t next;       // the word after buf's as in memory (little-endian), loaded one refill ahead
 
   L3_HD void init(const std::uint8_t* begin, const std::uint8_t* stop) {
     const int skip = int(reinterpret_cast<std::uintptr_t>(begin) & 3u);
@@ -117,22 +121,30 @@ struct WordReader {
     left = std::int32_t(stop - begin) + skip;  // from begin's aligned word
     buf = 0;
     avail = 0;
+    next = fetch_word();
     load_word();
     consume(8 * skip);
   }
-  // The next word into buf; needs avail <= 32.
-  L3_HD void load_word() {
+  // The word at end - left as a little-endian integer; a word that reaches
+  // past the end byte by byte (tail_word).
+  L3_HD std::uint32_t fetch_word() const {
     const std::uint8_t* q = end - left;
-    const std::uint32_t w = left >= 4 ? bswap32(load_le32_aligned(q)) : tail_word(q);
-    buf |= std::uint64_t{w} << (32 - avail);
-    left -= 4;
+    return left >= 4 ? load_le32_aligned(q) : tail_word(q);
+  }
+  // `next` into buf and the word after it into `next`; needs avail <= 32.
+  // The load's result is first used at the next refill, a pixel or more
+  // later: the warp does not wait for it here.
+  L3_HD void load_word() {
+    buf |= std::uint64_t{bswap32(next)} << (32 - avail);
     avail += 32;
+    left -= 4;
+    next = fetch_word();
   }
   // The word at q, which reaches past the end: its bytes before the end,
   // zeros after (none read when q is past the end).
   L3_HD std::uint32_t tail_word(const std::uint8_t* q) const {
     std::uint32_t w = 0;
-    for (int i = 0; i < 4; ++i) w = (w << 8) | (i < left ? std::uint32_t(q[i]) : 0u);
+    for (int i = 0; i < 4; ++i) w |= (i < left ? std::uint32_t(q[i]) : 0u) << (8 * i);
     return w;
   }
   // Ensures avail >= 32.
