@@ -964,8 +964,8 @@ TEST_CASE("tiles up to 256x32 of 1-4 planes, Rice- and entropy-coded (the CPU de
 // consumed at every alignment and stream length, with reads of 0-32 bits
 // (after a refill, as ans_read_select and read_rice do) up to 12 bytes past
 // the end (zeros), and lane_end's refill at any point. Each stream ends its
-// own heap block and starts 3 bytes into it, so AddressSanitizer sees any
-// read outside [begin - 3, end).
+// own heap block and starts 3 to 6 bytes into it (every alignment), so
+// AddressSanitizer sees any read outside [begin - 3, end).
 TEST_CASE("WordReader reads BitReader's bits at every alignment, never outside the stream") {
   namespace core = l3::core;
   std::mt19937 rng(5);

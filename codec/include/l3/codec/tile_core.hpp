@@ -682,8 +682,7 @@ using LaneState = LaneStateOf<BitReader>;
 using WavefrontLaneState = LaneStateOf<WordReader>;
 
 // rANS renormalisation (spec §7.4): a state below 2^16 takes the next 16 bits.
-template <class R>
-L3_HD void ans_renorm(LaneStateOf<R>& s) {
+L3_HD void ans_renorm(LaneState& s) {
   if (s.ans < kAnsLow) {
     if (s.br.avail < 16) s.br.refill();
     s.ans = (s.ans << 16) | std::uint32_t(s.br.buf >> 48);
@@ -729,8 +728,7 @@ L3_HD void lane_begin(LaneStateOf<R>& s, const std::uint8_t* tile, const CodedTi
 // (the one of the state's low 12 bits in the context's cumulative
 // frequencies `cum`) is known: the rANS update, then for tokens >= 16 the raw
 // low bits, taken from the state as well.
-template <class R>
-L3_HD std::uint32_t ans_decode_token(LaneStateOf<R>& s, const std::uint16_t* cum, int t) {
+L3_HD std::uint32_t ans_decode_token(LaneState& s, const std::uint16_t* cum, int t) {
   const std::uint32_t slot = s.ans & (kAnsTotal - 1);
   const std::uint32_t lo = cum[t], f = std::uint32_t(cum[t + 1]) - lo;
   if (f == 0) s.error = true;  // an unused context (its entries are all 0)
@@ -746,8 +744,7 @@ L3_HD std::uint32_t ans_decode_token(LaneStateOf<R>& s, const std::uint16_t* cum
 }
 
 // Decodes one value in the context of cumulative frequencies `cum`.
-template <class R>
-L3_HD std::uint32_t ans_read(LaneStateOf<R>& s, const std::uint16_t* cum) {
+L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
   return ans_decode_token(s, cum, ans_search(cum, s.ans & (kAnsTotal - 1)));
 }
 
