@@ -1030,6 +1030,48 @@ TEST_CASE("correct_residual equals corrected_residual of the class's entry") {
   }
 }
 
+// The wavefront's token search (core::ans_search_wide) against the binary
+// search, at every slot: tables as parse_ans_tables writes them (alphabets of
+// 1..28 tokens, zero frequencies, among them runs across the search's quarter
+// and pair boundaries; entries past the alphabet the total) and an unused
+// context (all zeros, token 31 of frequency 0).
+TEST_CASE("ans_search_wide finds ans_search's token and interval at every slot") {
+  namespace core = l3::core;
+  std::mt19937 rng(29);
+  std::uint16_t cum[core::kAnsCumSize];
+  int checked = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const bool unused = trial % 50 == 0;
+    const int a = 1 + trial % core::kAnsTokens;
+    std::vector<std::uint32_t> f(std::size_t(a), 0);
+    const std::uint32_t most = trial % 3 == 0 ? 40 : 900;  // small steps: many tokens of frequency 1..40
+    for (std::uint32_t left = unused ? 0 : core::kAnsTotal; left > 0;) {
+      const std::uint32_t step = std::min<std::uint32_t>(left, 1 + std::uint32_t(rng() % most));
+      // Every fourth table keeps tokens 6..17 at frequency 0 (a run over a quarter's end).
+      std::size_t t = rng() % std::size_t(a);
+      if (trial % 4 == 1 && t >= 6 && t <= 17) t = 0;
+      f[t] += step;
+      left -= step;
+    }
+    cum[0] = 0;
+    for (int t = 0; t < core::kAnsCumSize - 1; ++t)
+      cum[t + 1] = std::uint16_t(cum[t] + (t < a ? f[std::size_t(t)] : 0));
+    for (std::uint32_t slot = 0; slot < core::kAnsTotal; ++slot) {
+      const int want = core::ans_search(cum, slot);
+      const core::AnsToken got = core::ans_search_wide(cum, slot);
+      if (got.t != want || got.lo != cum[want] || got.hi != cum[want + 1]) {
+        CAPTURE(trial);
+        CAPTURE(slot);
+        CHECK(got.t == want);
+        CHECK(got.lo == cum[want]);
+        CHECK(got.hi == cum[want + 1]);
+      }
+      ++checked;
+    }
+  }
+  MESSAGE(checked << " slots");
+}
+
 // The wavefront's rANS read (core::ans_read_select) against the reference
 // core::ans_read, value by value: random frequency tables (zero frequencies
 // included), unused contexts (all zeros: an error either way), random states

@@ -120,7 +120,8 @@ L3_HD constexpr std::uint32_t ans_value(int t, std::uint32_t raw) {
 // The token whose interval of cumulative frequencies `cum` holds `slot`
 // (spec §7.4), as a pointer to its entry: a branch-free binary search over
 // the 32 padded entries, each step one load at a constant offset, a compare
-// and a conditional add (the GPU wavefront uses the pointer directly).
+// and a conditional add (the CPU reference; the GPU wavefront searches with
+// ans_search_wide).
 L3_HD const std::uint16_t* ans_search_at(const std::uint16_t* cum, std::uint32_t slot) {
   const std::uint16_t* c = cum;
   c += c[16] <= slot ? 16 : 0;
@@ -133,5 +134,45 @@ L3_HD const std::uint16_t* ans_search_at(const std::uint16_t* cum, std::uint32_t
 
 // The same search, as the token.
 L3_HD int ans_search(const std::uint16_t* cum, std::uint32_t slot) { return int(ans_search_at(cum, slot) - cum); }
+
+// A token found by ans_search_wide: t, and its interval [lo, hi) of
+// cumulative frequencies (hi - lo its frequency, 0 in an unused context).
+struct AnsToken {
+  int t;
+  std::uint32_t lo, hi;
+};
+
+// ans_search in three levels of independent loads, for the GPU wavefront
+// (spec/cuda.md §2, "Token search"): entries 8, 16 and 24 pick the quarter,
+// entries 2, 4 and 6 of the quarter its pair, then entries 0-2 of the pair
+// the token and its interval. The same token as ans_search on the
+// non-decreasing rows that parse_ans_tables writes (the largest t with
+// cum[t] <= slot); 9 loads instead of 7, but 3 shared-memory latencies in a
+// row instead of 6 (5 for the search, 1 for the interval): at a wavefront
+// step the warp waits for each lane's three searches one after the other.
+L3_HD AnsToken ans_search_wide(const std::uint16_t* cum, std::uint32_t slot) {
+  // Non-decreasing entries: each level's three tests hold for a prefix of
+  // them, so the last one that holds names the part (selects, not a sum).
+  const std::uint32_t a8 = cum[8], a16 = cum[16], a24 = cum[24];
+  int q = 0;
+  q = a8 <= slot ? 8 : q;
+  q = a16 <= slot ? 16 : q;
+  q = a24 <= slot ? 24 : q;
+  const std::uint16_t* part = cum + q;
+  const std::uint32_t b2 = part[2], b4 = part[4], b6 = part[6];
+  int i = q;
+  i = b2 <= slot ? q + 2 : i;
+  i = b4 <= slot ? q + 4 : i;
+  i = b6 <= slot ? q + 6 : i;
+  const std::uint16_t* pair = cum + i;
+  const std::uint32_t c0 = pair[0], c1 = pair[1], c2 = pair[2];  // i + 2 <= 32 = kAnsCumSize - 1
+  const bool second = c1 <= slot;
+  // lo and hi as the larger or the smaller of two entries (c0 <= c1 <= c2),
+  // so that all three are read whichever the token: as `second ? c1 : c0`,
+  // ptxas loads c0 after the test, only where taken, a fourth wait in a row.
+  const int a = int(c0), b = int(c1), c = int(c2);
+  const int lo = second ? imax(a, b) : imin(a, b), hi = second ? imax(b, c) : imin(b, c);
+  return {second ? i + 1 : i, std::uint32_t(lo), std::uint32_t(hi)};
+}
 
 }  // namespace l3::core

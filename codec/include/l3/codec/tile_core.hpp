@@ -750,7 +750,7 @@ L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
 
 // ans_read for the GPU wavefront (and its CPU emulation), the same value,
 // state, error flag and bits consumed, with fewer instructions per value and
-// fewer divergent branches: the search on a pointer (ans_search_at), the
+// fewer divergent branches: the search in three waits (ans_search_wide), the
 // error of an unused context as a minimum (LaneState::min_freq), one refill check per value instead of one per
 // renormalisation (a value takes at most 32 bits: two 16-bit
 // renormalisations), and both renormalisations and the raw bits as selects.
@@ -767,9 +767,9 @@ template <class R>
 L3_HD std::uint32_t ans_read_select(LaneStateOf<R>& s, const std::uint16_t* cum) {
   if (s.br.avail < 32) s.br.refill();
   const std::uint32_t slot = s.ans & (kAnsTotal - 1);
-  const std::uint16_t* at = ans_search_at(cum, slot);
-  const int t = int(at - cum);
-  const std::uint32_t lo = at[0], f = std::uint32_t(at[1]) - lo;
+  const AnsToken found = ans_search_wide(cum, slot);
+  const int t = found.t;
+  const std::uint32_t lo = found.lo, f = found.hi - lo;
   s.min_freq = f < s.min_freq ? f : s.min_freq;  // 0: an unused context (its entries are all 0)
   std::uint32_t a = f * (s.ans >> kAnsPrecisionBits) + slot - lo;
   // The next two 16-bit units are the top 32 bits of the buffer (avail >= 32):
