@@ -10,7 +10,8 @@ from. Static counts, not a profile. Two columns:
 - whole step loop: every instruction of the loop, a cold caller anywhere in
   the chain naming it (the Rice read's refill counts as Rice);
 - common path: the blocks a warp runs at a step of a rANS tile without run
-  mode. The warp runs every branch that any of its 32 lanes takes, and at a
+  mode. (A third column, the Rice tile path, walks the same way for a
+  Rice-coded tile: the rANS reads cold, the Rice read hot.) The warp runs every branch that any of its 32 lanes takes, and at a
   step some lane takes nearly every data-dependent one, so the walk goes from
   the loop head both ways at every branch, except into a block whose first
   instruction (past reconvergence points) is in a cold category: the Rice
@@ -138,6 +139,24 @@ CATS = [
     _t('neighbours + shuffles', True, (), None, ('sm_30_intrinsics.hpp',)),
     _t('loop control', True, ('wavefront_coded', 'each')),
 ]
+# The Rice tile path (the third column): a step of a Rice-coded tile (44% of
+# the tiles of bench_cuda's photos, tile_census), whose reads are read_rice's;
+# what only a rANS read runs is cold there, the Rice read hot.
+RANS_ONLY = {'ans_read_select', 'ans_search_wide', 'ans_search_at', 'ans_search', 'ans_decode_token',
+             'ans_renorm', 'ans_read'}
+
+REFILL = {'fetch_word', 'load_word', 'refill', 'load_le32_aligned', 'bswap32', 'tail_word'}
+
+def hot_in(profile, chain, name, hot):
+    """Whether an instruction of category (name, hot) is hot in `profile`:
+    'ans' (the common path of a rANS tile) or 'rice' (of a Rice tile). The
+    word refill's own lines count as shared: nvcc tags the Rice read's
+    refill with the rANS read's inline chain."""
+    if profile != 'rice': return hot
+    inner = where(*chain[0])[0] if chain else ''
+    if inner not in REFILL and any(where(f, l)[0] in RANS_ONLY for f, l in chain): return False
+    return hot or name.startswith('Rice read')
+
 def category(chain, cold_first=True):
     """(name, hot) of an instruction by its inline chain. cold_first: a cold
     caller anywhere in the chain names it (the Rice read's refill is Rice);
@@ -178,18 +197,19 @@ def blocks(I, first, last):
             cur['falls'] = bool(re.match(r'@', op))
     return [b for b in out if b['ins'] or b['labels']]
 
-def common_path(I, first, last):
+def common_path(I, first, last, profile='ans'):
     """Instructions of the blocks a warp runs at a common step: from the loop
     head, both ways at every branch, except into a block whose first
     instruction is in a cold category (the entry of a cold path); blocks
-    reached so are on the common path whatever their own lines say."""
+    reached so are on the common path whatever their own lines say.
+    `profile`: the tile (hot_in)."""
     bl = blocks(I, first, last)
     at = {}
     for n, b in enumerate(bl):
         for lab in b['labels']: at[lab] = n
     def cold_entry(n):  # by its first instruction other than a reconvergence (BSYNC)
         real = [x for x in bl[n]['ins'] if not re.match(r'(BSYNC|NOP)\b', x[1])]
-        return bool(real) and not category(real[0][2], cold_first=False)[1]
+        return bool(real) and not hot_in(profile, real[0][2], *category(real[0][2], cold_first=False))
     seen = set(); todo = [0]
     while todo:
         n = todo.pop()
@@ -203,17 +223,19 @@ def common_path(I, first, last):
     return [x for n in sorted(seen) for x in bl[n]['ins']]
 
 def table(path, first, last):
-    """Per category: instructions in the whole loop (cold callers first) and
-    on its common path (innermost function first)."""
+    """Per category: instructions in the whole loop (cold callers first), on
+    its common path and on the Rice tile path (innermost function first)."""
     I = parse(path)
-    tot = collections.Counter(); common = collections.Counter(); hot = {}
+    tot = collections.Counter(); common = collections.Counter(); rice = collections.Counter(); hot = {}
     for a, op, ch in (x for x in I[first:last + 1] if x[0] is not None):
         name, h = category(ch)
         tot[name] += 1; hot.setdefault(name, h)
     for a, op, ch in common_path(I, first, last):
         name, h = category(ch, cold_first=False)
         common[name] += 1; hot.setdefault(name, h)
-    return tot, common, hot
+    for a, op, ch in common_path(I, first, last, 'rice'):
+        rice[category(ch, cold_first=False)[0]] += 1
+    return tot, common, rice, hot
 
 def ch3_loop(path):
     I = parse(path)
@@ -227,12 +249,12 @@ def main():
     if len(sys.argv) != 3: raise SystemExit(__doc__)
     ROOTS.append(sys.argv[2])
     j, i = ch3_loop(sys.argv[1])
-    tot, common, hot = table(sys.argv[1], j, i)
-    print('| category | whole step loop | common path |')
-    print('|---|---:|---:|')
-    for k in sorted(set(tot) | set(common), key=lambda k: (-common[k], -tot[k])):
-        print(f'| {k} | {tot[k]} | {common[k]} |')
-    print(f'| **total** | **{sum(tot.values())}** | **{sum(common.values())}** |')
+    tot, common, rice, hot = table(sys.argv[1], j, i)
+    print('| category | whole step loop | common path | Rice tile path |')
+    print('|---|---:|---:|---:|')
+    for k in sorted(set(tot) | set(common) | set(rice), key=lambda k: (-common[k], -rice[k], -tot[k])):
+        print(f'| {k} | {tot[k]} | {common[k]} | {rice[k]} |')
+    print(f'| **total** | **{sum(tot.values())}** | **{sum(common.values())}** | **{sum(rice.values())}** |')
 
 
 if __name__ == '__main__':

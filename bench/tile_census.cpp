@@ -65,6 +65,11 @@ struct Census {
   // bytes; a tile keeps its own section where that is smaller.
   std::uint64_t palette_delta = 0;
   std::uint64_t mirrored = 0;  // coded tiles of kind 3 (version 12, spec §4.7), counted with kind 0's
+  // Tile features the GPU wavefront tests per pixel (spec/cuda.md §2): coded tiles with pixel
+  // copies, ramps, bilevel planes; rANS tiles without a palette, run mode, copies or ramps
+  // ("plain", a photo's usual tile); planes with residual corrections and with the plane context.
+  std::uint64_t copy_tiles = 0, ramp_tiles = 0, bilevel_tiles = 0, plain_ans_tiles = 0;
+  std::uint64_t corrected_planes = 0, previous_code_planes = 0, coded_planes = 0;
 };
 
 // LEB128 bytes of v, as the encoder writes it (spec §4.3).
@@ -124,7 +129,8 @@ int main(int argc, char** argv) {
   for (const char* k : kKindName) std::printf("\tn_%s", k);
   for (const char* k : kKindName) std::printf("\tb_%s", k);
   std::printf("\tfixed\tmodes\tpalettes\tparams\trow_tables\trows\tn_rows\tzero_rows\trun_tiles\tfew_colour_unpal\tcopy_rows\tcopy_row_bytes"
-              "\tpalette_repeat_bytes\tpalette_union\tpalette_image_level\tpalette_delta\tmirrored\n");
+              "\tpalette_repeat_bytes\tpalette_union\tpalette_image_level\tpalette_delta\tmirrored"
+              "\tcopy_tiles\tramp_tiles\tbilevel_tiles\tplain_ans_tiles\tcoded_planes\tcorrected_planes\tprevious_code_planes\n");
   for (const std::string& file : files) {
     try {
       const l3::Image img = l3::load_image(file);
@@ -209,6 +215,16 @@ int main(int argc, char** argv) {
             }
           }
           c.run_tiles += t.run_mode ? 1 : 0;
+          c.copy_tiles += t.copies ? 1 : 0;
+          c.ramp_tiles += t.ramps ? 1 : 0;
+          c.bilevel_tiles += t.bilevel ? 1 : 0;
+          c.plain_ans_tiles += t.ans && !pal && !t.run_mode && !t.copies && !t.ramps ? 1 : 0;
+          for (int p = 0; p < t.channels; ++p) {
+            if (t.plane[p].constant) continue;
+            ++c.coded_planes;
+            c.corrected_planes += t.plane[p].corrected ? 1 : 0;
+            c.previous_code_planes += t.plane[p].previous_code ? 1 : 0;
+          }
           if (!pal && distinct_colours(img, r) <= 256) ++c.few_colour_tiles;
         }
         ++c.tiles[kind];
@@ -227,7 +243,8 @@ int main(int argc, char** argv) {
       for (auto v : c.bytes) std::printf("\t%llu", (unsigned long long)v);
       for (auto v : {c.fixed, c.modes, c.palettes, c.params, c.row_table, c.rows, c.n_rows, c.zero_rows, c.run_tiles,
                      c.few_colour_tiles, c.copy_rows, c.copy_row_bytes, c.palette_repeat_bytes, c.palette_union,
-                     c.palette_image_level, c.palette_delta, c.mirrored})
+                     c.palette_image_level, c.palette_delta, c.mirrored, c.copy_tiles, c.ramp_tiles, c.bilevel_tiles,
+                     c.plain_ans_tiles, c.coded_planes, c.corrected_planes, c.previous_code_planes})
         std::printf("\t%llu", (unsigned long long)v);
       std::printf("\n");
       if (map) {

@@ -105,6 +105,34 @@ def sass():
                                      ins(0x20, 'BRA `(.L_x_2)')] + loop + [ins(a, 'EXIT')]) + '\n'
 
 
+def rice_sass():
+    """A step loop with a rANS and a Rice branch: the Rice branch's refill
+    tagged with the rANS read's chain, as nvcc tags it."""
+    loop = ['.L_x_1:']
+    a = 0x100
+    def add(op, *links):
+        nonlocal a
+        loop.extend(chain(*links) if links else [])
+        loop.append(ins(a, op))
+        a += 0x10
+    step = ('wavefront.hpp', 4)
+    add('ISETP.NE.AND P0, PT, R1, RZ, PT', step)
+    add('@P0 BRA `(.L_x_30)', step)
+    add('LDS.U16 R5, [R4+0x10]', ('tile_ans.hpp', 4), step)                       # rANS: token search
+    add('LDS.U16 R6, [R4+0x20]', ('tile_ans.hpp', 4), step)
+    add('BRA `(.L_x_31)', step)
+    loop.append('.L_x_30:')
+    add('ISETP.GT.AND P2, PT, R30, 0x1d, PT', ('bit_reader.hpp', 14), step)       # Rice read
+    add('@P2 BRA `(.L_x_31)', ('bit_reader.hpp', 14), step)
+    add('LD.E R6, desc[UR4][R2.64]', ('bit_reader.hpp', 4), ('tile_ans.hpp', 4), step)  # its refill, mis-tagged
+    loop.append('.L_x_31:')
+    for _ in range(6):
+        add('SHFL.UP PT, R7, R8, 0x1, RZ', ('wavefront.hpp', 5))
+    add('BRA `(.L_x_1)', step)
+    return '\n'.join(['\t.section\t.text._ZN2l34cuda13decode_kernelEv,"ax",@progbits', ins(0x0, 'S2R R0, SR_TID.X')] +
+                     loop + [ins(a, 'EXIT')]) + '\n'
+
+
 def main():
     with tempfile.TemporaryDirectory() as root:
         for d, f, text in (('codec/include/l3/codec', 'bit_reader.hpp', BIT_READER),
@@ -118,7 +146,7 @@ def main():
             out.write(sass())
         sb.ROOTS[:] = [root]
         first, last = sb.ch3_loop(path)
-        tot, common, hot = sb.table(path, first, last)
+        tot, common, rice, hot = sb.table(path, first, last)
         # The whole loop, a cold caller anywhere in the chain first.
         assert dict(tot) == {'token search': 3, 'refill: word loads': 6, 'refill: byte loop near the stream end': 3,
                              'Rice read (Rice tiles only)': 4, 'neighbours + shuffles': 6,
@@ -126,6 +154,15 @@ def main():
         # The common path: no cold entry, the shared word loads included.
         assert dict(common) == {'token search': 3, 'refill: word loads': 9, 'neighbours + shuffles': 6,
                                 'copy-out (every 32 steps)': 1, 'loop control': 4}, dict(common)
+        # The Rice tile path: the rANS branch (its token search) cold, the
+        # Rice read and its refill hot whatever chain nvcc gave the refill.
+        with open(path, 'w') as out:
+            out.write(rice_sass())
+        first, last = sb.ch3_loop(path)
+        tot, common, rice, hot = sb.table(path, first, last)
+        assert dict(common) == {'loop control': 4, 'token search': 2, 'neighbours + shuffles': 6}, dict(common)
+        assert dict(rice) == {'loop control': 3, 'Rice read (Rice tiles only)': 2, 'refill: word loads': 1,
+                              'neighbours + shuffles': 6}, dict(rice)
     print('PASS')
 
 
