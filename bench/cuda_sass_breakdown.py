@@ -6,12 +6,12 @@ bench/cuda_sass_breakdown.sh does both), finds the CH=3 wavefront step loop of
 decode_kernel (the backward branch whose body holds 6 SHFL.UP: 2 x CH
 neighbour shuffles) and attributes each of its instructions to a category by
 its inline chain (innermost first) and the source function and line it came
-from. Static counts, not a profile. Two columns:
+from. Static counts, not a profile. Three columns:
 - whole step loop: every instruction of the loop, a cold caller anywhere in
   the chain naming it (the Rice read's refill counts as Rice);
 - common path: the blocks a warp runs at a step of a rANS tile without run
-  mode. (A third column, the Rice tile path, walks the same way for a
-  Rice-coded tile: the rANS reads cold, the Rice read hot.) The warp runs every branch that any of its 32 lanes takes, and at a
+  mode; the Rice tile path (the third), the same walk for a Rice-coded tile:
+  the rANS reads cold, the Rice read hot. The warp runs every branch that any of its 32 lanes takes, and at a
   step some lane takes nearly every data-dependent one, so the walk goes from
   the loop head both ways at every branch, except into a block whose first
   instruction (past reconvergence points) is in a cold category: the Rice
