@@ -1002,6 +1002,64 @@ TEST_CASE("WordReader reads BitReader's bits at every alignment, never outside t
   }
 }
 
+// core::read_rice (32-bit reads of the buffer's top) against spec/codec.md
+// §7.2's symbols written bit by bit here: every k in 0..kMaxK, values of
+// 0..1023 (escapes among them), through both readers, ending at the
+// stream's end so that the last symbols are read with zeros supplied past it.
+TEST_CASE("read_rice decodes the symbols of spec section 7.2 through both readers") {
+  namespace core = l3::core;
+  std::mt19937 rng(17);
+  int escapes = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    std::vector<std::uint8_t> bytes;
+    std::uint64_t nbits = 0;
+    auto put = [&](std::uint32_t v, int n) {  // n bits of v, MSB first
+      for (int i = n - 1; i >= 0; --i, ++nbits) {
+        if (nbits % 8 == 0) bytes.push_back(0);
+        bytes.back() |= std::uint8_t(((v >> i) & 1u) << (7 - nbits % 8));
+      }
+    };
+    std::vector<std::pair<std::uint32_t, int>> symbols(1 + rng() % 40);
+    for (auto& symbol : symbols) {
+      const int k = int(rng() % (core::kMaxK + 1));
+      const std::uint32_t u = rng() % 4 == 0 ? std::uint32_t(rng() % 1024) : std::uint32_t(rng() % (8u << k));
+      symbol = {u, k};
+      const std::uint32_t q = u >> k;
+      if (q >= core::kEscapeZeros) {
+        put(0, int(core::kEscapeZeros));
+        put(u, int(core::kEscapeBits));
+        ++escapes;
+      } else {
+        put(0, int(q));
+        put(1, 1);
+        put(u & ((1u << k) - 1), k);
+      }
+    }
+    alignas(4) std::uint8_t block[8 + 512] = {};
+    std::uint8_t* begin = block + 4 + trial % 4;  // every alignment; WordReader may read 3 bytes before it
+    std::copy(bytes.begin(), bytes.end(), begin);
+    core::BitReader byte_reader;
+    core::WordReader word_reader;
+    byte_reader.init(begin, begin + bytes.size());
+    word_reader.init(begin, begin + bytes.size());
+    std::uint64_t used = 0;
+    for (const auto& symbol : symbols) {
+      const std::uint32_t u = symbol.first;
+      const int k = symbol.second;
+      CAPTURE(trial);
+      CAPTURE(u);
+      CAPTURE(k);
+      REQUIRE(core::read_rice(byte_reader, k) == u);
+      REQUIRE(core::read_rice(word_reader, k) == u);
+      used += (u >> k) >= core::kEscapeZeros ? core::kEscapeZeros + core::kEscapeBits : (u >> k) + 1 + std::uint64_t(k);
+      REQUIRE(byte_reader.consumed_bits(begin) == used);
+      REQUIRE(word_reader.consumed_bits(begin) == used);
+    }
+    CHECK(used == nbits);
+  }
+  CHECK(escapes > 50);
+}
+
 // The wavefront's residual correction (core::correct_residual: clamps, one
 // shift sum, the bias as b - 3 (b >> 1)) against the spec's steps
 // (correction_class, correction_entry, corrected_residual, which the encoder

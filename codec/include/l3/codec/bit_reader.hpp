@@ -161,22 +161,26 @@ struct WordReader {
   }
 };
 
-// Decodes one Rice-coded value with parameter k (spec §7.2):
+// Decodes one Rice-coded value with parameter k <= kMaxK (spec §7.2):
 //   q = u >> k zeros, a one, then the k low bits of u;
 //   or, when q >= 20, twenty zeros and u in 10 bits (escape).
+// A symbol is at most 30 bits (q + 1 + k with q < 20, k <= 10), so once at
+// least 30 are buffered it lies in the buffer's top 32 bits: the reads are
+// 32-bit (one count of leading zeros, not two, on the GPU, spec/cuda.md §2).
 template <class Reader>
 L3_HD std::uint32_t read_rice(Reader& br, int k) {
   if (br.avail < int(kEscapeZeros + kEscapeBits)) br.refill();  // a symbol is at most 30 bits
-  const int q = clz64(br.buf);
+  const std::uint32_t top = std::uint32_t(br.buf >> 32);
+  const int q = clz32(top);
   if (q < int(kEscapeZeros)) {
     // After the q zeros the top bit is the terminating one: clear it, then
     // the next k bits are the low bits of u (none when k = 0).
-    const std::uint64_t after = (br.buf << q) & (~std::uint64_t{0} >> 1);
-    const std::uint32_t low = std::uint32_t(after >> (63 - k));
+    const std::uint32_t after = (top << q) & 0x7fffffffu;
+    const std::uint32_t low = after >> (31 - k);
     br.consume(q + 1 + k);
     return (std::uint32_t(q) << k) | low;
   }
-  const std::uint32_t u = std::uint32_t((br.buf << kEscapeZeros) >> (64 - kEscapeBits));
+  const std::uint32_t u = (top << kEscapeZeros) >> (32 - kEscapeBits);
   br.consume(int(kEscapeZeros + kEscapeBits));
   return u;
 }
