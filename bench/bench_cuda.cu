@@ -24,6 +24,8 @@
 // verification, tile counts, CPU decoder): the GPU kit's dry run runs it.
 // --write-ppm DIR: also writes each set's images as binary PPM
 // (DIR/<W>x<H>/<name>.ppm) for the peers.
+// --kernel-only: the kernel column alone (no call, e2e or CPU timing), for
+// timing kernel variants one after the other (scripts/gpu-kit.sh variant).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -37,6 +39,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "l3/codec/codec.hpp"
@@ -73,6 +76,7 @@ struct Args {
   double batch_mb = 512;
   int iters = 20;
   bool host_only = false;
+  bool kernel_only = false;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -109,7 +113,7 @@ int usage(bool help = false) {
   std::FILE* to = help ? stdout : stderr;
   std::fprintf(to,
                "usage: bench_cuda [--corpus DIR] [--out FILE.md] [--iters N] [--sizes WxH,...] [--batch-mb MB]\n"
-               "                  [--host-only] [--write-ppm DIR]\n");
+               "                  [--host-only] [--kernel-only] [--write-ppm DIR]\n");
   if (!help) return 2;
   std::fprintf(to,
                "GPU batch decode of the corpus photos cut to each size: the decode kernels alone, decode() with\n"
@@ -121,6 +125,7 @@ int usage(bool help = false) {
                "  --sizes WxH,...  image sizes (default 500x375,1024x1024,2048x1024)\n"
                "  --batch-mb MB    decoded megabytes per batch (default 512)\n"
                "  --host-only      no GPU: cut, encode, verify on the host and plan only\n"
+               "  --kernel-only    time the kernels alone (no call, e2e or CPU columns): kernel variants\n"
                "  --write-ppm DIR  the cut images as PPM files (for bench/bench_gpu_peers.py)\n");
   return 0;
 }
@@ -138,6 +143,7 @@ int parse_args(int argc, char** argv, Args& a) {
     else if (s == "--sizes" && has_value) {
       if (!parse_sizes(argv[++i], a.sizes)) return usage();
     } else if (s == "--host-only") a.host_only = true;
+    else if (s == "--kernel-only") a.kernel_only = true;
     else if (s == "--help" || s == "-h") return usage(true) - 1;  // -1: exit 0
     else return usage();
   }
@@ -247,7 +253,7 @@ struct GpuRow {
 };
 
 // The GPU measurements of one batch (see the header).
-GpuRow measure_gpu(const std::vector<Item>& set, std::size_t batch, int iters) {
+GpuRow measure_gpu(const std::vector<Item>& set, std::size_t batch, int iters, bool kernel_only) {
   GpuRow row;
   // Inputs: on the device, and in one pinned host buffer (the e2e source).
   std::uint64_t in_bytes = 0;
@@ -322,9 +328,11 @@ GpuRow measure_gpu(const std::vector<Item>& set, std::size_t batch, int iters) {
     ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     return seconds_since(c0) / iters;
   };
-  row.call_s = wall([&](int k) { (void)dec[k].decode(dev, fast, s[k]); });
-  row.e2e_s = wall([&](int k) { (void)dec[k].decode(host, fast, s[k]); });
-  row.e2e_xxh_s = wall([&](int k) { (void)dec[k].decode(host, {}, s[k]); });
+  if (!kernel_only) {
+    row.call_s = wall([&](int k) { (void)dec[k].decode(dev, fast, s[k]); });
+    row.e2e_s = wall([&](int k) { (void)dec[k].decode(host, fast, s[k]); });
+    row.e2e_xxh_s = wall([&](int k) { (void)dec[k].decode(host, {}, s[k]); });
+  }
 
   ok(cudaEventDestroy(t0), "cudaEventDestroy");
   ok(cudaEventDestroy(t1), "cudaEventDestroy");
@@ -378,9 +386,9 @@ int main(int argc, char** argv) {
     std::uint64_t tiles = 0;
     for (std::size_t i = 0; i < batch; ++i) tiles += set[i % set.size()].tiles;
     const double raw = img_bytes * double(batch);
-    const auto cpu = cpu_rate(set);
+    const auto cpu = a.kernel_only ? std::pair<double, double>{0, 0} : cpu_rate(set);
     GpuRow g;
-    if (!a.host_only) g = measure_gpu(set, batch, a.iters);
+    if (!a.host_only) g = measure_gpu(set, batch, a.iters, a.kernel_only);
     exact = exact && g.exact;
     // "-" where nothing was measured (--host-only).
     auto num = [](double v, int prec) {
@@ -392,15 +400,16 @@ int main(int argc, char** argv) {
     auto gbs = [&](double t) { return num(t > 0 ? raw / t / 1e9 : 0.0, 1); };
     auto ips = [&](double t) { return num(t > 0 ? double(batch) / t : 0.0, 0); };
     char line[512];
-    std::snprintf(line, sizeof line, "| %ux%u | %zu | %llu | %.0f | %s | %s | %s | %s | %s | %s | %.2f | %.0f |\n", z.w,
+    std::snprintf(line, sizeof line, "| %ux%u | %zu | %llu | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n", z.w,
                   z.h, batch, static_cast<unsigned long long>(tiles), raw / 1e6, gbs(g.kernel_s).c_str(),
                   ips(g.kernel_s).c_str(), gbs(g.call_s).c_str(), gbs(g.e2e_s).c_str(), ips(g.e2e_s).c_str(),
-                  gbs(g.e2e_xxh_s).c_str(), cpu.first, cpu.second);
+                  gbs(g.e2e_xxh_s).c_str(), num(cpu.first, 2).c_str(), num(cpu.second, 0).c_str());
     md << line;
     std::fputs(line, stdout);
     std::fflush(stdout);
   }
   if (a.host_only) md << "\n--host-only: no GPU column measured (-); host round trips all exact.\n";
+  else if (a.kernel_only) md << "\n--kernel-only: the call, e2e and CPU columns not measured (-).\n";
   else md << "\nBit-exact against the source pixels: " << (exact ? "yes, every image of every batch" : "NO (see stderr)")
           << "\n";
   if (!a.out_file.empty()) {

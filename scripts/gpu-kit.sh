@@ -12,7 +12,7 @@
 #     refreshes it), and prints what would travel (at most 64 MiB).
 #   scripts/gpu-kit.sh prebuild
 #     builds the GPU targets in the dry root (below) for sm_90 (H100, H200),
-#     both code shapes, and packs them into .gpukit/prebuilt (about 5 MiB: the
+#     both code shapes and the kernel variants' bench_cuda, and packs them into .gpukit/prebuilt (about 5 MiB: the
 #     binaries and CTest files as one xz archive, the manifest of the tree they
 #     were built from, the arch and the path). On the device the build step
 #     unpacks them instead of building when the copy is that tree, at that
@@ -39,8 +39,8 @@
 #     (bench/results/gpukit-dryrun.md).
 # There, two commands fit a session's 15 minutes of device time with the
 # prebuilt programs (each start counts too; bench/README.md has step times):
-#   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test bench reader sanitize reader_full")
-#   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build python profile shape")
+#   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test bench variant reader sanitize")
+#   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build python profile shape reader_full")
 #   Without prebuilt programs (another arch, another tree) each command builds
 #   first: split them into three.
 #   STEP:
@@ -54,6 +54,9 @@
 #     build_fixed  the same for the other wavefront code shape
 #              (-DL3_CUDA_FIXED_PREDICTORS=ON: bench_cuda, test_cuda_gpu),
 #              which `shape` times (it runs this step itself when needed);
+#     build_variant  bench_cuda for each kernel variant (kernel_variants below:
+#              -DL3_CUDA_KERNEL_DEFINES, spec/cuda.md §2 "Kernel variants"),
+#              which `variant` times (it runs this step itself when needed);
 #     test     the GPU suites (ctest -L gpu); a skipped GPU test is a failure;
 #     sanitize compute-sanitizer: memcheck over the two GPU test programs,
 #              racecheck and synccheck over test_cuda_gpu;
@@ -66,7 +69,11 @@
 #     reader   bench/run_reader_gpu_bench.sh on 2,048 ImageNet-size (500x375)
 #              pieces of the photos (issue 13's reader bar);
 #     shape    bench/run_cuda_bench.sh with the other wavefront code shape
-#              (build_fixed's programs, spec/cuda.md §2).
+#              (build_fixed's programs, spec/cuda.md §2);
+#     variant  the kernel alone (bench_cuda --kernel-only) of the default and
+#              of each kernel variant, 3 rounds in turn, at 500x375 and
+#              2048x1024: bench/results/cuda-<gpu>-variants.md (medians and
+#              ratios to the default, bench/variant_table.py), about 1-2 min.
 # Each step runs in its own bash (set -euo pipefail), so any failing command
 # fails the step; setup or build failing stops the command. $OUT (else
 # .gpukit/out) receives two files: kit-<steps>.log (every step's log, one
@@ -104,6 +111,12 @@ rpath_flags=(-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -DCMAKE_SHARED_LIN
 # The targets the GPU steps run (nothing else is built there).
 targets=(test_cuda_gpu test_reader_gpu_batch bench_cuda l3pack)
 fixed_targets=(bench_cuda test_cuda_gpu)  # the other code shape: what `shape` runs
+# Kernel variants (spec/cuda.md §2 "Kernel variants"), NAME=DEFINITIONS (a
+# ;-list for -DL3_CUDA_KERNEL_DEFINES): bench_cuda built with each, in
+# build-gpukit-variant-NAME, which `variant` times against the default.
+kernel_variants=("binary-search=L3_WAVEFRONT_BINARY_SEARCH")
+variant_dir() { echo "$root/build-gpukit-variant-$1"; }
+variant_dirs() { local v; for v in "${kernel_variants[@]}"; do variant_dir "${v%%=*}"; done; }
 gpu_tests=2  # ctest -L gpu: test_cuda_gpu, test_reader_gpu_batch
 
 prepare() {
@@ -341,7 +354,8 @@ prebuilt_usable() {
 # checks its programs as a build's; returns 1 (the caller builds) otherwise.
 use_prebuilt() {
   prebuilt_usable "$1" || return 1
-  rm -rf "$build" "$build_fixed"
+  local d
+  rm -rf "$build" "$build_fixed" $(variant_dirs)
   python3 - "$prebuilt/programs.tar.xz" "$root" <<'PY' || return 1
 import sys, tarfile
 with tarfile.open(sys.argv[1]) as t:  # python's lzma: the image need not have xz
@@ -349,6 +363,10 @@ with tarfile.open(sys.argv[1]) as t:  # python's lzma: the image need not have x
 PY
   check_built "$build" "${targets[@]}" || return 1
   check_built "$build_fixed" "${fixed_targets[@]}" || return 1
+  for d in $(variant_dirs); do
+    check_built "$d" bench_cuda || return 1
+    touch "$d/.l3-prebuilt"
+  done
   touch "$build/.l3-prebuilt" "$build_fixed/.l3-prebuilt"
   echo "build: prebuilt programs unpacked; no compilation"
 }
@@ -361,7 +379,7 @@ step_build() {
   if use_prebuilt "$arch"; then return 0; fi
   # Unpacked programs that did not pass: not this build's (their CMake cache
   # names the dry root's compiler launcher).
-  rm -rf "$build_fixed"
+  rm -rf "$build_fixed" $(variant_dirs)
   [[ -f "$build/build.ninja" ]] || rm -rf "$build"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_WERROR=OFF \
     -DL3_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_FLAGS=-lineinfo \
@@ -384,6 +402,27 @@ step_build_fixed() {
     -DPKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config" "${rpath_flags[@]}" "${extra_cmake[@]}"
   ninja -C "$build_fixed" -j"$(nproc)" "${fixed_targets[@]}"
   check_built "$build_fixed" "${fixed_targets[@]}"
+}
+
+# The kernel variants' bench_cuda, for `variant`: unpacked by the build step
+# with the prebuilt programs, else built here (only the kernel's file differs
+# from the default build).
+step_build_variant() {
+  env_setup
+  local v name dir
+  for v in "${kernel_variants[@]}"; do
+    name="${v%%=*}" dir="$(variant_dir "${v%%=*}")"
+    if [[ -f "$dir/.l3-prebuilt" ]]; then
+      echo "build_variant: $name prebuilt (unpacked by the build step)"
+      continue
+    fi
+    [[ -f "$dir/build.ninja" ]] || rm -rf "$dir"
+    cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_WERROR=OFF \
+      -DL3_BUILD_BENCH=ON "-DL3_CUDA_KERNEL_DEFINES=${v#*=}" -DCMAKE_CUDA_ARCHITECTURES="$(cuda_arch)" \
+      -DPKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config" "${rpath_flags[@]}" "${extra_cmake[@]}"
+    ninja -C "$dir" -j"$(nproc)" bench_cuda
+    check_built "$dir" bench_cuda
+  done
 }
 
 # The GPU suites: all must run; one that skips (no device) is a failure here.
@@ -493,6 +532,34 @@ step_shape() {
   [[ -x "$build_fixed/bench/bench_cuda" ]] || step_build_fixed
   BUILD_DIR="$build_fixed" RESULT_SUFFIX=-fixed-predictors L3_BENCH_NO_PEERS=1 L3_BENCH_NO_BUILD=1 \
     bash "$root/bench/run_cuda_bench.sh"
+}
+
+# Times each kernel variant against the default kernel (kernel column only,
+# bench_cuda --kernel-only): rounds of default, variant..., so that drift hits
+# all alike; the median of the rounds per size, and its ratio to the
+# default's, in bench/results/cuda-<gpu>-variants.md.
+step_variant() {
+  env_setup
+  local v dir round runs gpu args=(--corpus "$root/bench/corpus" --sizes 500x375,2048x1024 --kernel-only)
+  [[ -x "$(variant_dir "${kernel_variants[0]%%=*}")/bench/bench_cuda" ]] || step_build_variant
+  runs="$(work_dir)/variants" && rm -rf "$runs" && mkdir -p "$runs"
+  if ! gpu_present; then  # every variant's program runs up to the device
+    for dir in "$build" $(variant_dirs); do
+      "$dir/bench/bench_cuda" "${args[@]}" --host-only --sizes 64x48 --batch-mb 1 --out "$runs/host-only.md"
+    done
+    python3 "$root/tests/variant_table_test.py" "$root"
+    return 0
+  fi
+  for round in 1 2 3; do
+    "$build/bench/bench_cuda" "${args[@]}" --out "$runs/default.$round.md"
+    for v in "${kernel_variants[@]}"; do
+      "$(variant_dir "${v%%=*}")/bench/bench_cuda" "${args[@]}" --out "$runs/${v%%=*}.$round.md"
+    done
+  done
+  gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' /' '--')"
+  python3 "$root/bench/variant_table.py" --runs "$runs" --gpu "$gpu" --commit "${L3_COMMIT:-unknown}" \
+    $(printf -- '--variant %s ' "${kernel_variants[@]}") >"$root/bench/results/cuda-$gpu-variants.md"
+  cat "$root/bench/results/cuda-$gpu-variants.md"
 }
 
 step_python() {
@@ -658,14 +725,16 @@ prebuild() {
   rm -rf "$prebuilt"
   stage="$(mktemp -d)"
   python3 "$root/scripts/tree_manifest.py" write "$root" "$stage/manifest"
-  L3KIT_NO_PREBUILT=1 dryrun setup build build_fixed
+  L3KIT_NO_PREBUILT=1 dryrun setup build build_fixed build_variant
   r="$(dry_root)"
   [[ "$(python3 "$root/scripts/tree_manifest.py" check "$r$root" "$stage/manifest")" == same ]] ||
     { echo "prebuild: the tree changed while it was built; run it again" >&2; return 1; }
   files="$(cd "$r$root" && {
     for t in "${targets[@]}"; do find build-gpukit -name "$t" -type f -perm -u+x | head -1; done
     for t in "${fixed_targets[@]}"; do find build-gpukit-fixed -name "$t" -type f -perm -u+x | head -1; done
-    find build-gpukit build-gpukit-fixed \( -name CTestTestfile.cmake -o -name CMakeCache.txt \) -type f
+    for d in $(variant_dirs); do find "${d#"$root"/}" -name bench_cuda -type f -perm -u+x | head -1; done
+    find build-gpukit build-gpukit-fixed $(variant_dirs | sed "s|^$root/||") \
+      \( -name CTestTestfile.cmake -o -name CMakeCache.txt \) -type f
   })"
   mkdir -p "$prebuilt"
   (cd "$r$root" && tar -c $files) | xz -9e -T1 >"$stage/programs.tar.xz"

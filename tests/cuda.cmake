@@ -43,3 +43,9 @@ find_program(L3_SASS_PYTHON python3 REQUIRED)
 add_test(NAME cuda_sass_breakdown
   COMMAND ${L3_SASS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cuda_sass_breakdown_test.py ${PROJECT_SOURCE_DIR})
 set_tests_properties(cuda_sass_breakdown PROPERTIES LABELS "cuda" PASS_REGULAR_EXPRESSION "^PASS")
+
+# bench/variant_table.py (scripts/gpu-kit.sh step `variant`: kernel variants
+# timed against the default) on made-up bench_cuda reports: no GPU needed.
+add_test(NAME variant_table
+  COMMAND ${L3_SASS_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/variant_table_test.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(variant_table PROPERTIES LABELS "cuda" PASS_REGULAR_EXPRESSION "^PASS")

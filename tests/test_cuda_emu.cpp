@@ -1135,7 +1135,9 @@ TEST_CASE("ans_search_wide finds ans_search's token and interval at every slot")
 // included), unused contexts (all zeros: an error either way), random states
 // and row streams of every length (so refills run near and past the end),
 // up to the first error.
-// The whole-image tests rarely reach an unused context; this does.
+// The whole-image tests rarely reach an unused context; this does. Both
+// token searches (the wide one, and the binary one of the kernel variant
+// L3_WAVEFRONT_BINARY_SEARCH) are checked, whichever this build uses.
 TEST_CASE("ans_read_select equals ans_read: values, states, bits consumed, errors") {
   namespace core = l3::core;
   std::mt19937 rng(13);
@@ -1161,7 +1163,7 @@ TEST_CASE("ans_read_select equals ans_read: values, states, bits consumed, error
     const std::uint32_t len = rng() % 64;
     // The wavefront reads with WordReader, the reference with BitReader.
     core::LaneState ref{};
-    core::WavefrontLaneState sel{};
+    core::WavefrontLaneState sel{}, bin{};
     const std::uint8_t* begin = bytes + trial % 4;
     ref.br.init(begin, begin + len);
     sel.br.init(begin, begin + len);
@@ -1169,6 +1171,7 @@ TEST_CASE("ans_read_select equals ans_read: values, states, bits consumed, error
     ref.min_freq = core::kAnsTotal;
     sel.ans = ref.ans;
     sel.min_freq = ref.min_freq;
+    bin = sel;
     const int reads = 1 + int(rng() % 24);
     for (int i = 0; i < reads; ++i) {
       // Contexts 0-2 mostly; the unused one now and then.
@@ -1176,11 +1179,16 @@ TEST_CASE("ans_read_select equals ans_read: values, states, bits consumed, error
       CAPTURE(trial);
       CAPTURE(i);
       const std::uint32_t want = core::ans_read(ref, cum[x]);
-      const std::uint32_t got = core::ans_read_select(sel, cum[x]);
+      const std::uint32_t got = core::ans_read_select<core::WordReader, true>(sel, cum[x]);
+      const std::uint32_t got_binary = core::ans_read_select<core::WordReader, false>(bin, cum[x]);
       CHECK(got == want);
       CHECK(sel.ans == ref.ans);
       CHECK(sel.br.consumed_bits(begin) == ref.br.consumed_bits(begin));
       CHECK((sel.error || sel.min_freq == 0) == ref.error);
+      CHECK(got_binary == want);
+      CHECK(bin.ans == ref.ans);
+      CHECK(bin.br.consumed_bits(begin) == ref.br.consumed_bits(begin));
+      CHECK(bin.min_freq == sel.min_freq);
       ++values;
       // After an error the row fails whatever it reads next, and the two
       // may read differently (a state below 2^16 renormalises twice in
@@ -1191,6 +1199,7 @@ TEST_CASE("ans_read_select equals ans_read: values, states, bits consumed, error
     // Both row ends see the same error.
     CHECK(core::lane_end_partial(sel, len) == core::lane_end_partial(ref, len));
     CHECK(core::lane_end(sel, len) == core::lane_end(ref, len));
+    CHECK(core::lane_end(bin, len) == core::lane_end(ref, len));
   }
   MESSAGE(values << " values, " << errors << " rows through an unused context");
   CHECK(errors > 100);

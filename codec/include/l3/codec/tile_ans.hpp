@@ -175,4 +175,11 @@ L3_HD AnsToken ans_search_wide(const std::uint16_t* cum, std::uint32_t slot) {
   return {second ? i + 1 : i, std::uint32_t(lo), std::uint32_t(hi)};
 }
 
+// ans_search_at's token and its interval (the binary search's form of
+// ans_search_wide's result: the interval loaded after the search).
+L3_HD AnsToken ans_token_at(const std::uint16_t* cum, std::uint32_t slot) {
+  const std::uint16_t* at = ans_search_at(cum, slot);
+  return {int(at - cum), at[0], at[1]};
+}
+
 }  // namespace l3::core

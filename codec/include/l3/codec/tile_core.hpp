@@ -748,6 +748,17 @@ L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
   return ans_decode_token(s, cum, ans_search(cum, s.ans & (kAnsTotal - 1)));
 }
 
+// The wavefront's token search (spec/cuda.md §2 "Token search"): three
+// levels of independent loads (ans_search_wide), or, in a build with
+// L3_WAVEFRONT_BINARY_SEARCH, the five dependent loads of ans_search_at
+// (session 34's kernel): a kernel variant, so that a GPU times one against
+// the other (scripts/gpu-kit.sh step `variant`). Both read the same tokens.
+#if defined(L3_WAVEFRONT_BINARY_SEARCH)
+inline constexpr bool kWavefrontWideSearch = false;
+#else
+inline constexpr bool kWavefrontWideSearch = true;
+#endif
+
 // ans_read for the GPU wavefront (and its CPU emulation), the same value,
 // state, error flag and bits consumed, with fewer instructions per value and
 // fewer divergent branches: the search in three waits (ans_search_wide), the
@@ -763,11 +774,11 @@ L3_HD std::uint32_t ans_read(LaneState& s, const std::uint16_t* cum) {
 // row loop's ans_read_units); a zero frequency only occurs in an unused
 // context, whose search ends at token kAnsCumSize - 2 >= kAnsDirect. After an
 // error (a state below 2^16) the row fails whatever it reads next.
-template <class R>
+template <class R, bool kWide = kWavefrontWideSearch>
 L3_HD std::uint32_t ans_read_select(LaneStateOf<R>& s, const std::uint16_t* cum) {
   if (s.br.avail < 32) s.br.refill();
   const std::uint32_t slot = s.ans & (kAnsTotal - 1);
-  const AnsToken found = ans_search_wide(cum, slot);
+  const AnsToken found = kWide ? ans_search_wide(cum, slot) : ans_token_at(cum, slot);
   const int t = found.t;
   const std::uint32_t lo = found.lo, f = found.hi - lo;
   s.min_freq = f < s.min_freq ? f : s.min_freq;  // 0: an unused context (its entries are all 0)

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""The kernel-variant report of scripts/gpu-kit.sh step `variant` (spec/cuda.md
+§2 "Kernel variants"): reads the bench_cuda --kernel-only reports that the
+step wrote, NAME.ROUND.md for the default kernel (NAME "default") and each
+variant, and prints a Markdown table: per image size the median kernel GB/s
+over the rounds and its ratio to the default's, every round's figure beside.
+
+Fails (exit 1) when a report is missing, has no kernel figure for a size, or
+says its batches were not bit-exact: a variant that decodes other pixels is
+not a variant.
+
+Usage: variant_table.py --runs DIR --gpu NAME --commit SHA --variant NAME=DEFS [...]
+"""
+import argparse
+import os
+import re
+import statistics
+import sys
+
+ROW = re.compile(r'^\| (\d+x\d+) \|')
+
+
+def kernel_gbs(path):
+    """{size: kernel GB/s} of one bench_cuda report; raises ValueError when
+    the report is not bit-exact or a row has no kernel figure."""
+    text = open(path).read()
+    if 'Bit-exact against the source pixels: yes' not in text:
+        raise ValueError(f'{path}: not bit-exact (or not a GPU run)')
+    out = {}
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if not m:
+            continue
+        cells = [c.strip() for c in line.strip().strip('|').split('|')]
+        try:
+            out[m.group(1)] = float(cells[4])  # size, images, tiles, MB, kernel GB/s
+        except ValueError:
+            raise ValueError(f'{path}: no kernel GB/s for {m.group(1)}: {cells[4]!r}')
+    if not out:
+        raise ValueError(f'{path}: no table rows')
+    return out
+
+
+def collect(runs, names):
+    """{name: {size: [GB/s per round]}} and the sizes in the default's order."""
+    rounds = sorted({int(f.split('.')[-2]) for f in os.listdir(runs) if re.match(r'.+\.\d+\.md$', f)})
+    if not rounds:
+        raise ValueError(f'{runs}: no NAME.ROUND.md reports')
+    data, sizes = {}, []
+    for name in names:
+        data[name] = {}
+        for r in rounds:
+            path = os.path.join(runs, f'{name}.{r}.md')
+            if not os.path.exists(path):
+                raise ValueError(f'{path}: missing')
+            for size, gbs in kernel_gbs(path).items():
+                data[name].setdefault(size, []).append(gbs)
+                if name == 'default' and size not in sizes:
+                    sizes.append(size)
+    for name in names:
+        for size in sizes:
+            if len(data[name].get(size, [])) != len(rounds):
+                raise ValueError(f'{name}: {size} missing in some round')
+    return data, sizes, rounds
+
+
+def table(data, sizes, rounds, variants, gpu, commit):
+    lines = [f'# GPU kernel variants: {gpu}', '',
+             f'- Commit: {commit}',
+             '- Command: `scripts/gpu-kit.sh device ... variant` (bench_cuda --kernel-only, the same images and '
+             f'batches for every kernel; {len(rounds)} rounds of the default then each variant in turn).',
+             '- A variant is the decode kernel built with -DL3_CUDA_KERNEL_DEFINES=DEFINITIONS (spec/cuda.md §2 '
+             '"Kernel variants"); every batch of every run bit-exact against the source pixels.',
+             '- GB/s: decoded pixel bytes a second of the kernel (CUDA-graph replay, CUDA events), median of the '
+             'rounds; ratio: against the default kernel of the same run.', '']
+    head = '| kernel | definitions |' + ''.join(f' {s} GB/s | ratio |' for s in sizes) + ' rounds |'
+    lines += [head, '|---|---|' + '---:|---:|' * len(sizes) + '---|']
+    base = {s: statistics.median(data['default'][s]) for s in sizes}
+    for name, defs in [('default', '-')] + variants:
+        cells = ''
+        for s in sizes:
+            med = statistics.median(data[name][s])
+            cells += f' {med:.1f} | {med / base[s]:.3f} |'
+        per_round = '; '.join(f'{s}: ' + ', '.join(f'{x:.1f}' for x in data[name][s]) for s in sizes)
+        lines.append(f'| {name} | {defs} |{cells} {per_round} |')
+    return '\n'.join(lines) + '\n'
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--runs', required=True, help='folder of NAME.ROUND.md bench_cuda reports')
+    ap.add_argument('--gpu', required=True)
+    ap.add_argument('--commit', default='unknown')
+    ap.add_argument('--variant', action='append', default=[], metavar='NAME=DEFS',
+                    help='a kernel variant and its definitions (repeat)')
+    a = ap.parse_args(argv)
+    variants = []
+    for v in a.variant:
+        name, sep, defs = v.partition('=')
+        if not sep or not name or name == 'default':
+            ap.error(f'--variant {v!r}: want NAME=DEFINITIONS, NAME not "default"')
+        variants.append((name, defs))
+    try:
+        data, sizes, rounds = collect(a.runs, ['default'] + [n for n, _ in variants])
+    except ValueError as e:
+        print(f'variant_table: {e}', file=sys.stderr)
+        return 1
+    sys.stdout.write(table(data, sizes, rounds, variants, a.gpu, a.commit))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

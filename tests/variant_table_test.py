@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Checks bench/variant_table.py (the report of scripts/gpu-kit.sh step
+`variant`) on made-up bench_cuda --kernel-only reports, no GPU needed: the
+median over rounds per size, the ratio to the default kernel, and a failure
+for a report that is not bit-exact, lacks a round or has no kernel figure.
+
+Usage: variant_table_test.py SOURCE_ROOT
+"""
+import contextlib
+import io
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(sys.argv[1], 'bench'))
+import variant_table as vt  # noqa: E402
+
+HEAD = ('| size | images/batch | tiles/batch | MB/batch | kernel GB/s | kernel img/s | call GB/s | e2e GB/s | '
+        'e2e img/s | e2e+xxh GB/s | CPU GB/s | CPU img/s |\n|---|' + '---:|' * 11 + '\n')
+
+
+def report(small, large, exact=True):
+    """A report as bench_cuda --kernel-only writes it."""
+    rows = (f'| 500x375 | 910 | 21840 | 512 | {small} | 100 | - | - | - | - | - | - |\n'
+            f'| 2048x1024 | 81 | 21384 | 510 | {large} | 10 | - | - | - | - | - | - |\n')
+    tail = ('\nBit-exact against the source pixels: ' + ('yes, every image of every batch' if exact else 'NO (see stderr)')
+            + '\n\n--kernel-only: the call, e2e and CPU columns not measured (-).\n')
+    return '# GPU batch decode: NVIDIA H100\n\n' + HEAD + rows + tail
+
+
+def run(files, variants=('binary-search=L3_WAVEFRONT_BINARY_SEARCH',)):
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in files.items():
+            open(os.path.join(d, name), 'w').write(text)
+        out, err = io.StringIO(), io.StringIO()
+        args = ['--runs', d, '--gpu', 'NVIDIA-H100', '--commit', 'abc1234']
+        for v in variants:
+            args += ['--variant', v]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = vt.main(args)
+        return rc, out.getvalue(), err.getvalue()
+
+
+def check(cond, what):
+    if not cond:
+        print(f'FAIL: {what}')
+        sys.exit(1)
+
+
+good = {
+    'default.1.md': report(100.0, 120.0), 'default.2.md': report(110.0, 118.0), 'default.3.md': report(90.0, 200.0),
+    'binary-search.1.md': report(95.0, 126.0), 'binary-search.2.md': report(50.0, 132.0),
+    'binary-search.3.md': report(105.0, 129.0),
+}
+rc, out, err = run(good)
+check(rc == 0, f'a good run: rc {rc}, {err}')
+lines = {l.split('|')[1].strip(): l for l in out.splitlines() if l.startswith('| default') or l.startswith('| binary')}
+# Medians: default 100.0 and 120.0; the variant 95.0 (0.950) and 129.0 (1.075).
+check('| 100.0 | 1.000 | 120.0 | 1.000 |' in lines.get('default', ''), f'default row: {lines.get("default")}')
+check('| 95.0 | 0.950 | 129.0 | 1.075 |' in lines.get('binary-search', ''), f'variant row: {lines.get("binary-search")}')
+check('L3_WAVEFRONT_BINARY_SEARCH' in lines['binary-search'], 'the definitions are named')
+check('500x375: 95.0, 50.0, 105.0' in lines['binary-search'], 'every round is shown')
+check('abc1234' in out and '3 rounds' in out, 'commit and rounds in the header')
+
+bad = dict(good, **{'binary-search.2.md': report(50.0, 132.0, exact=False)})
+rc, out, err = run(bad)
+check(rc == 1 and 'not bit-exact' in err and not out, f'a mismatching run must fail: rc {rc}, {err!r}')
+
+missing = {k: v for k, v in good.items() if k != 'binary-search.3.md'}
+rc, out, err = run(missing)
+check(rc == 1 and 'missing' in err, f'a missing round must fail: rc {rc}, {err!r}')
+
+dash = dict(good, **{'default.1.md': report('-', 120.0)})
+rc, out, err = run(dash)
+check(rc == 1 and 'no kernel GB/s' in err, f'a report without a kernel figure must fail: rc {rc}, {err!r}')
+
+try:
+    with contextlib.redirect_stderr(io.StringIO()):
+        vt.main(['--runs', '.', '--gpu', 'g', '--variant', 'default=X'])
+    check(False, 'a variant named "default" must be refused')
+except SystemExit as e:
+    check(e.code == 2, 'argparse error exit')
+print('PASS: variant_table medians, ratios and failures')
