@@ -30,6 +30,13 @@ if(L3_HAVE_CUDA AND NOT L3_CUDA_FIXED_PREDICTORS)
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda_kernel_resources.sh ${CMAKE_CUDA_COMPILER} ${PROJECT_SOURCE_DIR}
             cuda/src/batch_decoder.cu decode_kernel:20:128,patch_kernel)
   set_tests_properties(cuda_kernel_resources PROPERTIES LABELS "cuda")
+  # The kernel variants that scripts/gpu-kit.sh's `variant` step times
+  # (kernel_variants there) compile, and hold the same bars: a variant that
+  # failed only on the GPU machine would cost its device time.
+  add_test(NAME cuda_kernel_resources_binary_search
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda_kernel_resources.sh ${CMAKE_CUDA_COMPILER} ${PROJECT_SOURCE_DIR}
+            cuda/src/batch_decoder.cu decode_kernel:20:128,patch_kernel -DL3_WAVEFRONT_BINARY_SEARCH)
+  set_tests_properties(cuda_kernel_resources_binary_search PROPERTIES LABELS "cuda")
 endif()
 
 # The GPU kit's machinery (scripts/gpu-kit.sh, scripts/check_runpath.sh):
