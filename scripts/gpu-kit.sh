@@ -411,7 +411,8 @@ step_build_variant() {
   env_setup
   local v name dir
   for v in "${kernel_variants[@]}"; do
-    name="${v%%=*}" dir="$(variant_dir "${v%%=*}")"
+    name="${v%%=*}"
+    dir="$(variant_dir "$name")"
     if [[ -f "$dir/.l3-prebuilt" ]]; then
       echo "build_variant: $name prebuilt (unpacked by the build step)"
       continue
