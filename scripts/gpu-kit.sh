@@ -54,7 +54,7 @@
 #     build_fixed  the same for the other wavefront code shape
 #              (-DL3_CUDA_FIXED_PREDICTORS=ON: bench_cuda, test_cuda_gpu),
 #              which `shape` times (it runs this step itself when needed);
-#     build_variant  bench_cuda for each kernel variant (kernel_variants below:
+#     build_variant  bench_cuda for each kernel variant (cuda/kernel_variants.txt:
 #              -DL3_CUDA_KERNEL_DEFINES, spec/cuda.md §2 "Kernel variants"),
 #              which `variant` times (it runs this step itself when needed);
 #     test     the GPU suites (ctest -L gpu); a skipped GPU test is a failure;
@@ -111,10 +111,10 @@ rpath_flags=(-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -DCMAKE_SHARED_LIN
 # The targets the GPU steps run (nothing else is built there).
 targets=(test_cuda_gpu test_reader_gpu_batch bench_cuda l3pack)
 fixed_targets=(bench_cuda test_cuda_gpu)  # the other code shape: what `shape` runs
-# Kernel variants (spec/cuda.md §2 "Kernel variants"), NAME=DEFINITIONS (a
-# ;-list for -DL3_CUDA_KERNEL_DEFINES): bench_cuda built with each, in
-# build-gpukit-variant-NAME, which `variant` times against the default.
-kernel_variants=("binary-search=L3_WAVEFRONT_BINARY_SEARCH")
+# Kernel variants (cuda/kernel_variants.txt: NAME=DEFINITIONS a line):
+# bench_cuda built with each, in build-gpukit-variant-NAME, which `variant`
+# times against the default.
+mapfile -t kernel_variants < <(grep -E '^[^#].*=' "$root/cuda/kernel_variants.txt")
 variant_dir() { echo "$root/build-gpukit-variant-$1"; }
 variant_dirs() { local v; for v in "${kernel_variants[@]}"; do variant_dir "${v%%=*}"; done; }
 gpu_tests=2  # ctest -L gpu: test_cuda_gpu, test_reader_gpu_batch
@@ -419,7 +419,7 @@ step_build_variant() {
     fi
     [[ -f "$dir/build.ninja" ]] || rm -rf "$dir"
     cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_WERROR=OFF \
-      -DL3_BUILD_BENCH=ON "-DL3_CUDA_KERNEL_DEFINES=${v#*=}" -DCMAKE_CUDA_ARCHITECTURES="$(cuda_arch)" \
+      -DL3_BUILD_BENCH=ON "-DL3_CUDA_KERNEL_DEFINES=$(tr ' ' ';' <<<"${v#*=}")" -DCMAKE_CUDA_ARCHITECTURES="$(cuda_arch)" \
       -DPKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config" "${rpath_flags[@]}" "${extra_cmake[@]}"
     ninja -C "$dir" -j"$(nproc)" bench_cuda
     check_built "$dir" bench_cuda
@@ -541,8 +541,8 @@ step_shape() {
 # default's, in bench/results/cuda-<gpu>-variants.md.
 step_variant() {
   env_setup
-  local v dir round runs gpu args=(--corpus "$root/bench/corpus" --sizes 500x375,2048x1024 --kernel-only)
-  [[ -x "$(variant_dir "${kernel_variants[0]%%=*}")/bench/bench_cuda" ]] || step_build_variant
+  local v dir round runs gpu args=(--corpus "$root/bench/corpus" --kernel-only) table=()
+  step_build_variant  # nothing to do when they are built or unpacked
   runs="$(work_dir)/variants" && rm -rf "$runs" && mkdir -p "$runs"
   if ! gpu_present; then  # every variant's program runs up to the device
     for dir in "$build" $(variant_dirs); do
@@ -551,6 +551,7 @@ step_variant() {
     python3 "$root/tests/variant_table_test.py" "$root"
     return 0
   fi
+  args+=(--sizes 500x375,2048x1024)
   for round in 1 2 3; do
     "$build/bench/bench_cuda" "${args[@]}" --out "$runs/default.$round.md"
     for v in "${kernel_variants[@]}"; do
@@ -558,8 +559,9 @@ step_variant() {
     done
   done
   gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' /' '--')"
-  python3 "$root/bench/variant_table.py" --runs "$runs" --gpu "$gpu" --commit "${L3_COMMIT:-unknown}" \
-    $(printf -- '--variant %s ' "${kernel_variants[@]}") >"$root/bench/results/cuda-$gpu-variants.md"
+  for v in "${kernel_variants[@]}"; do table+=(--variant "$v"); done
+  python3 "$root/bench/variant_table.py" --runs "$runs" --gpu "$gpu" --commit "${L3_COMMIT:-unknown}" "${table[@]}" \
+    >"$root/bench/results/cuda-$gpu-variants.md"
   cat "$root/bench/results/cuda-$gpu-variants.md"
 }
 

@@ -31,12 +31,23 @@ if(L3_HAVE_CUDA AND NOT L3_CUDA_FIXED_PREDICTORS)
             cuda/src/batch_decoder.cu decode_kernel:20:128,patch_kernel)
   set_tests_properties(cuda_kernel_resources PROPERTIES LABELS "cuda")
   # The kernel variants that scripts/gpu-kit.sh's `variant` step times
-  # (kernel_variants there) compile, and hold the same bars: a variant that
+  # (cuda/kernel_variants.txt) compile, and hold the same bars: a variant that
   # failed only on the GPU machine would cost its device time.
-  add_test(NAME cuda_kernel_resources_binary_search
-    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda_kernel_resources.sh ${CMAKE_CUDA_COMPILER} ${PROJECT_SOURCE_DIR}
-            cuda/src/batch_decoder.cu decode_kernel:20:128,patch_kernel -DL3_WAVEFRONT_BINARY_SEARCH)
-  set_tests_properties(cuda_kernel_resources_binary_search PROPERTIES LABELS "cuda")
+  file(STRINGS ${PROJECT_SOURCE_DIR}/cuda/kernel_variants.txt l3_variants REGEX "^[^#].*=")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/kernel_variants.txt)
+  foreach(variant IN LISTS l3_variants)
+    string(FIND "${variant}" "=" eq)
+    string(SUBSTRING "${variant}" 0 ${eq} name)
+    math(EXPR eq "${eq} + 1")
+    string(SUBSTRING "${variant}" ${eq} -1 defines)
+    separate_arguments(defines UNIX_COMMAND "${defines}")
+    list(TRANSFORM defines PREPEND "-D")
+    string(REPLACE "-" "_" name "${name}")
+    add_test(NAME cuda_kernel_resources_${name}
+      COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cuda_kernel_resources.sh ${CMAKE_CUDA_COMPILER} ${PROJECT_SOURCE_DIR}
+              cuda/src/batch_decoder.cu decode_kernel:20:128,patch_kernel ${defines})
+    set_tests_properties(cuda_kernel_resources_${name} PROPERTIES LABELS "cuda")
+  endforeach()
 endif()
 
 # The GPU kit's machinery (scripts/gpu-kit.sh, scripts/check_runpath.sh):
