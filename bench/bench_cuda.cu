@@ -374,6 +374,11 @@ int main(int argc, char** argv) {
         "decoded device buffer (two decoders, two streams); checksums off except e2e+xxh (XXH3 verified on the "
         "host). Every batch was first compared with the source pixels bit for bit. CPU: l3 decoder, all "
      << std::max(1u, std::thread::hardware_concurrency()) << " threads, one image per thread.\n\n";
+  // bench/variant_table.py reads this line: what a kernel variant or an
+  // occupancy probe (spec/cuda.md §2 "Kernel variants") ran at.
+  if (!a.host_only)
+    md << "Decode kernel: " << l3::cuda::BatchDecoder::resident_decode_warps()
+       << " warps resident per SM (CUDA occupancy API).\n\n";
   md << "| size | images/batch | tiles/batch | MB/batch | kernel GB/s | kernel img/s | call GB/s | e2e GB/s | "
         "e2e img/s | e2e+xxh GB/s | CPU GB/s | CPU img/s |\n";
   md << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";

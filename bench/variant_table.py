@@ -2,8 +2,10 @@
 """The kernel-variant report of scripts/gpu-kit.sh step `variant` (spec/cuda.md
 §2 "Kernel variants"): reads the bench_cuda --kernel-only reports that the
 step wrote, NAME.ROUND.md for the default kernel (NAME "default") and each
-variant, and prints a Markdown table: per image size the median kernel GB/s
-over the rounds and its ratio to the default's, every round's figure beside.
+variant, and prints a Markdown table: the warps each kernel had resident per
+SM (an occupancy probe's point, spec/cuda.md §2), and per image size the
+median kernel GB/s over the rounds and its ratio to the default's, every
+round's figure beside.
 
 Fails (exit 1) when a report is missing, has no kernel figure for a size, or
 says its batches were not bit-exact: a variant that decodes other pixels is
@@ -18,6 +20,14 @@ import statistics
 import sys
 
 ROW = re.compile(r'^\| (\d+x\d+) \|')
+WARPS = re.compile(r'^Decode kernel: (\d+) warps resident per SM', re.M)
+
+
+def resident_warps(path):
+    """The decode kernel's resident warps per SM that a report states, or
+    None (a report from before bench_cuda wrote it)."""
+    m = WARPS.search(open(path).read())
+    return int(m.group(1)) if m else None
 
 
 def kernel_gbs(path):
@@ -42,17 +52,22 @@ def kernel_gbs(path):
 
 
 def collect(runs, names):
-    """{name: {size: [GB/s per round]}} and the sizes in the default's order."""
+    """{name: {size: [GB/s per round]}}, the sizes in the default's order,
+    the rounds, and {name: resident warps per SM} (every round's the same,
+    else ValueError)."""
     rounds = sorted({int(f.split('.')[-2]) for f in os.listdir(runs) if re.match(r'.+\.\d+\.md$', f)})
     if not rounds:
         raise ValueError(f'{runs}: no NAME.ROUND.md reports')
-    data, sizes = {}, []
+    data, sizes, warps = {}, [], {}
     for name in names:
         data[name] = {}
         for r in rounds:
             path = os.path.join(runs, f'{name}.{r}.md')
             if not os.path.exists(path):
                 raise ValueError(f'{path}: missing')
+            w = resident_warps(path)
+            if warps.setdefault(name, w) != w:
+                raise ValueError(f'{path}: {w} warps resident per SM, another round {warps[name]}')
             for size, gbs in kernel_gbs(path).items():
                 data[name].setdefault(size, []).append(gbs)
                 if name == 'default' and size not in sizes:
@@ -61,10 +76,10 @@ def collect(runs, names):
         for size in sizes:
             if len(data[name].get(size, [])) != len(rounds):
                 raise ValueError(f'{name}: {size} missing in some round')
-    return data, sizes, rounds
+    return data, sizes, rounds, warps
 
 
-def table(data, sizes, rounds, variants, gpu, commit):
+def table(data, sizes, rounds, warps, variants, gpu, commit):
     lines = [f'# GPU kernel variants: {gpu}', '',
              f'- Commit: {commit}',
              '- Command: `scripts/gpu-kit.sh device ... variant` (bench_cuda --kernel-only, the same images and '
@@ -72,9 +87,10 @@ def table(data, sizes, rounds, variants, gpu, commit):
              '- A variant is the decode kernel built with -DL3_CUDA_KERNEL_DEFINES=DEFINITIONS (spec/cuda.md §2 '
              '"Kernel variants"); every batch of every run bit-exact against the source pixels.',
              '- GB/s: decoded pixel bytes a second of the kernel (CUDA-graph replay, CUDA events), median of the '
-             'rounds; ratio: against the default kernel of the same run.', '']
-    head = '| kernel | definitions |' + ''.join(f' {s} GB/s | ratio |' for s in sizes) + ' rounds |'
-    lines += [head, '|---|---|' + '---:|---:|' * len(sizes) + '---|']
+             'rounds; ratio: against the default kernel of the same run. Warps/SM: the decode kernel\'s resident '
+             'warps per SM (CUDA occupancy API), which an occupancy probe lowers on purpose.', '']
+    head = '| kernel | definitions | warps/SM |' + ''.join(f' {s} GB/s | ratio |' for s in sizes) + ' rounds |'
+    lines += [head, '|---|---|---:|' + '---:|---:|' * len(sizes) + '---|']
     base = {s: statistics.median(data['default'][s]) for s in sizes}
     for name, defs in [('default', '-')] + variants:
         cells = ''
@@ -82,7 +98,8 @@ def table(data, sizes, rounds, variants, gpu, commit):
             med = statistics.median(data[name][s])
             cells += f' {med:.1f} | {med / base[s]:.3f} |'
         per_round = '; '.join(f'{s}: ' + ', '.join(f'{x:.1f}' for x in data[name][s]) for s in sizes)
-        lines.append(f'| {name} | {defs} |{cells} {per_round} |')
+        w = '-' if warps[name] is None else warps[name]
+        lines.append(f'| {name} | {defs} | {w} |{cells} {per_round} |')
     return '\n'.join(lines) + '\n'
 
 
@@ -101,11 +118,11 @@ def main(argv=None):
             ap.error(f'--variant {v!r}: want NAME=DEFINITIONS, NAME not "default"')
         variants.append((name, defs))
     try:
-        data, sizes, rounds = collect(a.runs, ['default'] + [n for n, _ in variants])
+        data, sizes, rounds, warps = collect(a.runs, ['default'] + [n for n, _ in variants])
     except ValueError as e:
         print(f'variant_table: {e}', file=sys.stderr)
         return 1
-    sys.stdout.write(table(data, sizes, rounds, variants, a.gpu, a.commit))
+    sys.stdout.write(table(data, sizes, rounds, warps, variants, a.gpu, a.commit))
     return 0
 
 

@@ -73,7 +73,10 @@
 #     variant  the kernel alone (bench_cuda --kernel-only) of the default and
 #              of each kernel variant, 3 rounds in turn, at 500x375 and
 #              2048x1024: bench/results/cuda-<gpu>-variants.md (medians and
-#              ratios to the default, bench/variant_table.py), about 1-2 min.
+#              ratios to the default, and each kernel's resident warps an
+#              SM, bench/variant_table.py), 3 runs per entry of
+#              kernel_variants.txt and of the default (each about 10-20 s,
+#              not timed yet: with 3 entries about 2-4 min).
 # Each step runs in its own bash (set -euo pipefail), so any failing command
 # fails the step; setup or build failing stops the command. $OUT (else
 # .gpukit/out) receives two files: kit-<steps>.log (every step's log, one

@@ -18,6 +18,10 @@ add_test(NAME test_cuda_emu_avx2
 set_tests_properties(test_cuda_emu_avx2 PROPERTIES ENVIRONMENT L3_MAX_ISA=avx2 LABELS cuda)
 l3_add_test(test_cuda_emu_other_shape test_cuda_emu.cpp LIBS l3_cuda_emu_other_shape l3_codec l3_imageio LABELS cuda)
 
+# The occupancy probes' padding arithmetic (cuda/src/occupancy_probe.hpp).
+l3_add_test(test_cuda_probe test_cuda_probe.cpp LABELS cuda)
+target_include_directories(test_cuda_probe PRIVATE ${PROJECT_SOURCE_DIR}/cuda/src)
+
 if(L3_HAVE_CUDA AND TARGET l3_cuda)
   l3_add_test(test_cuda_gpu test_cuda_gpu.cpp LIBS l3_cuda l3_codec l3_imageio LABELS gpu)
   set_tests_properties(test_cuda_gpu PROPERTIES SKIP_REGULAR_EXPRESSION "L3_GPU_SKIPPED")

@@ -18,6 +18,7 @@
 #include "kernels.hpp"
 #include "l3/cuda/thrust_arena.hpp"
 #include "l3/cuda/wavefront.hpp"
+#include "occupancy_probe.hpp"
 
 namespace l3::cuda::detail {
 namespace {
@@ -28,6 +29,7 @@ using wavefront::ImageCounts;
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kDecodeThreads = kWarpsPerBlock * wavefront::kWarpSize;
+constexpr int kDecodeBlocksPerSm = 5;  // the occupancy the decode kernel is built for (below)
 
 __global__ void gather_kernel(BatchView view, std::uint32_t* tile_size, std::uint32_t tiles) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -41,7 +43,7 @@ __global__ void gather_kernel(BatchView view, std::uint32_t* tile_size, std::uin
 // 85-register cap of 6 blocks ptxas spilled (8 bytes of stack).
 // tests/cuda_kernel_resources.sh fails on any spill, and when registers or
 // shared memory leave fewer than 5 blocks resident.
-__global__ void __launch_bounds__(kDecodeThreads, 5) decode_kernel(BatchView view, std::uint32_t jobs,
+__global__ void __launch_bounds__(kDecodeThreads, kDecodeBlocksPerSm) decode_kernel(BatchView view, std::uint32_t jobs,
                                                                 std::uint64_t* keys) {
   __shared__ wavefront::WarpScratch scratch[kWarpsPerBlock];
   const int warp_in_block = int(threadIdx.x) / wavefront::kWarpSize;
@@ -52,6 +54,47 @@ __global__ void __launch_bounds__(kDecodeThreads, 5) decode_kernel(BatchView vie
     atomicMin(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
   };
   wavefront::decode_job(warp, view, job, scratch[warp_in_block], keys, atomic_min);
+}
+
+// Occupancy probe builds (occupancy_probe.hpp): B blocks an SM; 0 otherwise.
+#if defined(L3_WAVEFRONT_PROBE_BLOCKS)
+constexpr int kProbeBlocks = L3_WAVEFRONT_PROBE_BLOCKS;
+static_assert(kProbeBlocks >= 1 && kProbeBlocks < kDecodeBlocksPerSm, "a probe leaves fewer blocks than the default");
+#else
+constexpr int kProbeBlocks = 0;
+#endif
+
+struct DecodeLaunch {
+  cudaError_t error;
+  int dynamic_smem;  // bytes a block
+};
+
+// The decode kernel's dynamic shared memory: none, or in a probe build the
+// padding that leaves kProbeBlocks blocks an SM on the device current at
+// the first call (a probe is a benchmark's build: one device a process).
+// Fails unless the occupancy API then says exactly kProbeBlocks, so that a
+// probe never reports a figure for an occupancy it did not have.
+DecodeLaunch decode_launch() {
+  if constexpr (kProbeBlocks == 0) {
+    return {cudaSuccess, 0};
+  } else {
+    static const DecodeLaunch once = [] {
+      int device = 0, per_sm = 0, reserved = 0, blocks = 0;
+      cudaFuncAttributes fa{};
+      cudaError_t e = cudaGetDevice(&device);
+      if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+      if (e == cudaSuccess) e = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device);
+      if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, decode_kernel);
+      if (e != cudaSuccess) return DecodeLaunch{e, 0};
+      const int pad = probe_padding_bytes(per_sm, reserved, int(fa.sharedSizeBytes), kProbeBlocks);
+      if (pad < 0) return DecodeLaunch{cudaErrorInvalidConfiguration, 0};
+      e = cudaFuncSetAttribute(decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, pad);
+      if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel, kDecodeThreads, pad);
+      if (e == cudaSuccess && blocks != kProbeBlocks) e = cudaErrorInvalidConfiguration;
+      return DecodeLaunch{e, pad};
+    }();
+    return once;
+  }
 }
 
 __global__ void __launch_bounds__(kDecodeThreads) patch_kernel(BatchView view, std::uint32_t images,
@@ -115,9 +158,22 @@ cudaError_t gather_tiles(const BatchView& view, std::uint32_t* d_tile_size, std:
 
 cudaError_t launch_decode(const BatchView& view, std::uint32_t jobs, std::uint64_t* d_keys, cudaStream_t stream) {
   if (jobs == 0) return cudaSuccess;
+  const DecodeLaunch launch = decode_launch();
+  if (launch.error != cudaSuccess) return launch.error;
   const auto blocks = static_cast<std::uint32_t>((std::uint64_t{jobs} + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  decode_kernel<<<blocks, kDecodeThreads, 0, stream>>>(view, jobs, d_keys);
+  decode_kernel<<<blocks, kDecodeThreads, std::size_t(launch.dynamic_smem), stream>>>(view, jobs, d_keys);
   return cudaGetLastError();
+}
+
+cudaError_t decode_warps_per_sm(int& warps) {
+  warps = 0;
+  const DecodeLaunch launch = decode_launch();
+  if (launch.error != cudaSuccess) return launch.error;
+  int blocks = 0;
+  const cudaError_t e =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel, kDecodeThreads, std::size_t(launch.dynamic_smem));
+  warps = blocks * kWarpsPerBlock;
+  return e;
 }
 
 cudaError_t launch_patch(const BatchView& view, std::uint32_t images, std::uint64_t* d_keys, cudaStream_t stream) {

@@ -364,6 +364,12 @@ std::vector<errc> BatchDecoder::status() {
   return out;
 }
 
+int BatchDecoder::resident_decode_warps() {
+  int warps = 0;
+  check(detail::decode_warps_per_sm(warps), "decode kernel occupancy");
+  return warps;
+}
+
 void BatchDecoder::reserve(const Capacity& capacity, Stream stream) {
   Impl& im = *impl_;
   const bool captured = Impl::capturing(stream);

@@ -29,6 +29,11 @@ cudaError_t gather_tiles(const wavefront::BatchView& view, std::uint32_t* d_tile
 cudaError_t launch_decode(const wavefront::BatchView& view, std::uint32_t jobs, std::uint64_t* d_keys,
                           cudaStream_t stream);
 
+// The decode kernel's warps resident per SM of the current device (the
+// occupancy API; in an occupancy probe build, with its padding,
+// occupancy_probe.hpp).
+cudaError_t decode_warps_per_sm(int& warps);
+
 // The patch kernel (spec/cuda.md §4): one warp per image of images
 // [0, images), applying its symbols after the decode kernel.
 cudaError_t launch_patch(const wavefront::BatchView& view, std::uint32_t images, std::uint64_t* d_keys,

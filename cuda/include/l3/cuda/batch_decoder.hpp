@@ -107,6 +107,12 @@ public:
 
   void reserve(const Capacity& capacity, Stream stream);
 
+  // Warps of the decode kernel that one SM of the current device holds at
+  // once (its occupancy, from its registers and shared memory; spec/cuda.md
+  // §2). Benchmarks report it beside their timings: kernel variants and
+  // occupancy probes change it.
+  static int resident_decode_warps();
+
 private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
