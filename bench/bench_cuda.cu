@@ -33,6 +33,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -342,9 +343,7 @@ GpuRow measure_gpu(const std::vector<Item>& set, std::size_t batch, int iters, b
   return row;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   Args a;
   if (const int rc = parse_args(argc, argv, a)) return rc < 0 ? 0 : rc;
   cudaDeviceProp prop{};
@@ -428,4 +427,17 @@ int main(int argc, char** argv) {
     std::fputs(md.str().c_str(), stdout);
   }
   return exact ? 0 : 4;
+}
+
+}  // namespace
+
+// A decoder's error (l3::Error: a CUDA error as device_error, an occupancy
+// probe that did not get its occupancy) ends the run with its one line.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_cuda: %s\n", e.what());
+    return 1;
+  }
 }
