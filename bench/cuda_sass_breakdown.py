@@ -137,6 +137,7 @@ CATS = [
     _t('neighbours + shuffles', True, ('wavefront_coded',), r'nb\.|shfl|nwv|nwu|wv\[p\]|wu\[p\]'),
     _t('neighbours + shuffles', True, ('shfl_up', 'shfl_up_by'), None),
     _t('neighbours + shuffles', True, (), None, ('sm_30_intrinsics.hpp',)),
+    _t('issue probe filler (filler-K variants only)', True, ('issue',)),
     _t('loop control', True, ('wavefront_coded', 'each')),
 ]
 # The Rice tile path (the third column): a step of a Rice-coded tile (44% of

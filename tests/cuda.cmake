@@ -17,6 +17,8 @@ add_test(NAME test_cuda_emu_avx2
   COMMAND test_cuda_emu --no-intro=true "--test-case=tiles up to 256x32*,corrupted streams*,*the sample photos")
 set_tests_properties(test_cuda_emu_avx2 PROPERTIES ENVIRONMENT L3_MAX_ISA=avx2 LABELS cuda)
 l3_add_test(test_cuda_emu_other_shape test_cuda_emu.cpp LIBS l3_cuda_emu_other_shape l3_codec l3_imageio LABELS cuda)
+# With the issue probe's filler (kernel variant filler-64): the same pixels and statuses.
+l3_add_test(test_cuda_emu_probe test_cuda_emu.cpp LIBS l3_cuda_emu_probe l3_codec l3_imageio LABELS cuda)
 
 # The occupancy probes' padding arithmetic (cuda/src/occupancy_probe.hpp).
 l3_add_test(test_cuda_probe test_cuda_probe.cpp LABELS cuda)

@@ -281,6 +281,47 @@ L3_WF_HDI bool ramped_pixel(const core::CodedTileParams& t, int r, int c, const 
   return core::inverse_transform(t.transform, CH, ramped, px);
 }
 
+// ---- Issue probe (spec/cuda.md §2 "Kernel variants") ---------------------------
+//
+// A build with L3_WAVEFRONT_PROBE_FILLER=K (kernel variant filler-K) adds K
+// integer instructions to every wavefront step on the GPU: K chain steps
+// spread over four independent chains, each a rotation and an add (which no
+// compiler folds away; sm_90 does one in a single LEA.HI,
+// bench/cuda_sass_breakdown.sh counts them), so that they take issue slots
+// without one long wait. Timed against the
+// default (same pixels), they give the cost of an instruction a step: what
+// the static reductions of bench/results/cuda-static-sm90.md buy. The chains
+// end in a volatile store to the output ring after its last copy-out (a warp
+// decodes one job, and reads the ring no more), so that they are computed
+// and change nothing: a test that is false at run time would not do, as the
+// compiler proved the two tried false (an empty tile, a negative stride)
+// and dropped the chains. The CPU emulation built with the definition
+// (test_cuda_emu_probe) checks that nothing changes. A probe measures; it
+// never becomes the default.
+#if defined(L3_WAVEFRONT_PROBE_FILLER)
+inline constexpr int kProbeFiller = L3_WAVEFRONT_PROBE_FILLER;
+static_assert(kProbeFiller > 0 && kProbeFiller % 4 == 0, "whole rounds of the four chains");
+#else
+inline constexpr int kProbeFiller = 0;
+#endif
+
+struct ProbeFiller {
+  std::uint32_t chain[4];
+  std::uint32_t step;  // loop-invariant, unknown to the compiler
+  L3_WF_HDI void issue() {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int i = 0; i < kProbeFiller; ++i) {
+      std::uint32_t& c = chain[i % 4];
+      c = ((c << 13) | (c >> 19)) + step;
+    }
+  }
+  L3_WF_HDI void sink(std::uint32_t* word) const {
+    *static_cast<volatile std::uint32_t*>(word) = chain[0] ^ chain[1] ^ chain[2] ^ chain[3];
+  }
+};
+
 // A coded tile as a wavefront (spec/cuda.md §2): lane r owns tile row r; at
 // step s lane r decodes pixel (r, c = s - r) when 0 <= c < x1. N and NW come
 // from lane r - 1 by shuffles (one per plane for values, one for codes): after
@@ -310,7 +351,9 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
     if (l < rows) core::lane_begin(st[l], task.tile, t, l);
   });
   const int steps = cols + rows - 1;
+  ProbeFiller filler{{0u, 1u, 2u, 3u}, std::uint32_t(task.width)};
   for (int s = 0; s < steps; ++s) {
+    if constexpr (kProbeFiller > 0) filler.issue();
     warp.each([&](int l) {
       const int c = s - l;
       if (l >= rows || c < 0 || c >= cols) return;
@@ -408,6 +451,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
     }
   }
   warp.each([&](int l) {
+    if constexpr (kProbeFiller > 0) filler.sink(stage + l);  // after the last copy-out's barrier
     if (l >= rows) return;
     if (full) {
       if (core::lane_end(st[l], t.row_length[l]) != core::kOk) bad[l] = 1;
