@@ -288,9 +288,9 @@ L3_WF_HDI bool ramped_pixel(const core::CodedTileParams& t, int r, int c, const 
 // spread over four independent chains, each a rotation and an add (which no
 // compiler folds away; sm_90 does one in a single LEA.HI,
 // bench/cuda_sass_breakdown.sh counts them), so that they take issue slots
-// without one long wait. Timed against the
-// default (same pixels), they give the cost of an instruction a step: what
-// the static reductions of bench/results/cuda-static-sm90.md buy. The chains
+// without one long wait. Timed against the default (same pixels), they give
+// the cost of an instruction a step: what the static reductions of
+// bench/results/cuda-static-sm90.md buy. The chains
 // end in a volatile store to the output ring after its last copy-out (a warp
 // decodes one job, and reads the ring no more), so that they are computed
 // and change nothing: a test that is false at run time would not do, as the
