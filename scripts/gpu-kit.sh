@@ -12,9 +12,10 @@
 #     refreshes it), and prints what would travel (at most 64 MiB).
 #   scripts/gpu-kit.sh prebuild
 #     builds the GPU targets in the dry root (below) for sm_90 (H100, H200),
-#     both code shapes and the kernel variants' bench_cuda, and packs them into .gpukit/prebuilt (about 5 MiB: the
-#     binaries and CTest files as one xz archive, the manifest of the tree they
-#     were built from, the arch and the path). On the device the build step
+#     both code shapes and the kernel variants' bench_cuda, and packs them
+#     into .gpukit/prebuilt (about 4 MiB: the binaries and CTest files as one
+#     xz archive, the manifest of the tree they were built from, the arch
+#     and the path). On the device the build step
 #     unpacks them instead of building when the copy is that tree, at that
 #     path, for that arch, and the binaries' libraries resolve; otherwise it
 #     builds (3-4 minutes of each command's device time on 16 cores). Run it
@@ -422,7 +423,8 @@ step_build_variant() {
     fi
     [[ -f "$dir/build.ninja" ]] || rm -rf "$dir"
     cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DL3_CUDA=ON -DL3_WERROR=OFF \
-      -DL3_BUILD_BENCH=ON "-DL3_CUDA_KERNEL_DEFINES=$(tr ' ' ';' <<<"${v#*=}")" -DCMAKE_CUDA_ARCHITECTURES="$(cuda_arch)" \
+      -DL3_BUILD_BENCH=ON "-DL3_CUDA_KERNEL_DEFINES=$(tr ' ' ';' <<<"${v#*=}")" \
+      -DCMAKE_CUDA_ARCHITECTURES="$(cuda_arch)" \
       -DPKG_CONFIG_EXECUTABLE="$prefix/bin/pkg-config" "${rpath_flags[@]}" "${extra_cmake[@]}"
     ninja -C "$dir" -j"$(nproc)" bench_cuda
     check_built "$dir" bench_cuda

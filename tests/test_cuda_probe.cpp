@@ -41,7 +41,8 @@ TEST_CASE("an occupancy probe's padding leaves exactly the blocks asked for") {
         if (blocks < unpadded) REQUIRE(pad >= 0);
         if (blocks > unpadded) CHECK(pad == -1);
         if (pad < 0) continue;
-        CHECK(pad % kSharedAllocationUnit == (kSharedAllocationUnit - static_bytes % kSharedAllocationUnit) % kSharedAllocationUnit);
+        CHECK(pad % kSharedAllocationUnit ==
+              (kSharedAllocationUnit - static_bytes % kSharedAllocationUnit) % kSharedAllocationUnit);
         CHECK(blocks_by_smem(d.smem_per_sm, d.reserved, static_bytes + pad) == blocks);
         // One allocation unit of slack: a unit more still leaves as many.
         CHECK(blocks_by_smem(d.smem_per_sm, d.reserved, static_bytes + pad + kSharedAllocationUnit) == blocks);

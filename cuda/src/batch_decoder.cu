@@ -89,7 +89,8 @@ DecodeLaunch decode_launch() {
       const int pad = probe_padding_bytes(per_sm, reserved, int(fa.sharedSizeBytes), kProbeBlocks);
       if (pad < 0) return DecodeLaunch{cudaErrorInvalidConfiguration, 0};
       e = cudaFuncSetAttribute(decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, pad);
-      if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel, kDecodeThreads, pad);
+      if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel, kDecodeThreads, std::size_t(pad));
       if (e == cudaSuccess && blocks != kProbeBlocks) e = cudaErrorInvalidConfiguration;
       return DecodeLaunch{e, pad};
     }();
@@ -170,8 +171,8 @@ cudaError_t decode_warps_per_sm(int& warps) {
   const DecodeLaunch launch = decode_launch();
   if (launch.error != cudaSuccess) return launch.error;
   int blocks = 0;
-  const cudaError_t e =
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel, kDecodeThreads, std::size_t(launch.dynamic_smem));
+  const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel, kDecodeThreads,
+                                                                      std::size_t(launch.dynamic_smem));
   warps = blocks * kWarpsPerBlock;
   return e;
 }
