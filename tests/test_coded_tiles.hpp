@@ -109,4 +109,20 @@ inline DiagonalTiles diagonal_tiles(const std::vector<std::uint8_t>& enc) {
   return n;
 }
 
+// Whether a stream, or its symbol dictionary (§3.4, a whole stream after
+// dict_size), has a coded tile with pixel copies or a bilevel plane: the
+// tiles whose sources the GPU's output ring must hold 63 columns back
+// (spec/cuda.md §2), which its narrow-ring variant reports as unsupported.
+inline bool has_ring_source_tiles(const std::vector<std::uint8_t>& enc) {
+  for (const auto& [tile, t] : coded_tiles(enc))
+    if (t.copies || t.bilevel) return true;
+  const std::size_t at = tiles_end(enc);
+  if (at + 4 > enc.size()) return false;
+  std::uint32_t dict_size;
+  std::memcpy(&dict_size, &enc[at], 4);
+  REQUIRE(dict_size <= enc.size() - at - 4);
+  return has_ring_source_tiles(std::vector<std::uint8_t>(enc.begin() + std::ptrdiff_t(at + 4),
+                                                         enc.begin() + std::ptrdiff_t(at + 4 + dict_size)));
+}
+
 }  // namespace l3::test

@@ -16,6 +16,7 @@
 
 #include "l3/codec/codec.hpp"
 #include "l3/cuda/emulation.hpp"
+#include "l3/cuda/wavefront.hpp"
 #include "l3/imageio/image_io.hpp"
 #include "l3/codec/symbols.hpp"
 #include "l3/codec/tile_core.hpp"
@@ -126,6 +127,13 @@ void check_same(const std::vector<std::uint8_t>& enc, const std::string& what) {
     return;
   }
   Pixels out(ref.size(), 0xAB);
+  if (l3::wavefront::kNarrowRing && l3::test::has_ring_source_tiles(enc)) {
+    // The narrow-ring variant (test_cuda_emu_narrow) cannot hold these tiles'
+    // sources: it must say so, never decode other pixels.
+    CHECK_THROWS_WITH_AS(emu::decode_image_wavefront(enc, {out.data(), info.width, info.height, info.channels, 0}),
+                         doctest::Contains("unsupported"), l3::Error);
+    return;
+  }
   REQUIRE_NOTHROW(emu::decode_image_wavefront(enc, {out.data(), info.width, info.height, info.channels, 0}));
   CHECK(out == ref);
 }
@@ -148,7 +156,10 @@ template <class Wanted> int check_vectors(Wanted&& wanted) {
 
 // newest: the newest version the stream may have (6: without version 7's
 // plane contexts, version 8's residual corrections and so on), for the tests that
-// count the streams of an older version by their version.
+// count the streams of an older version by their version. In the narrow-ring
+// build (test_cuda_emu_narrow) without pixel copies and bilevel planes, which
+// it reports as unsupported ("the narrow ring ..." below): every other case
+// then runs its copy-out.
 std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th, int effort = 1,
                               bool entropy_coding = true, int newest = l3::core::kVersion) {
   l3::EncodeOptions o;
@@ -160,7 +171,8 @@ std::vector<std::uint8_t> enc(const Img& im, std::uint32_t tw, std::uint32_t th,
   o.corrections = newest >= l3::core::kVersionCorrections;
   o.compact_tables = newest >= l3::core::kVersionCompactTables;
   o.row_masks = newest >= l3::core::kVersionRowMasks;
-  o.bilevel = newest >= l3::core::kVersionBilevel;
+  o.pixel_copies = !l3::wavefront::kNarrowRing;
+  o.bilevel = newest >= l3::core::kVersionBilevel && !l3::wavefront::kNarrowRing;
   o.diagonals = newest >= l3::core::kVersionMirror;
   o.bilevel_templates = newest >= l3::core::kVersionBitPlanes;
   o.ramps = newest >= l3::core::kVersionRamps;
@@ -850,6 +862,42 @@ TEST_CASE("emulated wavefront equals l3::decode on pixel copies (spec/codec.md �
   MESSAGE(rejected << " of 240 damaged streams with pixel copies rejected");
   CHECK(rejected > 120);
   CHECK(check_vectors([](const std::string& name) { return name.find("pixel-cop") != std::string::npos; }) >= 11);
+}
+
+TEST_CASE("tiles with pixel copies or bilevel planes: decoded, or unsupported in the narrow-ring build") {
+  // Their sources lie up to 63 columns back in the output ring (spec/cuda.md
+  // §2): the narrow-ring build (kernel variant narrow-ring-24, 48 columns)
+  // must reject such an image, alone in its batch, and never write other
+  // pixels; every other build decodes it as l3::decode does.
+  Img text{300, 70, 3, Pixels(std::size_t(300) * 70 * 3)};
+  l3::test::fill_glyph_text(text.px.data(), text.w, text.h, text.ch, 9, true);
+  l3::EncodeOptions o;  // the defaults: copies and bilevel planes allowed whatever the build
+  o.tile_width = 128;
+  o.tile_height = 32;
+  const std::vector<std::vector<std::uint8_t>> streams = {
+      l3::encode(text.view(), o), enc(structured_image(2, 300, 70, 3), 128, 32),
+      l3::encode(two_colour_image(0, 170, 75, 1, 41).view(), o)};
+  int copies = 0;
+  for (const auto& [tile, t] : l3::test::coded_tiles(streams[0])) copies += t.copies;
+  REQUIRE(copies > 0);
+  REQUIRE(!l3::test::has_ring_source_tiles(streams[1]));
+  REQUIRE(l3::test::bilevel_tiles(streams[2]).tiles > 0);
+  std::vector<l3::cuda::HostImage> batch;
+  for (const auto& e : streams) batch.push_back({e, std::nullopt});
+  const emu::BatchOutput out = emu::decode_batch(batch, l3::cuda::BatchOptions{});
+  REQUIRE(out.slots.size() == streams.size());
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    INFO("image " << i);
+    const l3::cuda::ImageSlot& slot = out.slots[i];
+    if (l3::wavefront::kNarrowRing && i != 1) {
+      CHECK(slot.status == l3::errc::unsupported);
+    } else {
+      CHECK(slot.status == l3::errc::ok);
+      CHECK(Pixels(out.pixels.begin() + std::ptrdiff_t(slot.offset),
+                   out.pixels.begin() + std::ptrdiff_t(slot.offset + slot.size)) == l3::decode(streams[i]));
+    }
+    check_same(streams[i], "image " + std::to_string(i));
+  }
 }
 
 TEST_CASE("emulated wavefront equals l3::decode on plane contexts (spec/codec.md §6.2, version 7)") {

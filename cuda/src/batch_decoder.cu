@@ -29,7 +29,9 @@ using wavefront::ImageCounts;
 
 constexpr int kWarpsPerBlock = 4;
 constexpr int kDecodeThreads = kWarpsPerBlock * wavefront::kWarpSize;
-constexpr int kDecodeBlocksPerSm = 5;  // the occupancy the decode kernel is built for (below)
+// The occupancy the decode kernel is built for (below): 6 blocks with the
+// narrow ring (kernel variant narrow-ring-24, l3/cuda/wavefront.hpp).
+constexpr int kDecodeBlocksPerSm = wavefront::kNarrowRing ? 6 : 5;
 
 __global__ void gather_kernel(BatchView view, std::uint32_t* tile_size, std::uint32_t tiles) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -160,16 +160,38 @@ L3_WF_HDI void store_pixel(const TileTask& t, int r, int c, const std::uint8_t* 
 // straight to the output, one step's stores touch ~32 cache lines. Instead each
 // lane writes its pixel, packed in one 32-bit word, to a per-warp ring of
 // kStageCols columns per row (shared memory on the GPU); whenever the last row
-// has completed a block of kStageBlock columns, the warp copies that block out
-// row by row, lane l taking column c0 + l: consecutive lanes, consecutive
-// pixels. Block k is complete after step 32k + 31 + (rows - 1); lane 0 is then
-// at column <= 32k + 62 and reaches block k's ring slots again only at column
-// 32k + 64, so 64 columns suffice. A row's 64 words are consecutive: a step's
+// has completed a block of kStageBlock (B) columns, the warp copies that block
+// out, kWarpSize / B rows at a time, lane l taking column c0 + l % B:
+// consecutive lanes, consecutive pixels. Block k is complete after step
+// B k + B - 1 + (rows - 1); lane 0 is then at column <= B k + B + 30 and reaches
+// block k's ring slots again only at column B k + kStageCols, so kStageCols >=
+// B + 31 suffices: 64 columns for blocks of 32. Pixel copies and bilevel
+// templates read the ring up to 63 columns back (spec/codec.md §6.6, §6.8),
+// which 64 columns also hold. A row's 64 words are consecutive: a step's
 // stores (row l, column s - l) fall on banks (s - l) mod 32, all different; a
 // copy-out reads consecutive words of one row.
+//
+// L3_WAVEFRONT_NARROW_RING (kernel variant narrow-ring-24, spec/cuda.md §2
+// "Kernel variants") builds the ring of 48 columns and blocks of 16, 2,048
+// bytes a warp less, so that 6 blocks of 4 warps (24 warps) fit an sm_90 SM:
+// it cannot hold a copy's or a template's source, and decodes tiles with
+// copies or bilevel planes as errc::unsupported (kUnsupportedTile). A step's
+// stores then meet at most 2 to a bank (row pitch 48 words).
+#if defined(L3_WAVEFRONT_NARROW_RING)
+inline constexpr bool kNarrowRing = true;
+inline constexpr int kStageCols = 48;
+inline constexpr int kStageBlock = 16;
+#else
+inline constexpr bool kNarrowRing = false;
 inline constexpr int kStageCols = 64;
 inline constexpr int kStageBlock = 32;
+static_assert(kStageCols >= core::kCopyWindow && kStageCols > core::kTemplateReach, "copy and template sources");
+#endif
 inline constexpr int kStagePitch = kStageCols;
+inline constexpr int kStageRowsPerCopy = kWarpSize / kStageBlock;  // rows a copy-out instruction covers
+static_assert(kStageCols >= kStageBlock + kWarpSize - 1, "a block is copied out before lane 0 reuses its slots");
+static_assert(kWarpSize % kStageBlock == 0, "whole rows per copy-out instruction");
+inline constexpr int kUnsupportedTile = int(errc::unsupported);  // the narrow ring's copies and bilevel tiles
 
 // Per-warp scratch (shared memory on the GPU): the coded tile's parameters,
 // the parse status and the output ring. The row-length table's layout
@@ -177,7 +199,8 @@ inline constexpr int kStagePitch = kStageCols;
 // first words: the parse ends with a warp barrier before the tile's first
 // ring store, and the ring holds nothing of the tile before. 11,392 bytes a
 // warp: 5 blocks of 4 warps (20 warps) fit an sm_90 SM's 228 KiB with the
-// driver's 1 KiB a block (at most 11,417; tests/cuda_kernel_resources.sh).
+// driver's 1 KiB a block (at most 11,417; tests/cuda_kernel_resources.sh);
+// with the narrow ring 9,344 bytes, 6 blocks (at most 9,472).
 struct WarpScratch {
   core::CodedTileParams params;
   int status;
@@ -187,8 +210,8 @@ struct WarpScratch {
   };
 };
 
-// The ring word of tile pixel (r, c).
-L3_WF_HDI int stage_at(int r, int c) { return r * kStagePitch + (c & (kStageCols - 1)); }
+// The ring word of tile pixel (r, c) (c >= 0).
+L3_WF_HDI int stage_at(int r, int c) { return r * kStagePitch + int(unsigned(c) % unsigned(kStageCols)); }
 
 template <int CH> L3_WF_HDI std::uint32_t pack_pixel(const std::uint8_t* px) {
   std::uint32_t w = 0;
@@ -200,16 +223,20 @@ template <int CH> L3_WF_HDI std::uint32_t pack_pixel(const std::uint8_t* px) {
 }
 
 // Copies columns [c0, c0 + kStageBlock) of the ring (those inside the output
-// rectangle) to the output, lane l taking column c0 + l of every output row.
+// rectangle) to the output, lane l taking column c0 + l % kStageBlock of every
+// kStageRowsPerCopy-th output row from row y0 + l / kStageBlock.
 // `indices`: a palette tile with pixel copies, whose ring holds palette
 // indices (spec/cuda.md §2), looked up in `params` here.
 template <int CH, class Warp>
 L3_WF_HD void flush_stage(Warp& warp, const TileTask& t, const std::uint32_t* stage, int c0,
                           const core::CodedTileParams* indices = nullptr) {
   warp.each([&](int l) {
-    const int c = c0 + l;
+    // Unsigned: a mask and a shift; lane l itself for blocks of 32 (nvcc does
+    // not know that l < 32).
+    const bool whole_rows = kStageBlock == kWarpSize;
+    const int c = c0 + (whole_rows ? l : int(unsigned(l) % kStageBlock));
     if (c < t.x0 || c >= t.x1) return;
-    for (int r = t.y0; r < t.y1; ++r) {
+    for (int r = t.y0 + (whole_rows ? 0 : int(unsigned(l) / kStageBlock)); r < t.y1; r += kStageRowsPerCopy) {
       std::uint32_t w = stage[stage_at(r, c)];
       if (indices) core::palette_word(t.tile, *indices, int(w), w);  // checked when decoded
       std::uint8_t px[core::kMaxChannels];
@@ -330,6 +357,8 @@ struct ProbeFiller {
 // r + 1 at step s + 1; the N a lane received at the step before is its NW.
 // Rows [0, y1) and columns [0, x1) are decoded (the CPU decoder's crop rule);
 // when that is the whole tile, every row stream must be consumed exactly.
+// A narrow-ring build never gets a tile with copies or bilevel planes
+// (decode_tile_warp), so `!kNarrowRing &&` drops their code from it.
 template <int CH, std::uint8_t kPred, class Warp>
 L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::CodedTileParams& t, std::uint32_t* stage) {
   using LI = typename Warp::template Lanes<int>;
@@ -369,7 +398,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       apply_edges_select<CH>(l, c, nb);
       int val[CH], code[CH];
       std::uint32_t* slot = &stage[stage_at(l, c)];
-      if (core::pixel_copied(t, st[l], l, c)) {
+      if (!kNarrowRing && core::pixel_copied(t, st[l], l, c)) {
         // A pixel copy (spec/codec.md §6.6): its source's stage word, still
         // in the ring (at most kCopyRows rows up, kCopyWindow columns back,
         // written at an earlier step); its planes from the word (an index in
@@ -388,13 +417,13 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
         // A bilevel tile's template pixels (spec/codec.md §6.8): indices in
         // the ring (written at earlier steps), or W / N outside the tile.
         int tmpl[core::kTemplatePixels] = {0, 0};
-        if (CH == 1 && t.bilevel)
+        if (CH == 1 && !kNarrowRing && t.bilevel)
           core::template_indices(t, l, c, nb.w[0], nb.n[0], [&](int y, int x) { return stage[stage_at(y, x)]; }, tmpl);
         core::decode_pixel<CH, kPred>(t, st[l], nb.w, nb.n, nb.nw, nb.uw, nb.un, nb.unw, c, val, code, tmpl[0], tmpl[1]);
         // In a tile with copies or templates every pixel goes to the ring,
         // and is checked (a copy may carry it into the output), as the CPU
         // decoder does.
-        const bool ring_indices = t.copies || t.bilevel;
+        const bool ring_indices = !kNarrowRing && (t.copies || t.bilevel);
         if (ring_indices || (l >= task.y0 && c >= task.x0)) {
           std::uint8_t px[core::kMaxChannels];
           bool ok;
@@ -429,7 +458,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       warp.shfl_up(nv[p], wv[p]);
       warp.shfl_up(nu[p], wu[p]);
     }
-    if (t.copies || t.bilevel) warp.sync();  // this step's ring words are visible to the next step's copies and templates
+    if (!kNarrowRing && (t.copies || t.bilevel)) warp.sync();  // this step's ring words are visible to the next step's copies and templates
     // The last row has just completed column `done`: copy out a full block,
     // or the last, partial one (the same decision in every lane).
     const int done = s - (rows - 1);
@@ -437,7 +466,7 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       warp.sync();  // the staged words are visible to the whole warp
       const int c0 = done & ~(kStageBlock - 1);
       if (CH == 1 && t.palette_size) {
-        const core::CodedTileParams* indices = t.copies || t.bilevel ? &t : nullptr;
+        const core::CodedTileParams* indices = !kNarrowRing && (t.copies || t.bilevel) ? &t : nullptr;
         switch (task.channels) {
           case 2: flush_stage<2>(warp, task, stage, c0, indices); break;
           case 3: flush_stage<3>(warp, task, stage, c0, indices); break;
@@ -537,7 +566,8 @@ template <class Warp> L3_WF_HD int parse_tile_warp(Warp& warp, const TileTask& t
 }
 
 // Decodes one tile with one warp. `ws` is per-warp storage (shared memory on
-// the GPU). Returns a core::Status, the same for every lane.
+// the GPU). Returns a core::Status (or, in a narrow-ring build, kUnsupportedTile
+// for a tile its ring cannot decode), the same for every lane.
 // A mirrored tile (kind 3, version 12) decodes as a coded one through its
 // mirrored task.
 template <class Warp> L3_WF_HD int decode_tile_warp(Warp& warp, const TileTask& tile_task, WarpScratch& ws) {
@@ -546,6 +576,7 @@ template <class Warp> L3_WF_HD int decode_tile_warp(Warp& warp, const TileTask& 
   if (kind == core::kTileMirrored && tile_task.version < core::kVersionMirror) return core::kCorruptTile;
   const TileTask task = kind == core::kTileMirrored ? mirrored_task(tile_task) : tile_task;
   if (const int st = parse_tile_warp(warp, task, ws); st != core::kOk) return st;
+  if (kNarrowRing && (ws.params.copies || ws.params.bilevel)) return kUnsupportedTile;
   switch (ws.params.channels) {  // coded planes: 1 in a palette tile
     case 1: return wavefront_by_predictor<1>(warp, task, ws.params, ws.stage);
     case 2: return wavefront_by_predictor<2>(warp, task, ws.params, ws.stage);
