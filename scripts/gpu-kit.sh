@@ -77,7 +77,7 @@
 #              ratios to the default, and each kernel's resident warps an
 #              SM, bench/variant_table.py), 3 runs per entry of
 #              kernel_variants.txt and of the default (each about 10-20 s,
-#              not timed yet: with 4 entries about 3-5 min).
+#              not timed yet: with 5 entries about 3-6 min).
 # Each step runs in its own bash (set -euo pipefail), so any failing command
 # fails the step; setup or build failing stops the command. $OUT (else
 # .gpukit/out) receives two files: kit-<steps>.log (every step's log, one

@@ -3,10 +3,10 @@
 // memory that nothing reads, so that only B blocks of it fit an SM instead
 // of the 5 (20 warps) its registers and static shared memory allow on sm_90.
 // The same instructions and pixels at fewer resident warps: timed against
-// the default, they say what each warp of occupancy is worth, before anyone
-// shrinks the output ring or the registers to gain one (24 warps need at
-// most 80 registers and 9,472 bytes of shared memory a warp). A probe
-// measures; it never becomes the default.
+// the default, they say what each warp of occupancy is worth, beside the
+// candidate that shrinks the output ring and the registers to gain four
+// (narrow-ring-24: 24 warps need at most 80 registers and 9,472 bytes of
+// shared memory a warp). A probe measures; it never becomes the default.
 #pragma once
 
 namespace l3::cuda::detail {
