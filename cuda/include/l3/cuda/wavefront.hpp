@@ -358,7 +358,10 @@ struct ProbeFiller {
 // Rows [0, y1) and columns [0, x1) are decoded (the CPU decoder's crop rule);
 // when that is the whole tile, every row stream must be consumed exactly.
 // A narrow-ring build never gets a tile with copies or bilevel planes
-// (decode_tile_warp), so `!kNarrowRing &&` drops their code from it.
+// (decode_tile_warp), so `!kNarrowRing &&` drops their code from it. It is
+// written out at each use: as one helper it moved the default kernel's
+// layout (563 -> 564 on the step's common path), and the figures of
+// bench/results/cuda-static-sm90.md are of this form.
 template <int CH, std::uint8_t kPred, class Warp>
 L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::CodedTileParams& t, std::uint32_t* stage) {
   using LI = typename Warp::template Lanes<int>;
