@@ -9,7 +9,10 @@ round's figure beside.
 
 Fails (exit 1) when a report is missing, has no kernel figure for a size, or
 says its batches were not bit-exact: a variant that decodes other pixels is
-not a variant.
+not a variant. A variant's failure still leaves the table of the default and
+the other variants, with a line saying why that one failed (a GPU call is
+scarce: one bad variant must not cost the others' figures); the default's
+fails it all (it is every ratio's base).
 
 Usage: variant_table.py --runs DIR --gpu NAME --commit SHA --variant NAME=DEFS [...]
 """
@@ -51,35 +54,48 @@ def kernel_gbs(path):
     return out
 
 
+def kernel_rounds(runs, name, rounds):
+    """({size: [GB/s per round]}, resident warps per SM) of one kernel's
+    reports; ValueError when one is missing or wrong, or the rounds'
+    occupancies differ."""
+    data, warps = {}, []
+    for r in rounds:
+        path = os.path.join(runs, f'{name}.{r}.md')
+        if not os.path.exists(path):
+            raise ValueError(f'{path}: missing')
+        w = resident_warps(path)
+        if warps and warps[0] != w:
+            raise ValueError(f'{path}: {w} warps resident per SM, another round {warps[0]}')
+        warps.append(w)
+        for size, gbs in kernel_gbs(path).items():
+            data.setdefault(size, []).append(gbs)
+    return data, warps[0]
+
+
 def collect(runs, names):
     """{name: {size: [GB/s per round]}}, the sizes in the default's order,
-    the rounds, and {name: resident warps per SM} (every round's the same,
-    else ValueError)."""
+    the rounds, {name: resident warps per SM} and {name: why it failed} of
+    the variants whose reports are wrong (names[0], the default: ValueError)."""
     rounds = sorted({int(f.split('.')[-2]) for f in os.listdir(runs) if re.match(r'.+\.\d+\.md$', f)})
     if not rounds:
         raise ValueError(f'{runs}: no NAME.ROUND.md reports')
-    data, sizes, warps = {}, [], {}
+    data, warps, failed = {}, {}, {}
     for name in names:
-        data[name] = {}
-        for r in rounds:
-            path = os.path.join(runs, f'{name}.{r}.md')
-            if not os.path.exists(path):
-                raise ValueError(f'{path}: missing')
-            w = resident_warps(path)
-            if warps.setdefault(name, w) != w:
-                raise ValueError(f'{path}: {w} warps resident per SM, another round {warps[name]}')
-            for size, gbs in kernel_gbs(path).items():
-                data[name].setdefault(size, []).append(gbs)
-                if name == 'default' and size not in sizes:
-                    sizes.append(size)
-    for name in names:
-        for size in sizes:
-            if len(data[name].get(size, [])) != len(rounds):
-                raise ValueError(f'{name}: {size} missing in some round')
-    return data, sizes, rounds, warps
+        try:
+            data[name], warps[name] = kernel_rounds(runs, name, rounds)
+            sizes = list(data[names[0]])
+            lacking = [s for s in sizes if len(data[name].get(s, [])) != len(rounds)]
+            if lacking:
+                raise ValueError(f'{name}: {lacking[0]} missing in some round')
+        except ValueError as e:
+            if name == names[0]:
+                raise
+            failed[name] = str(e)
+            data.pop(name, None)
+    return data, list(data[names[0]]), rounds, warps, failed
 
 
-def table(data, sizes, rounds, warps, variants, gpu, commit):
+def table(data, sizes, rounds, warps, variants, gpu, commit, failed=None):
     lines = [f'# GPU kernel variants: {gpu}', '',
              f'- Commit: {commit}',
              '- Command: `scripts/gpu-kit.sh device ... variant` (bench_cuda --kernel-only, the same images and '
@@ -92,7 +108,7 @@ def table(data, sizes, rounds, warps, variants, gpu, commit):
     head = '| kernel | definitions | warps/SM |' + ''.join(f' {s} GB/s | ratio |' for s in sizes) + ' rounds |'
     lines += [head, '|---|---|---:|' + '---:|---:|' * len(sizes) + '---|']
     base = {s: statistics.median(data['default'][s]) for s in sizes}
-    for name, defs in [('default', '-')] + variants:
+    for name, defs in [('default', '-')] + [v for v in variants if v[0] not in (failed or {})]:
         cells = ''
         for s in sizes:
             med = statistics.median(data[name][s])
@@ -100,6 +116,9 @@ def table(data, sizes, rounds, warps, variants, gpu, commit):
         per_round = '; '.join(f'{s}: ' + ', '.join(f'{x:.1f}' for x in data[name][s]) for s in sizes)
         w = '-' if warps[name] is None else warps[name]
         lines.append(f'| {name} | {defs} | {w} |{cells} {per_round} |')
+    if failed:
+        lines += ['', '**Failed** (not in the table):']
+        lines += [f'- {name}: {why}' for name, why in failed.items()]
     return '\n'.join(lines) + '\n'
 
 
@@ -118,12 +137,14 @@ def main(argv=None):
             ap.error(f'--variant {v!r}: want NAME=DEFINITIONS, NAME not "default"')
         variants.append((name, defs))
     try:
-        data, sizes, rounds, warps = collect(a.runs, ['default'] + [n for n, _ in variants])
+        data, sizes, rounds, warps, failed = collect(a.runs, ['default'] + [n for n, _ in variants])
     except ValueError as e:
         print(f'variant_table: {e}', file=sys.stderr)
         return 1
-    sys.stdout.write(table(data, sizes, rounds, warps, variants, a.gpu, a.commit))
-    return 0
+    sys.stdout.write(table(data, sizes, rounds, warps, variants, a.gpu, a.commit, failed))
+    for name, why in failed.items():
+        print(f'variant_table: variant {name} failed: {why}', file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == '__main__':

@@ -543,10 +543,13 @@ step_shape() {
 # Times each kernel variant against the default kernel (kernel column only,
 # bench_cuda --kernel-only): rounds of default, variant..., so that drift hits
 # all alike; the median of the rounds per size, and its ratio to the
-# default's, in bench/results/cuda-<gpu>-variants.md.
+# default's, in bench/results/cuda-<gpu>-variants.md. A variant whose run
+# fails (not bit-exact, an error) fails the step after the others have run
+# and the table of the rest is written (bench/variant_table.py); the
+# default's stops the step.
 step_variant() {
   env_setup
-  local v dir round runs gpu args=(--corpus "$root/bench/corpus" --kernel-only) table=()
+  local v dir round runs gpu rc=0 args=(--corpus "$root/bench/corpus" --kernel-only) table=()
   step_build_variant  # nothing to do when they are built or unpacked
   runs="$(work_dir)/variants" && rm -rf "$runs" && mkdir -p "$runs"
   if ! gpu_present; then  # every variant's program runs up to the device
@@ -560,14 +563,16 @@ step_variant() {
   for round in 1 2 3; do
     "$build/bench/bench_cuda" "${args[@]}" --out "$runs/default.$round.md"
     for v in "${kernel_variants[@]}"; do
-      "$(variant_dir "${v%%=*}")/bench/bench_cuda" "${args[@]}" --out "$runs/${v%%=*}.$round.md"
+      "$(variant_dir "${v%%=*}")/bench/bench_cuda" "${args[@]}" --out "$runs/${v%%=*}.$round.md" ||
+        echo "variant ${v%%=*}, round $round: bench_cuda failed (exit $?)"
     done
   done
   gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' /' '--')"
   for v in "${kernel_variants[@]}"; do table+=(--variant "$v"); done
   python3 "$root/bench/variant_table.py" --runs "$runs" --gpu "$gpu" --commit "${L3_COMMIT:-unknown}" "${table[@]}" \
-    >"$root/bench/results/cuda-$gpu-variants.md"
+    >"$root/bench/results/cuda-$gpu-variants.md" || rc=$?
   cat "$root/bench/results/cuda-$gpu-variants.md"
+  return "$rc"
 }
 
 step_python() {

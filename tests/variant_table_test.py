@@ -4,7 +4,8 @@
 median over rounds per size, the ratio to the default kernel, each kernel's
 resident warps per SM (an occupancy probe's), and a failure for a report that
 is not bit-exact, lacks a round, has no kernel figure or another occupancy
-than its other rounds.
+than its other rounds: the whole table's for the default kernel's report, a
+variant's own (the others' rows stay) for a variant's.
 
 Usage: variant_table_test.py SOURCE_ROOT
 """
@@ -71,21 +72,32 @@ check('L3_WAVEFRONT_BINARY_SEARCH' in lines['binary-search'], 'the definitions a
 check('500x375: 95.0, 50.0, 105.0' in lines['binary-search'], 'every round is shown')
 check('abc1234' in out and '3 rounds' in out, 'commit and rounds in the header')
 
-bad = dict(good, **{'binary-search.2.md': report(50.0, 132.0, exact=False)})
-rc, out, err = run(bad)
-check(rc == 1 and 'not bit-exact' in err and not out, f'a mismatching run must fail: rc {rc}, {err!r}')
 
-missing = {k: v for k, v in good.items() if k != 'binary-search.3.md'}
-rc, out, err = run(missing)
-check(rc == 1 and 'missing' in err, f'a missing round must fail: rc {rc}, {err!r}')
 
+def failed_alone(files, name, why):
+    """A variant's bad report fails the run (rc 1, said on stderr and under
+    the table) but leaves the default's and the other variants' rows."""
+    rc, out, err = run(files)
+    rows = [l.split('|')[1].strip() for l in out.splitlines() if l.startswith('| ') and not l.startswith('| kernel')]
+    others = [n for n in ('default', 'binary-search', 'occupancy-16') if n != name]
+    check(rc == 1 and why in err and f'variant {name} failed' in err, f'{name} ({why}) must fail: rc {rc}, {err!r}')
+    check(rows == others, f'{name} ({why}): the other kernels\' rows stay, its own goes: {rows}')
+    check(f'- {name}: ' in out and why in out.split('**Failed**')[-1], f'{name} ({why}): said under the table: {out!r}')
+
+
+failed_alone(dict(good, **{'binary-search.2.md': report(50.0, 132.0, exact=False)}), 'binary-search', 'not bit-exact')
+failed_alone({k: v for k, v in good.items() if k != 'binary-search.3.md'}, 'binary-search', 'missing')
+failed_alone(dict(good, **{'occupancy-16.2.md': report(88.0, 99.0, warps=12)}), 'occupancy-16',
+             'warps resident per SM')
+failed_alone(dict(good, **{'occupancy-16.1.md': report('-', 96.0, warps=16)}), 'occupancy-16', 'no kernel GB/s')
+
+# The default is every ratio's base: its failure fails the whole table.
 dash = dict(good, **{'default.1.md': report('-', 120.0)})
 rc, out, err = run(dash)
-check(rc == 1 and 'no kernel GB/s' in err, f'a report without a kernel figure must fail: rc {rc}, {err!r}')
-
-other = dict(good, **{'occupancy-16.2.md': report(88.0, 99.0, warps=12)})
-rc, out, err = run(other)
-check(rc == 1 and 'warps resident per SM' in err, f'rounds at other occupancies must fail: rc {rc}, {err!r}')
+check(rc == 1 and 'no kernel GB/s' in err and not out, f'a default without a kernel figure must fail: rc {rc}, {err!r}')
+bad = dict(good, **{'default.2.md': report(110.0, 118.0, exact=False)})
+rc, out, err = run(bad)
+check(rc == 1 and 'not bit-exact' in err and not out, f'a mismatching default must fail: rc {rc}, {err!r}')
 
 old = {k: report(*([100.0, 120.0] if k.startswith('default') else [95.0, 126.0]), warps=None)
        for k in good if not k.startswith('occupancy')}
