@@ -1053,18 +1053,22 @@ TEST_CASE("pixel copies (v6): a repeat in the row or the 4 rows above costs a le
   CHECK(total_with * 10 < total_without * 8);  // at least 20% smaller in all
 }
 
-TEST_CASE("plane contexts (v7): a plane's context may add the code of the plane before; round trips, crops, threads") {
-  // spec/codec.md §6.2. Planes that err together (test_tile_pattern.hpp),
-  // 2-4 channels, opaque RGBA (a constant alpha plane: never with the
-  // context), Rice-coded and entropy-coded tiles, effort 1 and 2, the
-  // default tiles and 64 x 16.
+// The cases of a coding feature tested on and off (versions 7 and 8):
+// images of `first`..4 channels and opaque RGBA (a constant alpha plane)
+// filled by `fill(px, w, h, channels, seed)`, Rice- and entropy-coded tiles,
+// effort 1 and 2, the default tiles and 64 x 16. `switch_off(on, off)` sets
+// the options that differ; `check(with, without, effort)` checks one case,
+// then its round trips (1 and 4 threads, crops). Returns the bytes of all
+// `with` and all `without` streams.
+template <class Fill, class SwitchOff, class Check>
+std::pair<std::size_t, std::size_t> feature_on_off(std::uint32_t first, Fill&& fill, SwitchOff&& switch_off,
+                                                   Check&& check) {
   std::size_t total_with = 0, total_without = 0;
-  int planes = 0;
-  for (std::uint32_t c = 2; c <= 4; ++c)
+  for (std::uint32_t c = first; c <= 4; ++c)
     for (const bool opaque : {false, true}) {
       if (opaque && c != 4) continue;
       Image im{400, 120, c, Bytes(std::size_t(400) * 120 * c)};
-      l3::test::fill_shared_noise(im.px.data(), im.w, im.h, c, c);
+      fill(im.px.data(), im.w, im.h, c, c);
       if (opaque)
         for (std::size_t i = 3; i < im.px.size(); i += 4) im.px[i] = 255;
       for (const bool entropy_coding : {true, false})
@@ -1075,31 +1079,48 @@ TEST_CASE("plane contexts (v7): a plane's context may add the code of the plane 
             on.effort = off.effort = effort;
             on.tile_width = off.tile_width = tw;
             on.tile_height = off.tile_height = tw ? 16 : 0;
-            off.plane_contexts = off.corrections = on.corrections = false;  // version 7 alone
-            off.compact_tables = on.compact_tables = false;  // version 9 (§4.5)
+            switch_off(on, off);
             const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
             CAPTURE(c);
             CAPTURE(opaque);
             CAPTURE(entropy_coding);
             CAPTURE(effort);
             CAPTURE(tw);
-            int n = 0;
-            for (const auto& [tile, t] : coded_tiles(with))
-              for (int p = 0; p < t.channels; ++p) {
-                n += t.plane[p].previous_code;
-                CHECK((!t.plane[p].previous_code || (p > 0 && !t.plane[p].constant && !t.plane[p - 1].constant)));
-              }
-            planes += n;
             total_with += with.size();
             total_without += without.size();
-            CHECK(n > 0);
-            CHECK(l3::read_info(with).version == 7);
-            CHECK(l3::read_info(without).version <= 6);  // readable by version 6 decoders
+            check(with, without, effort);
             CHECK(decode(with) == im.px);
             CHECK(decode(with, 4) == im.px);
             check_crops(with, im, {{37, 11, 301, 50}, {0, 0, 1, 1}, {255, 2, 2, 5}, {100, 30, 157, 33}});
           }
     }
+  return {total_with, total_without};
+}
+
+TEST_CASE("plane contexts (v7): a plane's context may add the code of the plane before; round trips, crops, threads") {
+  // spec/codec.md §6.2. Planes that err together (test_tile_pattern.hpp),
+  // 2-4 channels, opaque RGBA (a constant alpha plane: never with the
+  // context), Rice-coded and entropy-coded tiles, effort 1 and 2, the
+  // default tiles and 64 x 16.
+  int planes = 0;
+  const auto [total_with, total_without] = feature_on_off(
+      2, l3::test::fill_shared_noise,
+      [](l3::EncodeOptions& on, l3::EncodeOptions& off) {
+        off.plane_contexts = off.corrections = on.corrections = false;  // version 7 alone
+        off.compact_tables = on.compact_tables = false;                 // version 9 (§4.5)
+      },
+      [&](const Bytes& with, const Bytes& without, int) {
+        int n = 0;
+        for (const auto& [tile, t] : coded_tiles(with))
+          for (int p = 0; p < t.channels; ++p) {
+            n += t.plane[p].previous_code;
+            CHECK((!t.plane[p].previous_code || (p > 0 && !t.plane[p].constant && !t.plane[p - 1].constant)));
+          }
+        planes += n;
+        CHECK(n > 0);
+        CHECK(l3::read_info(with).version == 7);
+        CHECK(l3::read_info(without).version <= 6);  // readable by version 6 decoders
+      });
   MESSAGE("all: " << total_with << " bytes with plane contexts (" << planes << " tile planes), " << total_without
                   << " without");
   CHECK(total_with * 1000 < total_without * 990);  // at least 1% smaller in all (2.0% when written, 1.3% with the
@@ -1115,48 +1136,25 @@ TEST_CASE("residual corrections (v8): a bias and a sign flip per gradient class;
   // spec/codec.md §6.7. Stepped ramps (test_tile_pattern.hpp), 1-4 channels
   // and opaque RGBA (a constant alpha plane: never corrected), Rice-coded and
   // entropy-coded tiles, effort 1 and 2, the default tiles and 64 x 16.
-  std::size_t total_with = 0, total_without = 0;
   int planes = 0;
-  for (std::uint32_t c = 1; c <= 4; ++c)
-    for (const bool opaque : {false, true}) {
-      if (opaque && c != 4) continue;
-      Image im{400, 120, c, Bytes(std::size_t(400) * 120 * c)};
-      l3::test::fill_stepped_ramps(im.px.data(), im.w, im.h, c, c);
-      if (opaque)
-        for (std::size_t i = 3; i < im.px.size(); i += 4) im.px[i] = 255;
-      for (const bool entropy_coding : {true, false})
-        for (int effort : {1, 2})
-          for (std::uint32_t tw : {0u, 64u}) {
-            l3::EncodeOptions on, off;
-            on.entropy_coding = off.entropy_coding = entropy_coding;
-            on.effort = off.effort = effort;
-            on.tile_width = off.tile_width = tw;
-            on.tile_height = off.tile_height = tw ? 16 : 0;
-            off.corrections = false;
-            on.compact_tables = off.compact_tables = false;  // version 8 exactly (compact tables: version 9)
-            const Bytes with = l3::encode(im.view(), on), without = l3::encode(im.view(), off);
-            CAPTURE(c);
-            CAPTURE(opaque);
-            CAPTURE(entropy_coding);
-            CAPTURE(effort);
-            CAPTURE(tw);
-            const int n = l3::test::planes_with_corrections(with);
-            for (const auto& [tile, t] : coded_tiles(with))
-              for (int p = 0; p < t.channels; ++p) CHECK((!t.plane[p].corrected || !t.plane[p].constant));
-            planes += n;
-            total_with += with.size();
-            total_without += without.size();
-            // Effort 1 takes them by estimate; effort 2 codes each tile with
-            // and without and keeps the smaller (which may be none of them).
-            if (effort == 1) CHECK(n > 0);
-            else CHECK(with.size() <= without.size());
-            CHECK(l3::read_info(with).version == (n ? 8 : l3::read_info(without).version));
-            CHECK(l3::read_info(without).version <= 7);  // readable by version 7 decoders
-            CHECK(decode(with) == im.px);
-            CHECK(decode(with, 4) == im.px);
-            check_crops(with, im, {{37, 11, 301, 50}, {0, 0, 1, 1}, {255, 2, 2, 5}, {100, 30, 157, 33}});
-          }
-    }
+  const auto [total_with, total_without] = feature_on_off(
+      1, l3::test::fill_stepped_ramps,
+      [](l3::EncodeOptions& on, l3::EncodeOptions& off) {
+        off.corrections = false;
+        on.compact_tables = off.compact_tables = false;  // version 8 exactly (compact tables: version 9)
+      },
+      [&](const Bytes& with, const Bytes& without, int effort) {
+        const int n = l3::test::planes_with_corrections(with);
+        for (const auto& [tile, t] : coded_tiles(with))
+          for (int p = 0; p < t.channels; ++p) CHECK((!t.plane[p].corrected || !t.plane[p].constant));
+        planes += n;
+        // Effort 1 takes them by estimate; effort 2 codes each tile with
+        // and without and keeps the smaller (which may be none of them).
+        if (effort == 1) CHECK(n > 0);
+        else CHECK(with.size() <= without.size());
+        CHECK(l3::read_info(with).version == (n ? 8 : l3::read_info(without).version));
+        CHECK(l3::read_info(without).version <= 7);  // readable by version 7 decoders
+      });
   MESSAGE("all: " << total_with << " bytes with residual corrections (" << planes << " tile planes), "
                   << total_without << " without");
   CHECK(total_with * 100 < total_without * 95);  // at least 5% smaller in all
