@@ -38,9 +38,12 @@
 #     and builds, 0.1 GB of cached wheels. It fails on any unresolved library
 #     of any built binary, as when LIBRARY_PATH is exported
 #     (bench/results/gpukit-dryrun.md).
-# There, two commands fit a session's 15 minutes of device time with the
-# prebuilt programs (each start counts too; bench/README.md has step times):
-#   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test bench variant reader sanitize")
+# There, two commands with the prebuilt programs, the bars' steps first: by
+# session 11's step times (bench/README.md; the variant step not yet timed)
+# they take about 13-17 minutes with the machine's start, against a session's
+# 15 of device time, so a command cut short loses the diagnostic steps at its
+# end (the archive is written after each step):
+#   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test bench reader sanitize variant")
 #   2. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build python profile shape reader_full")
 #   Without prebuilt programs (another arch, another tree) each command builds
 #   first: split them into three.
