@@ -27,7 +27,8 @@ def report(small, large, exact=True, warps=20):
     from before bench_cuda stated the occupancy)."""
     rows = (f'| 500x375 | 910 | 21840 | 512 | {small} | 100 | - | - | - | - | - | - |\n'
             f'| 2048x1024 | 81 | 21384 | 510 | {large} | 10 | - | - | - | - | - | - |\n')
-    tail = ('\nBit-exact against the source pixels: ' + ('yes, every image of every batch' if exact else 'NO (see stderr)')
+    verdict = 'yes, every image of every batch' if exact else 'NO (see stderr)'
+    tail = ('\nBit-exact against the source pixels: ' + verdict
             + '\n\n--kernel-only: the call, e2e and CPU columns not measured (-).\n')
     occupancy = '' if warps is None else f'Decode kernel: {warps} warps resident per SM (CUDA occupancy API).\n\n'
     return '# GPU batch decode: NVIDIA H100\n\nImages: ...\n\n' + occupancy + HEAD + rows + tail
@@ -65,7 +66,8 @@ lines = {l.split('|')[1].strip(): l for l in out.splitlines() if l.startswith('|
 # Medians: default 100.0 and 120.0; the variant 95.0 (0.950) and 129.0
 # (1.075); the probe 85.0 (0.850) and 96.0 (0.800), at 16 warps.
 check('| - | 20 | 100.0 | 1.000 | 120.0 | 1.000 |' in lines.get('default', ''), f'default row: {lines.get("default")}')
-check('| 20 | 95.0 | 0.950 | 129.0 | 1.075 |' in lines.get('binary-search', ''), f'variant row: {lines.get("binary-search")}')
+check('| 20 | 95.0 | 0.950 | 129.0 | 1.075 |' in lines.get('binary-search', ''),
+      f'variant row: {lines.get("binary-search")}')
 check('L3_WAVEFRONT_PROBE_BLOCKS=4 | 16 | 85.0 | 0.850 | 96.0 | 0.800 |' in lines.get('occupancy-16', ''),
       f'probe row (definitions with "=", its warps): {lines.get("occupancy-16")}')
 check('L3_WAVEFRONT_BINARY_SEARCH' in lines['binary-search'], 'the definitions are named')
@@ -102,7 +104,8 @@ check(rc == 1 and 'not bit-exact' in err and not out, f'a mismatching default mu
 old = {k: report(*([100.0, 120.0] if k.startswith('default') else [95.0, 126.0]), warps=None)
        for k in good if not k.startswith('occupancy')}
 rc, out, err = run(old, variants=('binary-search=L3_WAVEFRONT_BINARY_SEARCH',))
-check(rc == 0 and '| default | - | - | 100.0 |' in out, f'reports without the occupancy line: rc {rc}, {err!r}, {out!r}')
+check(rc == 0 and '| default | - | - | 100.0 |' in out,
+      f'reports without the occupancy line: rc {rc}, {err!r}, {out!r}')
 
 try:
     with contextlib.redirect_stderr(io.StringIO()):

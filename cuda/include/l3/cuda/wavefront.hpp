@@ -461,7 +461,8 @@ L3_WF_HD int wavefront_coded(Warp& warp, const TileTask& task, const core::Coded
       warp.shfl_up(nv[p], wv[p]);
       warp.shfl_up(nu[p], wu[p]);
     }
-    if (!kNarrowRing && (t.copies || t.bilevel)) warp.sync();  // this step's ring words are visible to the next step's copies and templates
+    // This step's ring words are visible to the next step's copies and templates.
+    if (!kNarrowRing && (t.copies || t.bilevel)) warp.sync();
     // The last row has just completed column `done`: copy out a full block,
     // or the last, partial one (the same decision in every lane).
     const int done = s - (rows - 1);
