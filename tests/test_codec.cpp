@@ -18,12 +18,15 @@
 #include "l3/codec/tile_core.hpp"
 #include "test_coded_tiles.hpp"
 #include "test_tile_pattern.hpp"
+#include "test_util.hpp"
 #include "l3/imageio/image_io.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using Bytes = std::vector<std::uint8_t>;
+using l3::test::Bytes;
+using l3::test::error_of;
+using l3::test::read_file;
 
 struct Image {
   std::uint32_t w = 0, h = 0, c = 0;
@@ -98,20 +101,6 @@ void check_crops(const Bytes& enc, const Image& im, std::initializer_list<l3::Re
   }
 }
 
-Bytes read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-template <class F>
-l3::errc error_of(F&& f) {
-  try {
-    f();
-  } catch (const l3::Error& e) {
-    return e.code();
-  }
-  return l3::errc::ok;
-}
 
 const fs::path kSourceDir = L3_SOURCE_DIR;
 
@@ -1290,7 +1279,7 @@ TEST_CASE("spec/vectors/codec: valid vectors decode to their pixels, invalid one
     std::ifstream t(txt);
     std::string kind;
     t >> kind;
-    const Bytes enc = read_bytes(entry.path());
+    const Bytes enc = read_file(entry.path());
     CAPTURE(entry.path().filename().string());
     if (kind == "valid") {
       std::uint32_t w, h, c;
@@ -1301,7 +1290,7 @@ TEST_CASE("spec/vectors/codec: valid vectors decode to their pixels, invalid one
       CHECK(info.width == w);
       CHECK(info.height == h);
       CHECK(info.channels == c);
-      CHECK(decode(enc) == read_bytes(px));
+      CHECK(decode(enc) == read_file(px));
       ++valid;
     } else {
       REQUIRE(kind == "error");

@@ -31,7 +31,7 @@ Run l3pack(const l3::test::TempDir& dir, const std::string& arguments) {
   int status = std::system(command.c_str());
   Run run;
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  auto o = l3::test::read_bytes(out), e = l3::test::read_bytes(err);
+  auto o = l3::test::read_file(out), e = l3::test::read_file(err);
   run.out.assign(o.begin(), o.end());
   run.err.assign(e.begin(), e.end());
   std::filesystem::remove(out);
@@ -71,7 +71,7 @@ TEST_CASE("encode then decode is pixel-exact for every channel count") {
 TEST_CASE("a JPEG's decoded pixels survive encode and decode to PPM") {
   l3::test::TempDir dir;
   l3::test::JpegSpec spec{40, 24, 3, JCS_RGB, 80, false};
-  l3::test::write_bytes(dir / "in.jpg", l3::test::make_jpeg(spec, l3::test::gradient(40, 24, 3, 2)));
+  l3::test::write_file(dir / "in.jpg", l3::test::make_jpeg(spec, l3::test::gradient(40, 24, 3, 2)));
   REQUIRE(l3pack(dir, "encode " + quoted(dir / "in.jpg") + " " + quoted(dir / "x.l3i") + " --effort 0").exit_code == 0);
   REQUIRE(l3pack(dir, "decode " + quoted(dir / "x.l3i") + " " + quoted(dir / "out.ppm")).exit_code == 0);
   CHECK(l3::load_image(dir / "out.ppm").pixels == l3::load_image(dir / "in.jpg").pixels);
@@ -91,7 +91,7 @@ TEST_CASE("info reports the header, tiles and bits per pixel; --json agrees") {
   // encoder writes the oldest version the tiles need (spec/codec.md §11):
   // 2, 7 (a plane has the context of the plane before, §6.2), 8 (residual
   // corrections, §6.7), 9-11, 12 (mirrored tiles, §4.7); as the header says.
-  const int version = int(l3::test::read_bytes(dir / "x.l3i")[4]);
+  const int version = int(l3::test::read_file(dir / "x.l3i")[4]);
   CHECK((version == 2 || (version >= 7 && version <= 12)));
   CHECK(text.out.find(".l3i version " + std::to_string(version)) != std::string::npos);
   Run json = l3pack(dir, "info --json " + quoted(dir / "x.l3i"));
@@ -116,12 +116,12 @@ TEST_CASE("a corrupt .l3i: exit 1, one line on stderr, no output file") {
   l3::test::TempDir dir;
   saved_image(dir, "in.png", 64, 64, 3);
   REQUIRE(l3pack(dir, "encode " + quoted(dir / "in.png") + " " + quoted(dir / "x.l3i")).exit_code == 0);
-  auto good = l3::test::read_bytes(dir / "x.l3i");
+  auto good = l3::test::read_file(dir / "x.l3i");
   auto truncated = std::vector<std::uint8_t>(good.begin(), good.begin() + static_cast<long>(good.size() / 2));
   auto bad_magic = good;
   bad_magic[0] ^= 0xff;
   for (const auto& damaged : {truncated, bad_magic}) {
-    l3::test::write_bytes(dir / "bad.l3i", damaged);
+    l3::test::write_file(dir / "bad.l3i", damaged);
     const std::size_t files_before = dir.file_count();
     for (const std::string command : {"decode", "info"}) {
       CAPTURE(command);
@@ -138,14 +138,14 @@ TEST_CASE("a corrupt .l3i: exit 1, one line on stderr, no output file") {
 
 TEST_CASE("bad input images and bad options") {
   l3::test::TempDir dir;
-  l3::test::write_bytes(dir / "garbage.png", l3::test::random_bytes(300, 1));
+  l3::test::write_file(dir / "garbage.png", l3::test::random_bytes(300, 1));
   Run garbage = l3pack(dir, "encode " + quoted(dir / "garbage.png") + " " + quoted(dir / "x.l3i"));
   CHECK(garbage.exit_code == 1);
   CHECK(one_error_line(garbage, (dir / "garbage.png").string() + ": bad magic"));
   CHECK(!std::filesystem::exists(dir / "x.l3i"));
 
   l3::test::PngSpec deep{4, 4, 16, PNG_COLOR_TYPE_GRAY, false, {}, {}, {}, std::vector<std::uint16_t>(16, 1000)};
-  l3::test::write_bytes(dir / "deep.png", l3::test::make_png(deep));
+  l3::test::write_file(dir / "deep.png", l3::test::make_png(deep));
   Run sixteen = l3pack(dir, "encode " + quoted(dir / "deep.png") + " " + quoted(dir / "x.l3i"));
   CHECK(sixteen.exit_code == 1);
   CHECK(sixteen.err.find("16-bit PNG is not supported") != std::string::npos);

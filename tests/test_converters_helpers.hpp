@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.hpp"
+
 namespace l3::test {
 
 // A fresh directory, removed with its contents when the object goes.
@@ -60,17 +62,6 @@ inline std::vector<std::uint8_t> gradient(std::uint32_t w, std::uint32_t h, std:
       for (std::uint32_t k = 0; k < c; ++k)
         v[(std::size_t{y} * w + x) * c + k] = static_cast<std::uint8_t>((x * 5 + y * 3 + k * 60 + rng() % 9) & 0xff);
   return v;
-}
-
-inline void write_bytes(const std::filesystem::path& path, const std::vector<std::uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-}
-
-inline std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // A PNG as stored: samples are in the file's own colour type and bit depth.

@@ -9,15 +9,11 @@
 
 namespace {
 
-std::vector<std::uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+using l3::test::bytes_of;
 
-l3::errc error_of(const std::vector<std::uint8_t>& bytes, const l3::LoadOptions& options = {}) {
-  try {
-    l3::decode_image_bytes(bytes, options);
-  } catch (const l3::Error& e) {
-    return e.code();
-  }
-  return l3::errc::ok;
+// The errc that loading these bytes throws, or errc::ok.
+l3::errc load_error(const std::vector<std::uint8_t>& bytes, const l3::LoadOptions& options = {}) {
+  return l3::test::error_of([&] { (void)l3::decode_image_bytes(bytes, options); });
 }
 
 }  // namespace
@@ -58,23 +54,23 @@ TEST_CASE("binary PNM: comments in the header, one whitespace byte before the sa
 }
 
 TEST_CASE("PNM that cannot be held losslessly in 8 bits is unsupported") {
-  CHECK(error_of(bytes_of("P5 1 1 65535\n\x01\x02")) == l3::errc::unsupported);
-  CHECK(error_of(bytes_of("P5 1 1 15\n\x01")) == l3::errc::unsupported);
-  CHECK(error_of(bytes_of("P4 8 1\n\x01")) == l3::errc::unsupported);
-  CHECK(error_of(bytes_of("P7\nWIDTH 1\nHEIGHT 1\nDEPTH 5\nMAXVAL 255\nENDHDR\n12345")) == l3::errc::unsupported);
+  CHECK(load_error(bytes_of("P5 1 1 65535\n\x01\x02")) == l3::errc::unsupported);
+  CHECK(load_error(bytes_of("P5 1 1 15\n\x01")) == l3::errc::unsupported);
+  CHECK(load_error(bytes_of("P4 8 1\n\x01")) == l3::errc::unsupported);
+  CHECK(load_error(bytes_of("P7\nWIDTH 1\nHEIGHT 1\nDEPTH 5\nMAXVAL 255\nENDHDR\n12345")) == l3::errc::unsupported);
 }
 
 TEST_CASE("malformed PNM is a data error") {
-  CHECK(error_of(bytes_of("P5 0 1 255\n")) == l3::errc::corrupt_header);
-  CHECK(error_of(bytes_of("P5 x 1 255\n")) == l3::errc::corrupt_header);
-  CHECK(error_of(bytes_of("P5 1 1 0\n\x01")) == l3::errc::corrupt_header);
-  CHECK(error_of(bytes_of("P5 99999999999 1 255\n")) == l3::errc::corrupt_header);
-  CHECK(error_of(bytes_of("P2 2 1 255\n1 256")) == l3::errc::corrupt_header);
-  CHECK(error_of(bytes_of("P2 2 1 255\n1")) == l3::errc::truncated);
-  CHECK(error_of(bytes_of("P6 2 2 255\nabc")) == l3::errc::truncated);
-  CHECK(error_of(bytes_of("P7\nWIDTH 1\nHEIGHT 1\nSIZE 3\nENDHDR\n")) == l3::errc::corrupt_header);
-  CHECK(error_of(bytes_of("P7\nWIDTH 1\nHEIGHT 1\nDEPTH 1\nMAXVAL 255\n")) == l3::errc::truncated);
-  CHECK(error_of(bytes_of("P9 1 1 255\n\x01")) == l3::errc::bad_magic);
+  CHECK(load_error(bytes_of("P5 0 1 255\n")) == l3::errc::corrupt_header);
+  CHECK(load_error(bytes_of("P5 x 1 255\n")) == l3::errc::corrupt_header);
+  CHECK(load_error(bytes_of("P5 1 1 0\n\x01")) == l3::errc::corrupt_header);
+  CHECK(load_error(bytes_of("P5 99999999999 1 255\n")) == l3::errc::corrupt_header);
+  CHECK(load_error(bytes_of("P2 2 1 255\n1 256")) == l3::errc::corrupt_header);
+  CHECK(load_error(bytes_of("P2 2 1 255\n1")) == l3::errc::truncated);
+  CHECK(load_error(bytes_of("P6 2 2 255\nabc")) == l3::errc::truncated);
+  CHECK(load_error(bytes_of("P7\nWIDTH 1\nHEIGHT 1\nSIZE 3\nENDHDR\n")) == l3::errc::corrupt_header);
+  CHECK(load_error(bytes_of("P7\nWIDTH 1\nHEIGHT 1\nDEPTH 1\nMAXVAL 255\n")) == l3::errc::truncated);
+  CHECK(load_error(bytes_of("P9 1 1 255\n\x01")) == l3::errc::bad_magic);
 }
 
 TEST_CASE("every truncation of a binary PPM is a data error") {
@@ -82,24 +78,24 @@ TEST_CASE("every truncation of a binary PPM is a data error") {
   auto bytes = l3::encode_pnm_bytes(l3::ImageView{pixels.data(), 5, 4, 3, 0});
   for (std::size_t size = 0; size < bytes.size(); ++size) {
     CAPTURE(size);
-    CHECK(l3::is_data_error(error_of({bytes.begin(), bytes.begin() + static_cast<long>(size)})));
+    CHECK(l3::is_data_error(load_error({bytes.begin(), bytes.begin() + static_cast<long>(size)})));
   }
 }
 
 TEST_CASE("huge PNM dimensions hit the limits before any allocation") {
-  CHECK(error_of(bytes_of("P5 4000000000 4000000000 255\n")) == l3::errc::limit_exceeded);
-  CHECK(error_of(bytes_of("P6 60000 60000 255\n")) == l3::errc::limit_exceeded);  // 3.6e9 pixels > 2^30
+  CHECK(load_error(bytes_of("P5 4000000000 4000000000 255\n")) == l3::errc::limit_exceeded);
+  CHECK(load_error(bytes_of("P6 60000 60000 255\n")) == l3::errc::limit_exceeded);  // 3.6e9 pixels > 2^30
   l3::LoadOptions wide;
   wide.limits.max_width = 100000;
-  CHECK(error_of(bytes_of("P5 70000 1 255\n"), wide) == l3::errc::truncated);  // within limits, then short
+  CHECK(load_error(bytes_of("P5 70000 1 255\n"), wide) == l3::errc::truncated);  // within limits, then short
 }
 
 TEST_CASE("format detection uses magic bytes") {
   CHECK(l3::detect_image_format(bytes_of("P6\n1 1 255\n")) == l3::ImageFormat::pnm);
   CHECK(l3::detect_image_format(bytes_of("P6x")) == l3::ImageFormat::unknown);
   CHECK(l3::detect_image_format({}) == l3::ImageFormat::unknown);
-  CHECK(error_of({}) == l3::errc::bad_magic);
-  CHECK(error_of(bytes_of("GIF89a")) == l3::errc::bad_magic);
+  CHECK(load_error({}) == l3::errc::bad_magic);
+  CHECK(load_error(bytes_of("GIF89a")) == l3::errc::bad_magic);
 }
 
 TEST_CASE("file helpers: io_error with the reason, atomic replacement") {

@@ -21,7 +21,7 @@ void make_class_tree(const fs::path& src) {
   l3::test::save_test_png(src / "dog/f.png", 5, 5, 2, 6);
   l3::Image gray{12, 13, 1, l3::test::gradient(12, 13, 1, 5)};
   l3::save_pnm(src / "dog/d.pgm", gray.view());
-  l3::test::write_bytes(src / "dog/README.txt", {'h', 'i'});
+  l3::test::write_file(src / "dog/README.txt", {'h', 'i'});
 }
 
 std::string convert_args(const fs::path& src, const fs::path& out, const std::string& extra = "") {
@@ -30,9 +30,9 @@ std::string convert_args(const fs::path& src, const fs::path& out, const std::st
 
 // Flips one byte of a file in place.
 void flip_byte(const fs::path& file, std::size_t offset) {
-  std::vector<std::uint8_t> bytes = l3::test::read_bytes(file);
+  std::vector<std::uint8_t> bytes = l3::test::read_file(file);
   bytes.at(offset) ^= 0x5a;
-  l3::test::write_bytes(file, bytes);
+  l3::test::write_file(file, bytes);
 }
 
 }  // namespace
@@ -95,9 +95,9 @@ TEST_CASE("list files (CSV with a header, TSV) keep their order, labels and rela
   l3::test::save_test_png(dir / "data/imgs/y, z.png", 9, 8, 1, 2);
   l3::test::save_test_png(dir / "data/w.png", 10, 8, 3, 3);
   std::string csv = "path,label\nimgs/y, z.png,7\n\n# a comment\nw.png,0\r\n./imgs/x.png,2\n";
-  l3::test::write_bytes(dir / "data/list.csv", {csv.begin(), csv.end()});
+  l3::test::write_file(dir / "data/list.csv", {csv.begin(), csv.end()});
   std::string tsv = "w.png\t5\nimgs/x.png\t-1\n";
-  l3::test::write_bytes(dir / "data/list.tsv", {tsv.begin(), tsv.end()});
+  l3::test::write_file(dir / "data/list.tsv", {tsv.begin(), tsv.end()});
 
   auto run = l3pack(dir, convert_args(dir / "data/list.csv", dir / "csv"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
@@ -124,7 +124,7 @@ TEST_CASE("list files (CSV with a header, TSV) keep their order, labels and rela
   CHECK(records[1].label == -1);
 
   std::string bad = "w.png,0\n../escape.png,1\n";
-  l3::test::write_bytes(dir / "data/bad.csv", {bad.begin(), bad.end()});
+  l3::test::write_file(dir / "data/bad.csv", {bad.begin(), bad.end()});
   run = l3pack(dir, convert_args(dir / "data/bad.csv", dir / "bad"));
   CHECK(run.exit_code != 0);
   CHECK(run.err.find("bad.csv:2:") != std::string::npos);
@@ -155,12 +155,12 @@ TEST_CASE("a flat folder gives unlabeled records keyed by relative path") {
 TEST_CASE("a corrupt or 16-bit input is reported and skipped; --strict stops with exit 1") {
   TempDir dir;
   make_class_tree(dir / "src");
-  l3::test::write_bytes(dir / "src/cat/broken.png", {0x89, 'P', 'N', 'G', 1, 2, 3});
+  l3::test::write_file(dir / "src/cat/broken.png", {0x89, 'P', 'N', 'G', 1, 2, 3});
   l3::test::PngSpec deep;
   deep.width = deep.height = 4;
   deep.bit_depth = 16;
   deep.samples.assign(16, 40000);
-  l3::test::write_bytes(dir / "src/dog/deep.png", l3::test::make_png(deep));
+  l3::test::write_file(dir / "src/dog/deep.png", l3::test::make_png(deep));
 
   auto run = l3pack(dir, convert_args(dir / "src", dir / "ds"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
@@ -188,7 +188,7 @@ TEST_CASE("verify reports a flipped byte anywhere in a record payload, with inde
   make_class_tree(dir / "src");
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "ds")).exit_code == 0);
   const fs::path shard = dir / "ds" / l3::test::shard_files(dir / "ds").at(0);
-  const std::vector<std::uint8_t> pristine = l3::test::read_bytes(shard);
+  const std::vector<std::uint8_t> pristine = l3::test::read_file(shard);
 
   std::vector<std::pair<std::size_t, std::size_t>> payloads;  // (offset, size) of each record's payload
   {
@@ -211,7 +211,7 @@ TEST_CASE("verify reports a flipped byte anywhere in a record payload, with inde
       CHECK(run.err.find("checksum mismatch") != std::string::npos);
       CHECK(run.err.find("file hash differs from the manifest") != std::string::npos);
       CHECK(run.out.find("1 failed") != std::string::npos);
-      l3::test::write_bytes(shard, pristine);
+      l3::test::write_file(shard, pristine);
     }
   }
   CHECK(l3pack(dir, "verify " + quoted(dir / "ds")).exit_code == 0);
@@ -235,9 +235,9 @@ TEST_CASE("a truncated shard and a damaged manifest give clear errors") {
   make_class_tree(dir / "src");
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "ds")).exit_code == 0);
   const fs::path shard = dir / "ds" / l3::test::shard_files(dir / "ds").at(0);
-  std::vector<std::uint8_t> bytes = l3::test::read_bytes(shard);
+  std::vector<std::uint8_t> bytes = l3::test::read_file(shard);
   bytes.resize(bytes.size() - 10);
-  l3::test::write_bytes(shard, bytes);
+  l3::test::write_file(shard, bytes);
   auto run = l3pack(dir, "verify " + quoted(dir / "ds"));
   CHECK(run.exit_code == 1);
   CHECK(run.err.find("shard " + shard.string() + ": ") != std::string::npos);
@@ -250,7 +250,7 @@ TEST_CASE("a truncated shard and a damaged manifest give clear errors") {
 
   std::string manifest = l3::test::text_of(dir / "ds/manifest.json");
   manifest.replace(manifest.find("\"total_records\""), 15, "\"total_recordz\"");
-  l3::test::write_bytes(dir / "ds/manifest.json", {manifest.begin(), manifest.end()});
+  l3::test::write_file(dir / "ds/manifest.json", {manifest.begin(), manifest.end()});
   for (const char* command : {"verify ", "info ", "ls ", "extract "}) {
     CAPTURE(command);
     std::string arguments = command + quoted(dir / "ds");

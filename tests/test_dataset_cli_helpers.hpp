@@ -31,7 +31,7 @@ inline std::string quoted(const std::filesystem::path& p) {
 }
 
 inline std::string text_of(const std::filesystem::path& file) {
-  auto bytes = read_bytes(file);
+  auto bytes = read_file(file);
   return {bytes.begin(), bytes.end()};
 }
 
@@ -86,7 +86,7 @@ inline void save_noise_png(const std::filesystem::path& file, std::uint32_t w, s
 inline void save_test_jpeg(const std::filesystem::path& file, std::uint32_t w, std::uint32_t h, std::uint32_t seed) {
   std::filesystem::create_directories(file.parent_path());
   JpegSpec spec{w, h, 3, JCS_RGB, 85, false};
-  write_bytes(file, make_jpeg(spec, gradient(w, h, 3, seed)));
+  write_file(file, make_jpeg(spec, gradient(w, h, 3, seed)));
 }
 
 struct RecordDigest {

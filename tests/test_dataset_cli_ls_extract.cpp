@@ -89,14 +89,14 @@ TEST_CASE("extract refuses to overwrite an existing file unless --force") {
   TempDir dir;
   write_keyed_dataset(dir / "ds", {keyed("x/one.png", 1), keyed("x/two.png", 2)});
   fs::create_directories(dir / "out/x");
-  l3::test::write_bytes(dir / "out/x/two.png", {'o', 'l', 'd'});
+  l3::test::write_file(dir / "out/x/two.png", {'o', 'l', 'd'});
   auto run = l3pack(dir, "extract " + quoted(dir / "ds") + " " + quoted(dir / "out"));
   CHECK(run.exit_code == 1);
   CHECK_MESSAGE(one_error_line(run, (dir / "out/x/two.png").string() + ": already exists (use --force to overwrite)"),
                 run.err);
   CHECK(run.out.empty());
   CHECK_FALSE(fs::exists(dir / "out/x/one.png"));  // checked before anything is written
-  CHECK(l3::test::read_bytes(dir / "out/x/two.png") == std::vector<std::uint8_t>{'o', 'l', 'd'});
+  CHECK(l3::test::read_file(dir / "out/x/two.png") == std::vector<std::uint8_t>{'o', 'l', 'd'});
 
   run = l3pack(dir, "extract " + quoted(dir / "ds") + " " + quoted(dir / "out") + " --force");
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);

@@ -36,7 +36,7 @@ std::string convert_args(const fs::path& src, const fs::path& out, const std::st
 
 std::vector<std::vector<std::uint8_t>> shard_bytes(const fs::path& dir) {
   std::vector<std::vector<std::uint8_t>> all;
-  for (const auto& name : l3::test::shard_files(dir)) all.push_back(l3::test::read_bytes(dir / name));
+  for (const auto& name : l3::test::shard_files(dir)) all.push_back(l3::test::read_file(dir / name));
   return all;
 }
 
@@ -109,7 +109,7 @@ TEST_CASE("a conversion killed with SIGKILL and resumed holds exactly the record
   TempDir dir;
   make_noise_tree(dir / "src", 240, 48);
   for (int i = 0; i < 12; ++i)  // skipped inputs among the records: their reasons must survive the kill
-    l3::test::write_bytes(dir / "src" / ("class" + std::to_string(i % 3)) / ("bad" + std::to_string(i) + ".png"),
+    l3::test::write_file(dir / "src" / ("class" + std::to_string(i % 3)) / ("bad" + std::to_string(i) + ".png"),
                           {0x89, 'P', 'N', 'G', static_cast<std::uint8_t>(i)});
   const std::string options = "--shard-size 1 --threads 2 --shuffle-seed 3";  // one record per shard
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "whole", options)).exit_code == 0);
@@ -157,7 +157,7 @@ TEST_CASE("--resume with other options than the interrupted run refuses") {
   make_noise_tree(dir / "src", 6, 8);
   fs::create_directories(dir / "ds");
   // An interrupted run leaves its plan; emulate one by stopping a strict run on a bad input.
-  l3::test::write_bytes(dir / "src/class2/zzz.png", {1, 2, 3});
+  l3::test::write_file(dir / "src/class2/zzz.png", {1, 2, 3});
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "ds", "--strict --shard-size 1")).exit_code == 1);
   REQUIRE(fs::exists(dir / "ds" / l3::kPlanName));
   auto run = l3pack(dir, convert_args(dir / "src", dir / "ds", "--resume --shard-size 2"));
@@ -171,9 +171,9 @@ TEST_CASE("--resume with other options than the interrupted run refuses") {
 TEST_CASE("--part 0/2 and 1/2 merged hold the records of one run, in the same order") {
   TempDir dir;
   make_noise_tree(dir / "src", 15, 12);
-  l3::test::write_bytes(dir / "src/class0/notes.txt", {'x'});                // a scan skip: part 0's list
-  l3::test::write_bytes(dir / "src/class1/bad.png", {0x89, 'P', 'N', 'G'});  // a decode skip: its part's list
-  l3::test::write_bytes(dir / "src/class2/bad.png", {0x89, 'P', 'N', 'G'});
+  l3::test::write_file(dir / "src/class0/notes.txt", {'x'});                // a scan skip: part 0's list
+  l3::test::write_file(dir / "src/class1/bad.png", {0x89, 'P', 'N', 'G'});  // a decode skip: its part's list
+  l3::test::write_file(dir / "src/class2/bad.png", {0x89, 'P', 'N', 'G'});
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "one", "--shuffle-seed 5 --shard-size 1k")).exit_code == 0);
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "p0", "--shuffle-seed 5 --shard-size 1k --part 0/2")).exit_code == 0);
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "p1", "--shuffle-seed 5 --shard-size 1k --part 1/2")).exit_code == 0);
@@ -209,8 +209,8 @@ ino_t inode_of(const fs::path& file) {
 TEST_CASE("--part i/3 --shared-out into one folder, merge --in-place: the records of one run, no shard moved") {
   TempDir dir;
   make_noise_tree(dir / "src", 15, 12);
-  l3::test::write_bytes(dir / "src/class0/notes.txt", {'x'});                // a scan skip: part 0's list
-  l3::test::write_bytes(dir / "src/class2/bad.png", {0x89, 'P', 'N', 'G'});  // a decode skip: its part's list
+  l3::test::write_file(dir / "src/class0/notes.txt", {'x'});                // a scan skip: part 0's list
+  l3::test::write_file(dir / "src/class2/bad.png", {0x89, 'P', 'N', 'G'});  // a decode skip: its part's list
   const std::string opts = "--shuffle-seed 5 --shard-size 1k";
   REQUIRE(l3pack(dir, convert_args(dir / "src", dir / "one", opts)).exit_code == 0);
   for (const char* part : {"2/3", "0/3"})

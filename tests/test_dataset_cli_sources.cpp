@@ -44,7 +44,7 @@ std::vector<std::string> keys_of(const fs::path& out) {
 
 void write_text(const fs::path& file, const std::string& text) {
   fs::create_directories(file.parent_path());
-  l3::test::write_bytes(file, {text.begin(), text.end()});
+  l3::test::write_file(file, {text.begin(), text.end()});
 }
 
 // /usr/bin/python3 has python3-pil (scripts/install-deps.sh --test).
@@ -59,7 +59,7 @@ int run_python(const std::string& script) {
 // 0 when PIL's Image.open(jpeg).convert("RGB") equals `rgb` byte for byte.
 int compare_with_pil(const fs::path& jpeg, const l3::Image& image, const fs::path& scratch) {
   REQUIRE(image.channels == 3);
-  l3::test::write_bytes(scratch, image.pixels);
+  l3::test::write_file(scratch, image.pixels);
   return run_python("import sys; from PIL import Image; im = Image.open(\"" + jpeg.string() +
                     "\").convert(\"RGB\"); sys.exit(0 if im.tobytes() == open(\"" + scratch.string() +
                     "\", \"rb\").read() and im.size == (" + std::to_string(image.width) + ", " +
@@ -105,7 +105,7 @@ TEST_CASE("every input is a record, a skip with its reason, or hidden; verify --
   write_text(src / "dog/notes.txt", "not a picture");                     // not an image
   write_text(src / "dog/fake.png", "text named .png");                    // bad magic
   write_text(src / "dog/anim.gif", "GIF89a");                             // unsupported format
-  l3::test::write_bytes(src / "dog/empty.jpg", {});                      // zero bytes
+  l3::test::write_file(src / "dog/empty.jpg", {});                      // zero bytes
   fs::create_symlink("missing.png", src / "cat/dangling.png");            // broken link
   fs::create_symlink("..", src / "cat/deep/up");                          // a loop
   fs::create_directory_symlink(src, src / "dog/root");                    // a loop through SRC itself
@@ -239,7 +239,7 @@ TEST_CASE("--max-pixels skips an oversized image from its header, before decodin
   l3::test::save_test_png(dir / "src/small.png", 100, 10, 3, 1);
   // A PNG whose IHDR says 30000 x 30000 and that holds no pixel data at all: if
   // anything were allocated or decoded before the check, the error would differ.
-  l3::test::write_bytes(dir / "src/bomb.png", png_header_only(30000, 30000));
+  l3::test::write_file(dir / "src/bomb.png", png_header_only(30000, 30000));
   auto run = l3pack(dir, convert_args(dir / "src", dir / "ds"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);
   CHECK(skip_list(dir / "ds") == std::map<std::string, std::string>{{"bomb.png", "limit exceeded"}});
@@ -294,7 +294,7 @@ TEST_CASE("CMYK and YCCK JPEGs, and JPEGs with extraneous bytes, decode to PIL's
     CAPTURE(int{stored});
     l3::test::JpegSpec spec{33, 17, 4, JCS_CMYK, 90, false, stored};
     const fs::path file = dir / (stored == JCS_CMYK ? "cmyk.jpg" : "ycck.jpg");
-    l3::test::write_bytes(file, l3::test::make_jpeg(spec, cmyk));
+    l3::test::write_file(file, l3::test::make_jpeg(spec, cmyk));
     CHECK(compare_with_pil(file, l3::load_image(file), dir / "ours.rgb") == 0);
   }
   // PIL's own CMYK JPEG (Adobe marker, inverted samples).
@@ -309,7 +309,7 @@ TEST_CASE("CMYK and YCCK JPEGs, and JPEGs with extraneous bytes, decode to PIL's
   fs::create_directories(dir / "src");
   const std::size_t app0_end = 4 + (std::size_t{bytes[4]} << 8 | bytes[5]);
   bytes.insert(bytes.begin() + static_cast<long>(app0_end), {0x12, 0x34});
-  l3::test::write_bytes(dir / "src/junk.jpg", bytes);
+  l3::test::write_file(dir / "src/junk.jpg", bytes);
   CHECK(compare_with_pil(dir / "src/junk.jpg", l3::load_image(dir / "src/junk.jpg"), dir / "ours.rgb") == 0);
   auto run = l3pack(dir, convert_args(dir / "src", dir / "ds"));
   CHECK_MESSAGE(run.exit_code == 0, run.err);
@@ -330,7 +330,7 @@ TEST_CASE("--convert-16bit keeps 16-bit PNGs as their high byte; without it they
   deep.bit_depth = 16;
   for (int i = 0; i < 18; ++i) deep.samples.push_back(static_cast<std::uint16_t>(i * 3001));
   fs::create_directories(dir / "src");
-  l3::test::write_bytes(dir / "src/deep.png", l3::test::make_png(deep));
+  l3::test::write_file(dir / "src/deep.png", l3::test::make_png(deep));
   l3::test::save_test_png(dir / "src/plain.png", 4, 4, 3, 1);
   auto run = l3pack(dir, convert_args(dir / "src", dir / "ds"));
   REQUIRE_MESSAGE(run.exit_code == 0, run.err);

@@ -21,9 +21,11 @@
 #include "l3/format/dataset.hpp"
 #include "l3/imageio/image_io.hpp"
 #include "l3/format/shard.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
-using Bytes = std::vector<std::uint8_t>;
+using l3::test::Bytes;
+using l3::test::read_file;
 
 namespace {
 
@@ -55,11 +57,6 @@ std::vector<Sample> samples() {
     out.push_back({img, l3::encode(img.view(), o)});
   }
   return out;
-}
-
-Bytes read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return Bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
 fs::path scratch(const std::string& name) {

@@ -3,7 +3,7 @@
 #include "test_format_util.hpp"
 
 using namespace l3;
-using namespace l3test;
+using namespace l3::test;
 using nlohmann::json;
 
 namespace {

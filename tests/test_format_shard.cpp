@@ -9,7 +9,7 @@
 #include <xxhash.h>
 
 using namespace l3;
-using namespace l3test;
+using namespace l3::test;
 
 namespace {
 

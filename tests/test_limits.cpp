@@ -18,6 +18,7 @@
 #include "l3/imageio/image_io.hpp"
 #include "l3/format/shard.hpp"
 #include "l3/codec/tile_core.hpp"
+#include "test_util.hpp"
 #include "layout.hpp"  // format/src: the shard byte layout, to craft trailers
 
 namespace {
@@ -38,7 +39,8 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-using Bytes = std::vector<std::uint8_t>;
+using l3::test::Bytes;
+using l3::test::read_file;
 namespace L = l3::shard_layout;
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
@@ -217,11 +219,6 @@ TEST_CASE("limits: constant tiles expand at most 256*32*channels / (5 + channels
 }
 
 namespace {
-
-Bytes read_file(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return Bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
 
 // A shard of 3 records: payload 100 bytes, key 5 bytes, metadata 7 bytes.
 Bytes small_shard(l3::IndexEncoding enc) {

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-namespace l3test {
+namespace l3::test {
 
 // A TCP port nobody listens on now (the kernel's pick for port 0).
 inline std::uint16_t free_port() {
@@ -114,4 +114,4 @@ private:
   std::uint16_t port_ = 0;
 };
 
-}  // namespace l3test
+}  // namespace l3::test

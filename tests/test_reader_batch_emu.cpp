@@ -20,10 +20,10 @@ using namespace l3;
 namespace {
 
 void check_same_as_cpu(std::shared_ptr<const Dataset> ds, const ReaderOptions& o, std::uint64_t epoch = 0) {
-  const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend(), epoch);
-  const auto b = l3test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend(), epoch);
+  const auto a = l3::test::run_epoch(ds, o, make_cpu_decode_backend(), epoch);
+  const auto b = l3::test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend(), epoch);
   CHECK(a.data.size() >= 3);  // 40 records: 3 batches for one rank of 3
-  l3test::check_same(a, b);
+  l3::test::check_same(a, b);
 }
 
 // Forwards to the emulated backend and records release() calls.
@@ -61,8 +61,8 @@ private:
 }  // namespace
 
 TEST_CASE("batch mode: the emulated GPU batch backend yields the CPU pipeline's batches byte for byte") {
-  auto ds = l3test::synth_dataset("batch_emu_configs");
-  for (const auto& config : l3test::backend_configs()) {
+  auto ds = l3::test::synth_dataset("batch_emu_configs");
+  for (const auto& config : l3::test::backend_configs()) {
     const std::string& what = config.first;  // not a structured binding: clang 14 cannot capture those
     const l3::ReaderOptions& o = config.second;
     CAPTURE(what);
@@ -74,8 +74,8 @@ TEST_CASE("batch mode: the emulated GPU batch backend yields the CPU pipeline's 
 }
 
 TEST_CASE("batch mode: more transform configurations") {
-  auto ds = l3test::synth_dataset("batch_emu_more");
-  ReaderOptions base = l3test::backend_configs()[0].second;
+  auto ds = l3::test::synth_dataset("batch_emu_more");
+  ReaderOptions base = l3::test::backend_configs()[0].second;
   SUBCASE("upscaling without antialias, hwc float32 unnormalised") {
     ReaderOptions o = base;
     o.transform.width = 130;  // larger than every image (40..90)
@@ -113,15 +113,15 @@ TEST_CASE("batch mode: more transform configurations") {
 }
 
 TEST_CASE("batch mode: one output channel: gray sources decode, colour sources fail as on the CPU") {
-  auto ds = l3test::synth_dataset("batch_emu_channels");  // mixed: gray, RGB, RGBA
-  ReaderOptions o = l3test::backend_configs()[0].second;
+  auto ds = l3::test::synth_dataset("batch_emu_channels");  // mixed: gray, RGB, RGBA
+  ReaderOptions o = l3::test::backend_configs()[0].second;
   o.transform.channels = 1;
   for (const ErrorPolicy policy : {ErrorPolicy::raise, ErrorPolicy::skip}) {
     CAPTURE(policy == ErrorPolicy::skip);
     o.on_error = policy;
-    const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend());
-    const auto b = l3test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend());
-    l3test::check_same(a, b);
+    const auto a = l3::test::run_epoch(ds, o, make_cpu_decode_backend());
+    const auto b = l3::test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend());
+    l3::test::check_same(a, b);
     std::size_t failed = 0;
     for (errc e : a.errors) failed += e != errc::ok;
     CHECK(failed > 0);  // colour records are refused (unsupported is a caller error: it raises)
@@ -129,11 +129,11 @@ TEST_CASE("batch mode: one output channel: gray sources decode, colour sources f
 }
 
 TEST_CASE("batch mode: corrupt records give the CPU pipeline's outcome under both policies") {
-  auto ds = l3test::corrupt_dataset("batch_emu_corrupt", {13, 14, 27});  // 13 and 14: a run of bad records for skip
-  l3test::for_each_error_config([&](const ReaderOptions& o) {
-    const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend());
-    const auto b = l3test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend());
-    l3test::check_same(a, b);
+  auto ds = l3::test::corrupt_dataset("batch_emu_corrupt", {13, 14, 27});  // 13 and 14: a run of bad records for skip
+  l3::test::for_each_error_config([&](const ReaderOptions& o) {
+    const auto a = l3::test::run_epoch(ds, o, make_cpu_decode_backend());
+    const auto b = l3::test::run_epoch_batch(ds, o, make_emulated_gpu_batch_backend());
+    l3::test::check_same(a, b);
     if (o.on_error == ErrorPolicy::skip && o.max_replacements > 0) {
       CHECK(b.corrupt == 4);  // 13, 14 (also as 13's first replacement), 27
       CHECK(b.replaced == 3);
@@ -145,10 +145,10 @@ TEST_CASE("batch mode: corrupt records give the CPU pipeline's outcome under bot
 }
 
 TEST_CASE("batch mode: a corrupt record's error names its shard file and key") {
-  auto ds = l3test::corrupt_dataset("batch_emu_corrupt_names", {13});
+  auto ds = l3::test::corrupt_dataset("batch_emu_corrupt_names", {13});
   for (const Verify verify : {Verify::yes, Verify::no}) {  // caught on read, or by the batch decode
     CAPTURE(verify == Verify::yes);
-    ReaderOptions o = l3test::backend_configs()[3].second;  // the whole image decoded: the damage is seen
+    ReaderOptions o = l3::test::backend_configs()[3].second;  // the whole image decoded: the damage is seen
     o.on_error = ErrorPolicy::raise;
     o.verify = verify;
     o.batch_backend = make_emulated_gpu_batch_backend();
@@ -167,10 +167,10 @@ TEST_CASE("batch mode: a corrupt record's error names its shard file and key") {
 }
 
 TEST_CASE("batch mode: a run resumed from state() yields exactly the rest, also under another world size") {
-  auto ds = l3test::synth_dataset("batch_emu_resume");
-  ReaderOptions o = l3test::backend_configs()[1].second;
+  auto ds = l3::test::synth_dataset("batch_emu_resume");
+  ReaderOptions o = l3::test::backend_configs()[1].second;
   o.world_size = 1;
-  const auto full = l3test::run_epoch(ds, o, make_cpu_decode_backend(), 1);
+  const auto full = l3::test::run_epoch(ds, o, make_cpu_decode_backend(), 1);
   REQUIRE(full.data.size() >= 8);
   ReaderOptions ob = o;
   ob.batch_backend = make_emulated_gpu_batch_backend();
@@ -180,7 +180,7 @@ TEST_CASE("batch mode: a run resumed from state() yields exactly the rest, also 
     Reader r(ds, ob);
     for (int i = 0; i < 3; ++i) REQUIRE(r.next() != nullptr);
     // A batch backend's batches stay in its memory: no hand-over (Reader::detach).
-    CHECK(l3test::error_of([&] { r.detach(); }) == errc::invalid_argument);
+    CHECK(l3::test::error_of([&] { r.detach(); }) == errc::invalid_argument);
     st = r.state();
   }
   Reader resumed(ds, ob);
@@ -188,7 +188,7 @@ TEST_CASE("batch mode: a run resumed from state() yields exactly the rest, also 
   std::size_t k = 3;
   while (const Batch* b = resumed.next()) {
     REQUIRE(k < full.data.size());
-    CHECK(l3test::host_bytes(*b) == full.data[k]);
+    CHECK(l3::test::host_bytes(*b) == full.data[k]);
     CHECK(std::vector<std::uint64_t>(b->records.begin(), b->records.end()) == full.records[k]);
     ++k;
   }
@@ -214,11 +214,11 @@ TEST_CASE("batch mode: a run resumed from state() yields exactly the rest, also 
 }
 
 TEST_CASE("batch mode: every batch buffer handed out is released with the consumer's stream") {
-  auto ds = l3test::synth_dataset("batch_emu_release");
+  auto ds = l3::test::synth_dataset("batch_emu_release");
   auto counting = std::make_shared<CountingBackend>();
-  ReaderOptions o = l3test::backend_configs()[0].second;
+  ReaderOptions o = l3::test::backend_configs()[0].second;
   int token = 0;  // stands in for a cudaStream_t
-  const auto out = l3test::run_epoch_batch(ds, o, counting, 0, l3test::host_bytes, &token);
+  const auto out = l3::test::run_epoch_batch(ds, o, counting, 0, l3::test::host_bytes, &token);
   const std::size_t n = out.data.size();
   REQUIRE(n >= 5);
   CHECK(counting->runs.load() > 0);
@@ -239,9 +239,9 @@ TEST_CASE("batch mode: every batch buffer handed out is released with the consum
 }
 
 TEST_CASE("batch mode: the consumer-stream hand-off is the reader's (every stream, release before set_epoch)") {
-  auto ds = l3test::synth_dataset("batch_emu_handoff");
+  auto ds = l3::test::synth_dataset("batch_emu_handoff");
   auto counting = std::make_shared<CountingBackend>();
-  ReaderOptions o = l3test::backend_configs()[0].second;
+  ReaderOptions o = l3::test::backend_configs()[0].second;
   o.batch_backend = counting;
   Reader r(ds, o);
   int tokens[3] = {};  // stand in for cudaStream_t values

@@ -35,9 +35,9 @@ std::vector<std::uint8_t> device_bytes(const Batch& b) {
 // The CPU pipeline against batch mode with `gpu`, batch by batch.
 void check_same_as_cpu(std::shared_ptr<const Dataset> ds, const ReaderOptions& o,
                        const std::shared_ptr<BatchBackend>& gpu, std::uint64_t epoch = 0) {
-  const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend(), epoch);
-  const auto b = l3test::run_epoch_batch(ds, o, gpu, epoch, device_bytes);
-  l3test::check_same(a, b);
+  const auto a = l3::test::run_epoch(ds, o, make_cpu_decode_backend(), epoch);
+  const auto b = l3::test::run_epoch_batch(ds, o, gpu, epoch, device_bytes);
+  l3::test::check_same(a, b);
 }
 
 // The stream's checksum recomputed (spec/codec.md §2), so that damage in the
@@ -119,11 +119,11 @@ std::vector<errc> check_window(const Window& w, const TransformOptions& o, Batch
 
 }  // namespace
 
-TEST_CASE("without a device, make_cuda_batch_backend throws device_error" * doctest::skip(!l3test::no_gpu())) {
-  CHECK(l3test::error_of([] { make_cuda_batch_backend(0); }) == errc::device_error);
+TEST_CASE("without a device, make_cuda_batch_backend throws device_error" * doctest::skip(!l3::test::no_gpu())) {
+  CHECK(l3::test::error_of([] { make_cuda_batch_backend(0); }) == errc::device_error);
 }
 
-TEST_CASE("GPU batch backend: device memory, a bad ordinal is a caller error" * doctest::skip(l3test::no_gpu())) {
+TEST_CASE("GPU batch backend: device memory, a bad ordinal is a caller error" * doctest::skip(l3::test::no_gpu())) {
   auto gpu = make_cuda_batch_backend(0);
   CHECK(std::string(gpu->name()) == "cuda");
   CHECK(gpu->memory() == BatchMemory::device);
@@ -136,28 +136,28 @@ TEST_CASE("GPU batch backend: device memory, a bad ordinal is a caller error" * 
   CHECK(attr.type == cudaMemoryTypeDevice);
   CHECK(attr.device == 0);
   gpu->deallocate(p, 1000);
-  CHECK(l3test::error_of([] { make_cuda_batch_backend(cuda_device_count()); }) == errc::invalid_argument);
+  CHECK(l3::test::error_of([] { make_cuda_batch_backend(cuda_device_count()); }) == errc::invalid_argument);
 }
 
-TEST_CASE("GPU batch mode: batches equal the CPU pipeline's byte for byte" * doctest::skip(l3test::no_gpu())) {
-  auto ds = l3test::synth_dataset("gpu_batch_configs");
+TEST_CASE("GPU batch mode: batches equal the CPU pipeline's byte for byte" * doctest::skip(l3::test::no_gpu())) {
+  auto ds = l3::test::synth_dataset("gpu_batch_configs");
   auto gpu = make_cuda_batch_backend(0);  // one backend for all: its buffers are reused and grow
-  for (const auto& [what, o] : l3test::backend_configs()) {
+  for (const auto& [what, o] : l3::test::backend_configs()) {
     CAPTURE(what);
     for (std::uint64_t epoch : {0u, 1u}) {
       CAPTURE(epoch);
-      const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend(), epoch);
-      const auto b = l3test::run_epoch_batch(ds, o, gpu, epoch, device_bytes);
+      const auto a = l3::test::run_epoch(ds, o, make_cpu_decode_backend(), epoch);
+      const auto b = l3::test::run_epoch_batch(ds, o, gpu, epoch, device_bytes);
       CHECK(a.data.size() >= 10);
-      l3test::check_same(a, b);
+      l3::test::check_same(a, b);
     }
   }
 }
 
-TEST_CASE("GPU batch mode: more transform configurations" * doctest::skip(l3test::no_gpu())) {
-  auto ds = l3test::synth_dataset("gpu_batch_more");
+TEST_CASE("GPU batch mode: more transform configurations" * doctest::skip(l3::test::no_gpu())) {
+  auto ds = l3::test::synth_dataset("gpu_batch_more");
   auto gpu = make_cuda_batch_backend(0);
-  const ReaderOptions base = l3test::backend_configs()[0].second;
+  const ReaderOptions base = l3::test::backend_configs()[0].second;
   SUBCASE("upscaling without antialias, hwc float32 unnormalised") {
     ReaderOptions o = base;
     o.transform.width = 130;
@@ -199,24 +199,24 @@ TEST_CASE("GPU batch mode: more transform configurations" * doctest::skip(l3test
 }
 
 TEST_CASE("GPU batch mode: corrupt records give the CPU pipeline's outcome under both policies" *
-          doctest::skip(l3test::no_gpu())) {
-  auto ds = l3test::corrupt_dataset("gpu_batch_corrupt", {13, 14, 27});
+          doctest::skip(l3::test::no_gpu())) {
+  auto ds = l3::test::corrupt_dataset("gpu_batch_corrupt", {13, 14, 27});
   auto gpu = make_cuda_batch_backend(0);
   // Verify::no: the bad bytes reach the backend (the stream's checksum,
   // checked on the host by the batch decoder, catches them).
-  l3test::for_each_error_config([&](const ReaderOptions& o) {
-    const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend());
-    const auto b = l3test::run_epoch_batch(ds, o, gpu, 0, device_bytes);
-    l3test::check_same(a, b);
+  l3::test::for_each_error_config([&](const ReaderOptions& o) {
+    const auto a = l3::test::run_epoch(ds, o, make_cpu_decode_backend());
+    const auto b = l3::test::run_epoch_batch(ds, o, gpu, 0, device_bytes);
+    l3::test::check_same(a, b);
     CHECK(a.raised + a.corrupt > 0);
   });
 }
 
 TEST_CASE("GPU batch backend: a window with bad records equals the emulation; failed examples are not written" *
-          doctest::skip(l3test::no_gpu())) {
-  auto ds = l3test::synth_dataset("gpu_batch_window");
+          doctest::skip(l3::test::no_gpu())) {
+  auto ds = l3::test::synth_dataset("gpu_batch_window");
   auto gpu = make_cuda_batch_backend(0);
-  for (const auto& [what, ro] : l3test::backend_configs()) {
+  for (const auto& [what, ro] : l3::test::backend_configs()) {
     CAPTURE(what);
     const TransformOptions& o = ro.transform;
     Window w = make_window(*ds, 0, 12, o, 7);
@@ -232,7 +232,7 @@ TEST_CASE("GPU batch backend: a window with bad records equals the emulation; fa
       std::vector<std::uint8_t> e = good;
       e[at] ^= 0xFF;
       rechecksum(e);
-      want = l3test::error_of([&] {
+      want = l3::test::error_of([&] {
         decode_region(e, all, MutableImageView{px.data(), info.width, info.height, info.channels, 0});
       });
       if (want != errc::ok) w.bytes[3] = e;
@@ -261,11 +261,11 @@ TEST_CASE("GPU batch backend: a window with bad records equals the emulation; fa
   }
 }
 
-TEST_CASE("GPU batch backend: caller errors throw what the emulation throws" * doctest::skip(l3test::no_gpu())) {
-  auto ds = l3test::synth_dataset("gpu_batch_caller");
+TEST_CASE("GPU batch backend: caller errors throw what the emulation throws" * doctest::skip(l3::test::no_gpu())) {
+  auto ds = l3::test::synth_dataset("gpu_batch_caller");
   auto gpu = make_cuda_batch_backend(0);
   auto emu = make_emulated_gpu_batch_backend();
-  const TransformOptions o = l3test::backend_configs()[0].second.transform;
+  const TransformOptions o = l3::test::backend_configs()[0].second.transform;
   const Window w = make_window(*ds, 0, 4, o, 3);
   void* d = gpu->allocate(w.examples.size() * w.example_size);
   std::vector<std::uint8_t> host(w.examples.size() * w.example_size);
@@ -276,8 +276,8 @@ TEST_CASE("GPU batch backend: caller errors throw what the emulation throws" * d
     std::size_t statuses = records.size();
     edit(records, eh, ed, to, statuses);
     std::vector<errc> s1(statuses), s2(statuses);
-    const errc ee = l3test::error_of([&] { emu->run(records, eh, to, s1); });
-    const errc eg = l3test::error_of([&] { gpu->run(records, ed, to, s2); });
+    const errc ee = l3::test::error_of([&] { emu->run(records, eh, to, s1); });
+    const errc eg = l3::test::error_of([&] { gpu->run(records, ed, to, s2); });
     CHECK(ee != errc::ok);
     CHECK(eg == ee);
   };
@@ -310,10 +310,10 @@ void CUDART_CB sleep_host(void* ms) {
 }  // namespace
 
 TEST_CASE("GPU batch backend: run() does not overwrite a buffer before the released reads ran" *
-          doctest::skip(l3test::no_gpu())) {
-  auto ds = l3test::synth_dataset("gpu_batch_release");
+          doctest::skip(l3::test::no_gpu())) {
+  auto ds = l3::test::synth_dataset("gpu_batch_release");
   auto gpu = make_cuda_batch_backend(0);
-  const TransformOptions o = l3test::backend_configs()[0].second.transform;
+  const TransformOptions o = l3::test::backend_configs()[0].second.transform;
   const Window w1 = make_window(*ds, 0, 4, o, 1), w2 = make_window(*ds, 4, 4, o, 2);
   const std::size_t total = w1.examples.size() * w1.example_size;
   REQUIRE(total == w2.examples.size() * w2.example_size);
@@ -346,8 +346,9 @@ TEST_CASE("GPU batch backend: run() does not overwrite a buffer before the relea
   cudaStreamDestroy(user);
 }
 
-TEST_CASE("GPU batch mode: a consumer stream, reads enqueued late, batches intact" * doctest::skip(l3test::no_gpu())) {
-  auto ds = l3test::synth_dataset("gpu_batch_stream");
+TEST_CASE("GPU batch mode: a consumer stream, reads enqueued late, batches intact" *
+          doctest::skip(l3::test::no_gpu())) {
+  auto ds = l3::test::synth_dataset("gpu_batch_stream");
   cudaStream_t s = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
   {
@@ -355,8 +356,8 @@ TEST_CASE("GPU batch mode: a consumer stream, reads enqueued late, batches intac
     cudaStream_t backend_stream = nullptr;
     REQUIRE(cudaStreamCreate(&backend_stream) == cudaSuccess);
     auto gpu = make_cuda_batch_backend(0, backend_stream);
-    const ReaderOptions o = l3test::backend_configs()[1].second;
-    const auto a = l3test::run_epoch(ds, o, make_cpu_decode_backend());
+    const ReaderOptions o = l3::test::backend_configs()[1].second;
+    const auto a = l3::test::run_epoch(ds, o, make_cpu_decode_backend());
     // Each batch is copied out on `s` behind a delay; the host only waits at
     // the end, so the reader refills buffers while the copies are pending.
     std::vector<std::uint8_t*> pinned;
@@ -372,7 +373,7 @@ TEST_CASE("GPU batch mode: a consumer stream, reads enqueued late, batches intac
       sizes.push_back(b.bytes);
       return std::vector<std::uint8_t>{};
     };
-    auto b = l3test::run_epoch_batch(ds, o, gpu, 0, late_copy, s);
+    auto b = l3::test::run_epoch_batch(ds, o, gpu, 0, late_copy, s);
     REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
     std::size_t k = 0;
     for (std::size_t i = 0; i < b.data.size(); ++i) {
@@ -383,7 +384,7 @@ TEST_CASE("GPU batch mode: a consumer stream, reads enqueued late, batches intac
     }
     CHECK(k == pinned.size());
     for (std::uint8_t* p : pinned) cudaFreeHost(p);
-    l3test::check_same(a, b);
+    l3::test::check_same(a, b);
     gpu.reset();
     cudaStreamDestroy(backend_stream);
   }

@@ -15,7 +15,7 @@
 #include "l3/reader/reader_backend_cuda.hpp"
 #include "test_reader_util.hpp"
 
-namespace l3test {
+namespace l3::test {
 
 // Everything one epoch yields, batch by batch: bytes, labels, records, or the
 // error code of a batch that raised.
@@ -189,4 +189,4 @@ void for_each_error_config(F&& f) {
   }
 }
 
-}  // namespace l3test
+}  // namespace l3::test

@@ -118,7 +118,7 @@ std::string key_of(const Dataset& ds, std::uint64_t record) {
 }
 
 // Sets item `item` of `key` to `value` directly (what a faulty peer would hold).
-void raw_set(const l3test::Memcached& server, const std::string& item, const std::vector<std::uint8_t>& value) {
+void raw_set(const l3::test::Memcached& server, const std::string& item, const std::vector<std::uint8_t>& value) {
   memcached_st* mc = memcached_create(nullptr);
   REQUIRE(mc);
   REQUIRE(memcached_server_add(mc, "127.0.0.1", server.port()) == MEMCACHED_SUCCESS);
@@ -129,11 +129,11 @@ void raw_set(const l3test::Memcached& server, const std::string& item, const std
 }
 
 std::shared_ptr<const Dataset> synth(const std::string& name, std::uint64_t records) {
-  l3test::SynthSpec spec;
+  l3::test::SynthSpec spec;
   spec.records = records;
   spec.per_shard = 9;
-  const auto dir = l3test::reader_dir(name);
-  l3test::write_synth_dataset(dir, spec);
+  const auto dir = l3::test::reader_dir(name);
+  l3::test::write_synth_dataset(dir, spec);
   return std::make_shared<const Dataset>(Dataset::open(dir));
 }
 
@@ -174,7 +174,7 @@ TEST_CASE("peer ring: owners depend on the server list only, are balanced, and m
 
 TEST_CASE("peer cache options are checked") {
   auto err = [](std::vector<std::string> servers) {
-    return l3test::error_of([&] {
+    return l3::test::error_of([&] {
       PeerCacheOptions o;
       o.servers = std::move(servers);
       PeerCache p(o);
@@ -193,7 +193,7 @@ TEST_CASE("peer cache options are checked") {
 }
 
 TEST_CASE("peer cache values: round trip, chunks, size and XXH3 checks, refusal when full") {
-  l3test::Memcached server(2);
+  l3::test::Memcached server(2);
   PeerCacheOptions o;
   o.servers = {server.address()};
   o.item_bytes = 1024;  // values above 1 KiB are chunked
@@ -232,12 +232,12 @@ TEST_CASE("peer cache values: round trip, chunks, size and XXH3 checks, refusal 
   CHECK(s.refused > 0);
   CHECK(s.failures == 0);
   CHECK(p.get("k", value.size(), h, out));  // stored before it filled: still there
-  CHECK(l3test::error_of([&] { p.put("has space", value); }) == errc::invalid_argument);
+  CHECK(l3::test::error_of([&] { p.put("has space", value); }) == errc::invalid_argument);
 }
 
 TEST_CASE("two nodes: after one node's epoch, the other reads nothing from storage; batches unchanged") {
   auto ds = synth("peer_two_nodes", 40);
-  l3test::Memcached a, b;
+  l3::test::Memcached a, b;
   const std::vector<std::string> servers{a.address(), b.address()};
   const std::uint64_t n = ds->size(), bytes = payload_bytes(*ds);
   Reader node_a(ds, node_options(1, servers));
@@ -271,8 +271,8 @@ TEST_CASE("two nodes: after one node's epoch, the other reads nothing from stora
 
 TEST_CASE("a peer killed mid-epoch: no wrong record, the epoch completes from storage") {
   auto ds = synth("peer_killed", 80);
-  auto a = std::make_unique<l3test::Memcached>();
-  auto b = std::make_unique<l3test::Memcached>();
+  auto a = std::make_unique<l3::test::Memcached>();
+  auto b = std::make_unique<l3::test::Memcached>();
   const std::vector<std::string> servers{a->address(), b->address()};
   (void)read_new(ds, node_options(1, servers), 0);  // a node's first epoch fills the owners
   PeerCacheOptions po;
@@ -297,7 +297,7 @@ TEST_CASE("a peer killed mid-epoch: no wrong record, the epoch completes from st
 
 TEST_CASE("a hung peer (SIGSTOP): requests time out within the bound and the epoch completes") {
   auto ds = synth("peer_hung", 40);
-  l3test::Memcached a, b;
+  l3::test::Memcached a, b;
   const std::vector<std::string> servers{a.address(), b.address()};
   (void)read_new(ds, node_options(1, servers), 0);  // a node's first epoch fills the owners
   b.pause();
@@ -314,13 +314,13 @@ TEST_CASE("a hung peer (SIGSTOP): requests time out within the bound and the epo
 
 TEST_CASE("a corrupted value in memcached is detected, read from storage and replaced") {
   auto ds = synth("peer_corrupt", 30);
-  l3test::Memcached a, b;
+  l3::test::Memcached a, b;
   const std::vector<std::string> servers{a.address(), b.address()};
   (void)read_new(ds, node_options(1, servers), 0);  // a node's first epoch fills the owners
   PeerCacheOptions po;
   po.servers = servers;
   PeerCache peers(po);
-  const l3test::Memcached* by_index[] = {&a, &b};
+  const l3::test::Memcached* by_index[] = {&a, &b};
   // Record 4: same length, one byte flipped. Record 9: a value of another length.
   const RecordView r4 = ds->record(4), r9 = ds->record(9);
   std::vector<std::uint8_t> flipped(r4.payload.begin(), r4.payload.end());
@@ -348,7 +348,7 @@ TEST_CASE("a corrupted value in memcached is detected, read from storage and rep
 
 TEST_CASE("with a RAM cache, the peers serve only what it does not hold") {
   auto ds = synth("peer_ram", 32);  // a multiple of the batch: no padding repeats
-  l3test::Memcached a;
+  l3::test::Memcached a;
   ReaderOptions o = node_options(5, {a.address()});
   o.cache_bytes = 1ull << 30;
   Reader node(ds, o);
@@ -367,7 +367,7 @@ TEST_CASE("records larger than one item travel as several items, end to end") {
   auto ds = synth("peer_chunked", 24);
   std::uint64_t largest = 0;
   for (std::uint64_t r = 0; r < ds->size(); ++r) largest = std::max<std::uint64_t>(largest, ds->record(r).payload.size());
-  l3test::Memcached a, b;
+  l3::test::Memcached a, b;
   ReaderOptions o = node_options(3, {a.address(), b.address()});
   o.peer_cache.item_bytes = 1024;
   REQUIRE(largest > 3 * o.peer_cache.item_bytes);  // some records need 4+ items

@@ -63,9 +63,9 @@ ReaderOptions small_options() {
   return o;
 }
 
-std::shared_ptr<const Dataset> open_synth(const std::string& name, const l3test::SynthSpec& spec = {}) {
-  const auto dir = l3test::reader_dir(name);
-  l3test::write_synth_dataset(dir, spec);
+std::shared_ptr<const Dataset> open_synth(const std::string& name, const l3::test::SynthSpec& spec = {}) {
+  const auto dir = l3::test::reader_dir(name);
+  l3::test::write_synth_dataset(dir, spec);
   return std::make_shared<const Dataset>(Dataset::open(dir));
 }
 
@@ -163,7 +163,7 @@ TEST_CASE("order through the reader: deterministic per (seed, epoch), new each e
 }
 
 TEST_CASE("world sizes 1..8 through the reader: disjoint, complete, equal lengths") {
-  l3test::SynthSpec spec;
+  l3::test::SynthSpec spec;
   spec.records = 37;
   spec.min_side = 20;
   spec.max_side = 30;
@@ -366,10 +366,10 @@ TEST_CASE("cache: no-eviction budget, exact hits and misses") {
 // stream has a wrong checksum field under a record checksum that matches it:
 // only the stream's check can tell.
 TEST_CASE("one checksum pass per record: the record's with Verify::yes, the stream's with Verify::no") {
-  l3test::SynthSpec spec;
+  l3::test::SynthSpec spec;
   spec.bad_stream_checksum = 13;
-  const auto dir = l3test::reader_dir("stream-checksum");
-  l3test::write_synth_dataset(dir, spec);
+  const auto dir = l3::test::reader_dir("stream-checksum");
+  l3::test::write_synth_dataset(dir, spec);
   auto ds = std::make_shared<const Dataset>(Dataset::open(dir));
   ReaderOptions o = small_options();
   o.on_error = ErrorPolicy::raise;
@@ -405,9 +405,9 @@ TEST_CASE("one checksum pass per record: the record's with Verify::yes, the stre
 }
 
 TEST_CASE("corrupt records: raise or skip-and-fill") {
-  const auto dir = l3test::reader_dir("corrupt");
-  l3test::write_synth_dataset(dir);
-  l3test::corrupt_record(dir, 13);
+  const auto dir = l3::test::reader_dir("corrupt");
+  l3::test::write_synth_dataset(dir);
+  l3::test::corrupt_record(dir, 13);
   auto ds = std::make_shared<const Dataset>(Dataset::open(dir));
   ReaderOptions o = small_options();
 
@@ -466,9 +466,9 @@ TEST_CASE("corrupt records: raise or skip-and-fill") {
 }
 
 TEST_CASE("a record that is not an image fails in the decode stage; skip replaces it") {
-  const auto dir = l3test::reader_dir("garbage");
+  const auto dir = l3::test::reader_dir("garbage");
   {
-    l3test::write_synth_dataset(dir);
+    l3::test::write_synth_dataset(dir);
     // One more shard holding a record with a valid checksum and invalid bytes.
     Manifest manifest = read_manifest(dir);
     ShardWriter w(dir / "extra.l3s");
@@ -566,7 +566,7 @@ TEST_CASE("detach: batches handed over without a copy stay intact; the ring goes
   std::size_t bytes = 0;
   {
     Reader r(ds, o);
-    CHECK(l3test::error_of([&] { r.detach(); }) == errc::invalid_argument);  // nothing handed out yet
+    CHECK(l3::test::error_of([&] { r.detach(); }) == errc::invalid_argument);  // nothing handed out yet
     while (const Batch* b = r.next()) {
       void* before = b->data;
       bytes = b->bytes;
@@ -574,7 +574,7 @@ TEST_CASE("detach: batches handed over without a copy stay intact; the ring goes
       CHECK(kept.back() == before);
       CHECK(b->data != before);  // the slot's new buffer
     }
-    CHECK(l3test::error_of([&] { r.detach(); }) == errc::invalid_argument);  // end of epoch: none held
+    CHECK(l3::test::error_of([&] { r.detach(); }) == errc::invalid_argument);  // end of epoch: none held
   }
   // Every batch kept its bytes although the ring went on filling (no buffer reused).
   REQUIRE(kept.size() == expected.size());
@@ -597,9 +597,9 @@ TEST_CASE("state JSON round trip and rejection") {
   s.world_size = 4;
   s.window_batches = 1;
   CHECK(ReaderState::from_json(s.to_json()) == s);
-  CHECK(l3test::error_of([] { ReaderState::from_json("{"); }) == errc::corrupt_header);
-  CHECK(l3test::error_of([] { ReaderState::from_json(R"({"version":1})"); }) == errc::corrupt_header);
-  CHECK(l3test::error_of([&] {
+  CHECK(l3::test::error_of([] { ReaderState::from_json("{"); }) == errc::corrupt_header);
+  CHECK(l3::test::error_of([] { ReaderState::from_json(R"({"version":1})"); }) == errc::corrupt_header);
+  CHECK(l3::test::error_of([&] {
           auto t = s;
           t.consumed = 41;
           ReaderState::from_json(t.to_json());

@@ -24,7 +24,7 @@ struct Src {
 };
 
 Src make_src(std::uint32_t w, std::uint32_t h, std::uint32_t c, std::uint64_t seed) {
-  return {w, h, c, l3test::synth_pixels(w, h, c, seed)};
+  return {w, h, c, l3::test::synth_pixels(w, h, c, seed)};
 }
 
 // Reference: the bilinear (triangle) filter written from its definition, in
@@ -160,7 +160,7 @@ TEST_CASE("an exact centre crop is a copy; a crop from a region equals the crop 
   std::vector<std::uint8_t> out2(out.size());
   crop_resize(sub, 15, 10, plan, o, scratch, out2.data());
   CHECK(out == out2);
-  CHECK(l3test::error_of([&] { crop_resize(sub, 20, 10, plan, o, scratch, out2.data()); }) == errc::out_of_range);
+  CHECK(l3::test::error_of([&] { crop_resize(sub, 20, 10, plan, o, scratch, out2.data()); }) == errc::out_of_range);
 }
 
 TEST_CASE("option names: one spelling per crop mode and dtype (l3pack bench-read, l3.Loader, l3.CropMode)") {
@@ -274,12 +274,12 @@ TEST_CASE("float16 conversion: known values and exact round trip") {
 TEST_CASE("transform options are validated") {
   TransformOptions o;
   o.scale_min = 0;
-  CHECK(l3test::error_of([&] { validate(o); }) == errc::invalid_argument);
+  CHECK(l3::test::error_of([&] { validate(o); }) == errc::invalid_argument);
   o = TransformOptions{};
   o.channels = 2;
-  CHECK(l3test::error_of([&] { validate(o); }) == errc::invalid_argument);
+  CHECK(l3::test::error_of([&] { validate(o); }) == errc::invalid_argument);
   o = TransformOptions{};
-  CHECK(l3test::error_of([&] { validate(o); }) == errc::ok);
+  CHECK(l3::test::error_of([&] { validate(o); }) == errc::ok);
 }
 
 // The tolerance of the fixed-point resize (xf::kWeightBits weights, kMidBits

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,8 +13,9 @@
 #include "l3/format/dataset.hpp"
 #include "l3/common/error.hpp"
 #include "l3/reader/transform_core.hpp"
+#include "test_util.hpp"
 
-namespace l3test {
+namespace l3::test {
 
 // A fresh, empty directory under the build tree for one test, apart for each
 // test program: two programs built from one source (test_reader_batch_emu and
@@ -112,13 +112,4 @@ inline void corrupt_record(const std::filesystem::path& dir, std::uint64_t recor
   f.write(&b, 1);
 }
 
-inline l3::errc error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const l3::Error& e) {
-    return e.code();
-  }
-  return l3::errc::ok;
-}
-
-}  // namespace l3test
+}  // namespace l3::test
