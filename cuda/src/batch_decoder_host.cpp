@@ -301,9 +301,7 @@ BatchDecoder::BatchDecoder(BatchDecoder&&) noexcept = default;
 BatchDecoder& BatchDecoder::operator=(BatchDecoder&&) noexcept = default;
 
 std::vector<ImageSlot> BatchDecoder::query(std::span<const HostImage> images, const BatchOptions& options) {
-  std::vector<detail::PlanImage> in(images.size());
-  for (std::size_t m = 0; m < images.size(); ++m)
-    in[m] = {images[m].bytes, nullptr, images[m].crop ? &*images[m].crop : nullptr};
+  const std::vector<detail::PlanImage> in = detail::plan_images(images);
   return detail::make_plan(in, options).slots;
 }
 
@@ -320,9 +318,7 @@ BatchResult BatchDecoder::decode(std::span<const HostImage> images, const BatchO
     at[m] = input_bytes;
     input_bytes = align_up(input_bytes + images[m].bytes.size());
   }
-  std::vector<detail::PlanImage> in(images.size());
-  for (std::size_t m = 0; m < images.size(); ++m)
-    in[m] = {images[m].bytes, nullptr, images[m].crop ? &*images[m].crop : nullptr};
+  const std::vector<detail::PlanImage> in = detail::plan_images(images);
   detail::Plan plan = detail::make_plan(in, options);
   im.grow(plan.entry_count(), plan.image_count(), input_bytes, plan.total_tiles, output.d_data ? 0 : plan.output_bytes,
           plan.scratch_bytes, stream, !captured);

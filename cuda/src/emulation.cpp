@@ -13,9 +13,7 @@
 namespace l3::cuda::emu {
 
 BatchOutput decode_batch(std::span<const HostImage> images, const BatchOptions& options) {
-  std::vector<detail::PlanImage> in(images.size());
-  for (std::size_t m = 0; m < images.size(); ++m)
-    in[m] = {images[m].bytes, images[m].bytes.data(), images[m].crop ? &*images[m].crop : nullptr};
+  const std::vector<detail::PlanImage> in = detail::plan_images(images, detail::KernelsRead::host_bytes);
   detail::Plan plan = detail::make_plan(in, options);
 
   // The device's exclusive scans.

@@ -54,6 +54,15 @@ void Plan::set_input(std::uint32_t m, const std::uint8_t* in) {
   if (d.dictionary != wavefront::kNoDictionary) desc[d.dictionary].in = in ? in + d.symbols.dict_offset : nullptr;
 }
 
+std::vector<PlanImage> plan_images(std::span<const HostImage> images, KernelsRead read) {
+  std::vector<PlanImage> out(images.size());
+  for (std::size_t m = 0; m < images.size(); ++m) {
+    const std::uint8_t* in = read == KernelsRead::host_bytes ? images[m].bytes.data() : nullptr;
+    out[m] = {images[m].bytes, in, images[m].crop ? &*images[m].crop : nullptr};
+  }
+  return out;
+}
+
 Plan make_plan(std::span<const PlanImage> images, const BatchOptions& options) {
   Plan plan;
   const std::size_t n = images.size();

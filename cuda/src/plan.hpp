@@ -19,6 +19,11 @@ struct PlanImage {
   const Rect* crop = nullptr;           // null: the whole image
 };
 
+// Where the kernels read an image's stream: from the host bytes themselves (the
+// emulation), or from a device copy that Plan::set_input names later.
+enum class KernelsRead { host_bytes, device_copy };
+std::vector<PlanImage> plan_images(std::span<const HostImage> images, KernelsRead read = KernelsRead::device_copy);
+
 // Entries 0..slots.size()-1 of desc/counts/keys are the caller's images; one
 // entry follows them for each image with symbols (spec/codec.md §3.4): its
 // dictionary, decoded whole like an image, into the decoder's scratch
