@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
+#include <utility>
 
 #include <jpeglib.h>
 #include <png.h>
@@ -105,23 +106,9 @@ std::vector<std::uint8_t> read_file(const std::string& path) {
   return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-Pixels read_png_file(const std::string& path) {
-  const std::vector<std::uint8_t> bytes = read_file(path);
-  PngErr err;
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, png_error_fn, png_warning_fn);
-  if (png == nullptr) fail("png_create_read_struct failed");
-  png_infop info = png_create_info_struct(png);
-  MemReader r{bytes.data(), bytes.size(), 0};
-  png_set_read_fn(png, &r, png_mem_read);
-  Pixels px;
-  PngDest dest{nullptr, 0, &px.data};
-  const bool ok = info != nullptr && png_read_into(png, info, true, &px, &dest);
-  png_destroy_read_struct(&png, &info, nullptr);
-  if (!ok) fail(path + ": libpng: " + err.msg);
-  return px;
-}
-
-std::size_t decode_png_libpng(std::span<const std::uint8_t> bytes, std::uint8_t* out, std::size_t out_size) {
+namespace {
+// One libpng decode from memory into `dest`; a libpng error fails with `what` before its message.
+Pixels png_decode(std::span<const std::uint8_t> bytes, bool normalize, PngDest dest, const std::string& what) {
   PngErr err;
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, png_error_fn, png_warning_fn);
   if (png == nullptr) fail("png_create_read_struct failed");
@@ -129,11 +116,22 @@ std::size_t decode_png_libpng(std::span<const std::uint8_t> bytes, std::uint8_t*
   MemReader r{bytes.data(), bytes.size(), 0};
   png_set_read_fn(png, &r, png_mem_read);
   Pixels meta;
-  PngDest dest{out, out_size, nullptr};
-  const bool ok = info != nullptr && png_read_into(png, info, false, &meta, &dest);
+  const bool ok = info != nullptr && png_read_into(png, info, normalize, &meta, &dest);
   png_destroy_read_struct(&png, &info, nullptr);
-  if (!ok) fail(std::string("libpng decode: ") + err.msg);
-  return meta.size();
+  if (!ok) fail(what + err.msg);
+  return meta;
+}
+}  // namespace
+
+Pixels read_png_file(const std::string& path) {
+  std::vector<std::uint8_t> data;
+  Pixels px = png_decode(read_file(path), true, {nullptr, 0, &data}, path + ": libpng: ");
+  px.data = std::move(data);
+  return px;
+}
+
+std::size_t decode_png_libpng(std::span<const std::uint8_t> bytes, std::uint8_t* out, std::size_t out_size) {
+  return png_decode(bytes, false, {out, out_size, nullptr}, "libpng decode: ").size();
 }
 
 namespace {
