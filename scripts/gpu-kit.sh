@@ -39,8 +39,9 @@
 #     of any built binary, as when LIBRARY_PATH is exported
 #     (bench/results/gpukit-dryrun.md).
 # There, two commands with the prebuilt programs, the bars' steps first: by
-# session 11's step times (bench/README.md; the variant step not yet timed)
-# they take about 13-17 minutes with the machine's start, against a session's
+# session 11's step times (bench/README.md; the variant step estimated from
+# its host side, bench/results/gpukit-dryrun.md, session 39)
+# they take about 11-14 minutes with the machine's start, against a session's
 # 15 of device time, so a command cut short loses the diagnostic steps at its
 # end (the archive is written after each step):
 #   1. run(carry=[".gpukit"], command="bash scripts/gpu-kit.sh device setup build test bench reader sanitize variant")
@@ -79,8 +80,8 @@
 #              2048x1024: bench/results/cuda-<gpu>-variants.md (medians and
 #              ratios to the default, and each kernel's resident warps an
 #              SM, bench/variant_table.py), 3 runs per entry of
-#              kernel_variants.txt and of the default (each about 10-20 s,
-#              not timed yet: with 5 entries about 3-6 min).
+#              kernel_variants.txt and of the default (each about 3-10 s,
+#              not timed on a GPU yet: with 5 entries about 1-3 min).
 # Each step runs in its own bash (set -euo pipefail), so any failing command
 # fails the step; setup or build failing stops the command. $OUT (else
 # .gpukit/out) receives two files: kit-<steps>.log (every step's log, one
