@@ -1,5 +1,6 @@
-// Test helpers for the converters suites: temporary directories, and PNG/JPEG
-// files written directly with libpng/libjpeg (independently of l3_imageio).
+// Test helpers for the converters suites: temporary directories, PNG/JPEG
+// files written directly with libpng/libjpeg (independently of l3_imageio),
+// and the errc that loading bytes with l3_imageio throws.
 #pragma once
 
 #include <jpeglib.h>
@@ -15,9 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "l3/imageio/image_io.hpp"
 #include "test_util.hpp"
 
 namespace l3::test {
+
+// The errc that loading these bytes throws, or errc::ok.
+inline l3::errc load_error(const std::vector<std::uint8_t>& bytes, const l3::LoadOptions& options = {}) {
+  return error_of([&] { (void)l3::decode_image_bytes(bytes, options); });
+}
 
 // A fresh directory, removed with its contents when the object goes.
 class TempDir {

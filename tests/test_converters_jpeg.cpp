@@ -5,13 +5,9 @@
 #include "test_converters_helpers.hpp"
 
 using l3::test::JpegSpec;
+using l3::test::load_error;
 
 namespace {
-
-// The errc that loading these bytes throws, or errc::ok.
-l3::errc load_error(const std::vector<std::uint8_t>& bytes, const l3::LoadOptions& options = {}) {
-  return l3::test::error_of([&] { (void)l3::decode_image_bytes(bytes, options); });
-}
 
 std::vector<std::uint8_t> sample_jpeg(bool progressive = false) {
   JpegSpec s{37, 23, 3, JCS_RGB, 90, progressive};

@@ -6,6 +6,7 @@
 
 using l3::test::PngSpec;
 using l3::test::make_png;
+using l3::test::load_error;
 
 namespace {
 
@@ -55,10 +56,6 @@ void check_shape(const l3::Image& image, std::uint32_t w, std::uint32_t h, std::
   CHECK(image.pixels.size() == std::size_t{w} * h * c);
 }
 
-// The errc that loading these bytes throws, or errc::ok.
-l3::errc load_error(const std::vector<std::uint8_t>& bytes) {
-  return l3::test::error_of([&] { (void)decode(bytes); });
-}
 
 }  // namespace
 

@@ -7,16 +7,8 @@
 #include "l3/imageio/image_io.hpp"
 #include "test_converters_helpers.hpp"
 
-namespace {
-
 using l3::test::bytes_of;
-
-// The errc that loading these bytes throws, or errc::ok.
-l3::errc load_error(const std::vector<std::uint8_t>& bytes, const l3::LoadOptions& options = {}) {
-  return l3::test::error_of([&] { (void)l3::decode_image_bytes(bytes, options); });
-}
-
-}  // namespace
+using l3::test::load_error;
 
 TEST_CASE("PNM round trip: P5 for gray, P6 for RGB, P7 (PAM) with alpha") {
   l3::test::TempDir dir;
