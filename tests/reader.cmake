@@ -7,7 +7,7 @@ l3_add_test(test_reader_transforms test_reader_transforms.cpp LIBS l3_reader LAB
 add_test(NAME test_reader_transforms_scalar COMMAND test_reader_transforms --no-intro=true)
 set_tests_properties(test_reader_transforms_scalar PROPERTIES ENVIRONMENT L3_FORCE_SCALAR=1 LABELS reader)
 l3_add_test(test_reader_pipeline test_reader_pipeline.cpp LIBS l3_reader LABELS "reader;tsan")
-# test_reader_pipeline writes its datasets under test_reader_tmp/ (rewriting
+# test_reader_pipeline writes its datasets under test_tmp/ (rewriting
 # them each run); the CLI tests below run it to make theirs and read them:
 # one at a time (RESOURCE_LOCK), never while another rewrites them.
 set_tests_properties(test_reader_pipeline PROPERTIES RESOURCE_LOCK test_reader_pipeline_datasets)

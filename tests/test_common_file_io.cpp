@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "l3/common/file_io.hpp"
+#include "test_util.hpp"
 
 namespace {
 std::vector<bool> g_synced_dirs;  // per fsync call: was the descriptor a directory
@@ -23,21 +24,11 @@ extern "C" int fsync(int fd) {
   return ::fdatasync(fd);
 }
 
-namespace {
-
-std::filesystem::path fresh(const std::string& name) {
-  const auto d = std::filesystem::path(L3_BINARY_DIR) / "test_common_file_io" / name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
-
-std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-
-}  // namespace
+using l3::test::bytes_of;
+using l3::test::fresh_dir;
 
 TEST_CASE("write_file_atomically fsyncs the file, then its directory") {
-  const auto dir = fresh("atomic");
+  const auto dir = fresh_dir("atomic");
   for (const l3::Overwrite mode : {l3::Overwrite::yes, l3::Overwrite::no}) {
     CAPTURE(mode == l3::Overwrite::yes);
     g_synced_dirs.clear();
@@ -51,7 +42,7 @@ TEST_CASE("write_file_atomically fsyncs the file, then its directory") {
 }
 
 TEST_CASE("rename_durable fsyncs the target's directory") {
-  const auto dir = fresh("rename");
+  const auto dir = fresh_dir("rename");
   l3::write_file_atomically(dir / "from", bytes_of("x"));
   g_synced_dirs.clear();
   l3::file_io::rename_durable(dir / "from", dir / "to");

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <random>
@@ -23,6 +22,7 @@
 #include "l3/codec/tile_core.hpp"
 #include "test_coded_tiles.hpp"
 #include "test_tile_pattern.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -147,9 +147,7 @@ template <class Wanted> int check_vectors(Wanted&& wanted) {
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     if (entry.path().extension() != ".l3i" || !wanted(name)) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    check_same(bytes, name);
+    check_same(l3::test::read_file(entry.path()), name);
     ++vectors;
   }
   return vectors;

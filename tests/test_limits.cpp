@@ -240,13 +240,7 @@ void rehash_trailer(Bytes& f) {
 }
 
 l3::errc open_error(const Bytes& f, const l3::ShardLimits& lim) {
-  try {
-    l3::ShardReader r(Bytes(f), lim);
-    r.verify_all();
-    return l3::errc::ok;
-  } catch (const l3::Error& e) {
-    return e.code();
-  }
+  return l3::test::error_of([&] { l3::ShardReader(Bytes(f), lim).verify_all(); });
 }
 
 }  // namespace

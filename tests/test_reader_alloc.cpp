@@ -70,7 +70,7 @@ long steady_allocations(const std::shared_ptr<const l3::Dataset>& ds, l3::Reader
 }
 
 TEST_CASE("steady state: no allocation while batches flow") {
-  const auto dir = l3::test::reader_dir("alloc_steady");
+  const auto dir = l3::test::fresh_dir("alloc_steady");
   l3::test::write_synth_dataset(dir);
   auto ds = std::make_shared<const l3::Dataset>(l3::Dataset::open(dir));
   l3::ReaderOptions o;

@@ -4,7 +4,7 @@
 set -euo pipefail
 bench="$1"; maker="$2"; bin="$3"; built="${4:-cpu}"  # built: cuda when l3_reader_cuda exists
 "$maker" --no-intro=true -tc="batches equal a reference*" >/dev/null
-ds="$bin/test_reader_tmp/$(basename "$maker")/reference"  # reader_dir() in test_reader_util.hpp
+ds="$bin/test_tmp/$(basename "$maker")/reference"  # fresh_dir() in test_util.hpp
 out=$("$bench" bench-read "$ds" --batch 4 --workers 2 --crop 32 --epochs 2 --echo 2 --cache-mb 10)
 echo "$out"
 grep -q "batches 40, examples 160 (fresh 80, echoed 80)" <<<"$out"

@@ -29,7 +29,7 @@ struct Outcome {
 
 // A fresh synthetic dataset under the build tree.
 inline std::shared_ptr<const l3::Dataset> synth_dataset(const std::string& name, const SynthSpec& spec = {}) {
-  const auto dir = reader_dir(name);
+  const auto dir = fresh_dir(name);
   write_synth_dataset(dir, spec);
   return std::make_shared<const l3::Dataset>(l3::Dataset::open(dir));
 }
@@ -38,7 +38,7 @@ inline std::shared_ptr<const l3::Dataset> synth_dataset(const std::string& name,
 // tile's data (past header and table): the stream's checksum catches it.
 inline std::shared_ptr<const l3::Dataset> corrupt_dataset(const std::string& name,
                                                           std::initializer_list<std::uint64_t> bad) {
-  const auto dir = reader_dir(name);
+  const auto dir = fresh_dir(name);
   write_synth_dataset(dir);
   for (const std::uint64_t r : bad) {
     std::size_t tail = 0;

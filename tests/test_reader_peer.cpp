@@ -132,7 +132,7 @@ std::shared_ptr<const Dataset> synth(const std::string& name, std::uint64_t reco
   l3::test::SynthSpec spec;
   spec.records = records;
   spec.per_shard = 9;
-  const auto dir = l3::test::reader_dir(name);
+  const auto dir = l3::test::fresh_dir(name);
   l3::test::write_synth_dataset(dir, spec);
   return std::make_shared<const Dataset>(Dataset::open(dir));
 }

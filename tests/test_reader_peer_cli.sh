@@ -6,7 +6,7 @@
 set -euo pipefail
 bench="$1"; maker="$2"; bin="$3"
 "$maker" --no-intro=true -tc="batches equal a reference*" >/dev/null
-ds="$bin/test_reader_tmp/$(basename "$maker")/reference"  # reader_dir() in test_reader_util.hpp
+ds="$bin/test_tmp/$(basename "$maker")/reference"  # fresh_dir() in test_util.hpp
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 user=(); [[ $(id -u) -eq 0 ]] && user=(-u root)
 memcached -l 127.0.0.1 -p "$port" -U 0 -M -m 16 -t 1 "${user[@]}" >/dev/null 2>&1 &

@@ -64,7 +64,7 @@ ReaderOptions small_options() {
 }
 
 std::shared_ptr<const Dataset> open_synth(const std::string& name, const l3::test::SynthSpec& spec = {}) {
-  const auto dir = l3::test::reader_dir(name);
+  const auto dir = l3::test::fresh_dir(name);
   l3::test::write_synth_dataset(dir, spec);
   return std::make_shared<const Dataset>(Dataset::open(dir));
 }
@@ -368,7 +368,7 @@ TEST_CASE("cache: no-eviction budget, exact hits and misses") {
 TEST_CASE("one checksum pass per record: the record's with Verify::yes, the stream's with Verify::no") {
   l3::test::SynthSpec spec;
   spec.bad_stream_checksum = 13;
-  const auto dir = l3::test::reader_dir("stream-checksum");
+  const auto dir = l3::test::fresh_dir("stream-checksum");
   l3::test::write_synth_dataset(dir, spec);
   auto ds = std::make_shared<const Dataset>(Dataset::open(dir));
   ReaderOptions o = small_options();
@@ -405,7 +405,7 @@ TEST_CASE("one checksum pass per record: the record's with Verify::yes, the stre
 }
 
 TEST_CASE("corrupt records: raise or skip-and-fill") {
-  const auto dir = l3::test::reader_dir("corrupt");
+  const auto dir = l3::test::fresh_dir("corrupt");
   l3::test::write_synth_dataset(dir);
   l3::test::corrupt_record(dir, 13);
   auto ds = std::make_shared<const Dataset>(Dataset::open(dir));
@@ -466,7 +466,7 @@ TEST_CASE("corrupt records: raise or skip-and-fill") {
 }
 
 TEST_CASE("a record that is not an image fails in the decode stage; skip replaces it") {
-  const auto dir = l3::test::reader_dir("garbage");
+  const auto dir = l3::test::fresh_dir("garbage");
   {
     l3::test::write_synth_dataset(dir);
     // One more shard holding a record with a valid checksum and invalid bytes.

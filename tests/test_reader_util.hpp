@@ -17,16 +17,6 @@
 
 namespace l3::test {
 
-// A fresh, empty directory under the build tree for one test, apart for each
-// test program: two programs built from one source (test_reader_batch_emu and
-// its _tsan twin) run at the same time under `ctest -j`.
-inline std::filesystem::path reader_dir(const std::string& name) {
-  auto dir = std::filesystem::path(L3_BINARY_DIR) / "test_reader_tmp" / L3_TEST_NAME / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 // Pixels of synthetic image i: smooth gradients plus seeded noise, so crops
 // and resizes have something to get wrong.
 inline std::vector<std::uint8_t> synth_pixels(std::uint32_t w, std::uint32_t h, std::uint32_t c, std::uint64_t seed) {
